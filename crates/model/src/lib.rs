@@ -1,0 +1,42 @@
+//! The Bigtable v2 data model, independent of any backend.
+//!
+//! A table maps `(row key, family, qualifier, timestamp)` to bytes, with rows
+//! sorted by key. This crate holds the types of that model (cells, rows,
+//! mutations, row sets, the full [`RowFilter`] algebra, GC rules, limits),
+//! the reference semantics of filters, mutations and GC, the [`Store`] and
+//! [`Table`] traits every backend implements, an in-memory reference store,
+//! and (feature `conformance`) the test suite every backend must pass.
+//!
+//! It is not a storage engine: it knows nothing of RocksDB or gRPC.
+//!
+//! ```
+//! use affinity_model::{MemoryStore, Mutation, ReadRowsRequest, Store, TableSpec, GcRule};
+//!
+//! let store = MemoryStore::new();
+//! store.create_table("events", &TableSpec::new().with_family("e", GcRule::MaxVersions(1)))?;
+//! let table = store.open_table("events")?;
+//! table.mutate_row(b"app1,u1", &[Mutation::set_cell("e", "brand", 1_000, "Apple")])?;
+//! let rows: Vec<_> = table.read_rows(&ReadRowsRequest::all())?.collect::<Result<_, _>>()?;
+//! assert_eq!(rows[0].cells[0].value, "Apple");
+//! # Ok::<(), affinity_model::Error>(())
+//! ```
+
+#![deny(clippy::host_endian_bytes, clippy::little_endian_bytes)]
+
+pub mod cell;
+pub mod error;
+pub mod filter;
+pub mod limits;
+pub mod mutation;
+pub mod rowset;
+pub mod store;
+pub mod table_spec;
+
+pub use bytes::Bytes;
+pub use cell::{Cell, Row, SampleRowKey, SERVER_TIME};
+pub use error::{Error, ErrorCode, Result};
+pub use filter::{ColumnRange, RowFilter, TimestampRange, ValueRange};
+pub use mutation::{Mutation, ReadModifyWriteOp, ReadModifyWriteRule, RowMutations};
+pub use rowset::{prefix_successor, ReadRowsRequest, RowRange, RowSet};
+pub use store::{RowStream, Store, Table};
+pub use table_spec::{ColumnFamily, FamilyModification, GcRule, TableSpec};

@@ -1,0 +1,180 @@
+//! Bigtable's limits, enforced before anything is written.
+
+use crate::error::{Error, Result};
+use crate::mutation::{Mutation, ReadModifyWriteRule};
+
+/// Largest row key, in bytes.
+pub const MAX_ROW_KEY_BYTES: usize = 4 * 1024;
+/// Largest column qualifier, in bytes.
+pub const MAX_QUALIFIER_BYTES: usize = 16 * 1024;
+/// Largest cell value, in bytes.
+pub const MAX_VALUE_BYTES: usize = 100 * 1024 * 1024;
+/// Most mutations in one request (summed over the entries of `mutate_rows`).
+pub const MAX_MUTATIONS_PER_REQUEST: usize = 100_000;
+/// Longest table name, in bytes.
+pub const MAX_TABLE_NAME_BYTES: usize = 50;
+
+/// Check a row key: non-empty and at most 4 KiB.
+pub fn check_row_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::EmptyRowKey);
+    }
+    if key.len() > MAX_ROW_KEY_BYTES {
+        return Err(Error::RowKeyTooLarge { len: key.len() });
+    }
+    Ok(())
+}
+
+fn is_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    match bytes.next() {
+        Some(b) if b.is_ascii_alphanumeric() || b == b'_' => {}
+        _ => return false,
+    }
+    bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Check a family name against `[_a-zA-Z0-9][-_.a-zA-Z0-9]*`.
+pub fn check_family_name(name: &str) -> Result<()> {
+    if is_name(name) {
+        Ok(())
+    } else {
+        Err(Error::InvalidFamilyName {
+            name: name.to_string(),
+        })
+    }
+}
+
+/// Check a table name against `[_a-zA-Z0-9][-_.a-zA-Z0-9]*`, at most 50 bytes.
+pub fn check_table_name(name: &str) -> Result<()> {
+    if is_name(name) && name.len() <= MAX_TABLE_NAME_BYTES {
+        Ok(())
+    } else {
+        Err(Error::InvalidTableName {
+            name: name.to_string(),
+        })
+    }
+}
+
+/// Check a qualifier's size.
+pub fn check_qualifier(qualifier: &[u8]) -> Result<()> {
+    if qualifier.len() > MAX_QUALIFIER_BYTES {
+        return Err(Error::QualifierTooLarge {
+            len: qualifier.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Check a cell timestamp: `>= 0` and a multiple of 1000, or
+/// [`crate::SERVER_TIME`] when `allow_server_time`.
+pub fn check_timestamp(micros: i64, allow_server_time: bool) -> Result<()> {
+    if allow_server_time && micros == crate::SERVER_TIME {
+        return Ok(());
+    }
+    if micros < 0 {
+        return Err(Error::InvalidTimestamp { micros });
+    }
+    if micros % 1000 != 0 {
+        return Err(Error::TimestampGranularity { micros });
+    }
+    Ok(())
+}
+
+/// Check the number of mutations of a request.
+pub fn check_mutation_count(count: usize) -> Result<()> {
+    if count == 0 {
+        return Err(Error::NoMutations);
+    }
+    if count > MAX_MUTATIONS_PER_REQUEST {
+        return Err(Error::TooManyMutations { count });
+    }
+    Ok(())
+}
+
+/// Check one mutation's sizes, names and timestamps, and that its family is
+/// one of `has_family`'s. Does not check the mutation count.
+pub fn check_mutation(
+    mutation: &Mutation,
+    table: &str,
+    has_family: &dyn Fn(&str) -> bool,
+) -> Result<()> {
+    let family = match mutation {
+        Mutation::SetCell {
+            family,
+            qualifier,
+            timestamp_micros,
+            value,
+        } => {
+            check_qualifier(qualifier)?;
+            check_timestamp(*timestamp_micros, true)?;
+            if value.len() > MAX_VALUE_BYTES {
+                return Err(Error::ValueTooLarge { len: value.len() });
+            }
+            family
+        }
+        Mutation::DeleteFromColumn {
+            family,
+            qualifier,
+            time_range,
+        } => {
+            check_qualifier(qualifier)?;
+            check_timestamp(time_range.start_micros, false)?;
+            check_timestamp(time_range.end_micros, false)?;
+            if time_range.end_micros != 0 && time_range.end_micros < time_range.start_micros {
+                return Err(Error::InvalidArgument(format!(
+                    "time range end {} is before its start {}",
+                    time_range.end_micros, time_range.start_micros
+                )));
+            }
+            family
+        }
+        Mutation::DeleteFromFamily { family } => family,
+        Mutation::DeleteFromRow => return Ok(()),
+    };
+    check_family_name(family)?;
+    if !has_family(family) {
+        return Err(Error::FamilyNotFound {
+            table: table.to_string(),
+            family: family.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Check a whole `mutate_row` / `check_and_mutate_row` request.
+pub fn check_row_mutations(
+    table: &str,
+    row_key: &[u8],
+    mutations: &[Mutation],
+    has_family: &dyn Fn(&str) -> bool,
+) -> Result<()> {
+    check_row_key(row_key)?;
+    check_mutation_count(mutations.len())?;
+    for m in mutations {
+        check_mutation(m, table, has_family)?;
+    }
+    Ok(())
+}
+
+/// Check the rules of a `read_modify_write_row` request.
+pub fn check_read_modify_write(
+    table: &str,
+    row_key: &[u8],
+    rules: &[ReadModifyWriteRule],
+    has_family: &dyn Fn(&str) -> bool,
+) -> Result<()> {
+    check_row_key(row_key)?;
+    check_mutation_count(rules.len())?;
+    for rule in rules {
+        check_qualifier(&rule.qualifier)?;
+        check_family_name(&rule.family)?;
+        if !has_family(&rule.family) {
+            return Err(Error::FamilyNotFound {
+                table: table.to_string(),
+                family: rule.family.clone(),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! The storage traits every backend implements.
+
+use std::sync::Arc;
+
+use crate::cell::{Row, SampleRowKey};
+use crate::error::Result;
+use crate::filter::RowFilter;
+use crate::mutation::{Mutation, ReadModifyWriteRule, RowMutations};
+use crate::rowset::ReadRowsRequest;
+use crate::table_spec::{FamilyModification, TableSpec};
+
+/// A stream of rows in key order (descending when the request is reversed).
+/// An `Err` item ends the stream.
+pub type RowStream<'a> = Box<dyn Iterator<Item = Result<Row>> + Send + 'a>;
+
+/// An instance: a set of named tables (Bigtable's admin API).
+pub trait Store: Send + Sync {
+    /// Create a table with the given families.
+    fn create_table(&self, table: &str, spec: &TableSpec) -> Result<()>;
+    /// Delete a table and all its data.
+    fn delete_table(&self, table: &str) -> Result<()>;
+    /// Names of all tables, sorted.
+    fn list_tables(&self) -> Result<Vec<String>>;
+    /// The families of a table.
+    fn table_spec(&self, table: &str) -> Result<TableSpec>;
+    /// Create, update or drop families; returns the new spec. All
+    /// modifications are validated before any is applied.
+    fn modify_families(&self, table: &str, modifications: &[FamilyModification])
+        -> Result<TableSpec>;
+    /// A handle for reading and writing a table.
+    fn open_table(&self, table: &str) -> Result<Arc<dyn Table>>;
+}
+
+/// One table's data operations (Bigtable's data API). Every method is atomic
+/// per row: a reader sees all of a row mutation or none of it.
+pub trait Table: Send + Sync {
+    /// The table's name.
+    fn name(&self) -> &str;
+
+    /// Apply mutations to one row atomically.
+    fn mutate_row(&self, row_key: &[u8], mutations: &[Mutation]) -> Result<()>;
+
+    /// Apply several row mutations; each entry is atomic on its own and gets
+    /// its own status. The outer error is for failures of the whole request
+    /// (too many mutations in total, unavailable backend).
+    fn mutate_rows(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>>;
+
+    /// Atomically: evaluate `predicate` on the row (no predicate: "the row
+    /// has any cell"), apply `true_mutations` if it output any cell, else
+    /// `false_mutations`. Returns whether the predicate matched.
+    fn check_and_mutate_row(
+        &self,
+        row_key: &[u8],
+        predicate: Option<&RowFilter>,
+        true_mutations: &[Mutation],
+        false_mutations: &[Mutation],
+    ) -> Result<bool>;
+
+    /// Atomically apply append/increment rules to the latest cells of their
+    /// columns; returns the new cells written (one per rule's column).
+    fn read_modify_write_row(&self, row_key: &[u8], rules: &[ReadModifyWriteRule])
+        -> Result<Row>;
+
+    /// Split points spaced by data size, ending with the table's end (an
+    /// empty key), as Bigtable returns them.
+    fn sample_row_keys(&self) -> Result<Vec<SampleRowKey>>;
+
+    /// Read rows.
+    fn read_rows(&self, request: &ReadRowsRequest) -> Result<RowStream<'_>>;
+
+    /// Read one row, `None` when it has no cells (after the filter).
+    fn read_row(&self, row_key: &[u8], filter: Option<&RowFilter>) -> Result<Option<Row>> {
+        let mut request =
+            ReadRowsRequest::new(crate::RowSet::from_keys([bytes::Bytes::copy_from_slice(
+                row_key,
+            )]));
+        request.filter = filter.cloned();
+        self.read_rows(&request)?.next().transpose()
+    }
+}
