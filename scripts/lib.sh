@@ -1,0 +1,65 @@
+# Shared by scripts/demo, scripts/test and .ci/run: set-up that a fresh
+# machine may lack. Source it; do not run it.
+
+# Keep the cargo target directory outside the clone, so a fresh clone (CI)
+# reuses RocksDB's C++ build from earlier runs on the same machine.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/affinity/target}"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# RocksDB's build (librocksdb-sys) needs clang and libclang for bindgen.
+ensure_build_prereqs() {
+  if ! command -v cargo >/dev/null 2>&1; then
+    echo "error: cargo not found; install the Rust toolchain (https://rustup.rs)" >&2
+    return 1
+  fi
+  local missing=()
+  command -v clang >/dev/null 2>&1 || missing+=(clang)
+  if ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 \
+     && ! ls /usr/lib/*/libclang*.so* >/dev/null 2>&1; then
+    missing+=(libclang-dev)
+  fi
+  [ ${#missing[@]} -eq 0 ] && return 0
+  say "installing build prerequisites: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  if command -v apt-get >/dev/null 2>&1; then
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+  else
+    echo "error: please install ${missing[*]} (needed to build RocksDB)" >&2
+    return 1
+  fi
+}
+
+# Path of the official Cloud Bigtable emulator, or nothing.
+find_cbtemulator() {
+  if [ -n "${AFFINITY_CBTEMULATOR:-}" ] && [ -x "$AFFINITY_CBTEMULATOR" ]; then
+    echo "$AFFINITY_CBTEMULATOR"; return
+  fi
+  command -v cbtemulator 2>/dev/null && return
+  local p
+  for p in /usr/lib/google-cloud-sdk/platform/bigtable-emulator/cbtemulator \
+           /usr/share/google-cloud-sdk/platform/bigtable-emulator/cbtemulator; do
+    [ -x "$p" ] && { echo "$p"; return; }
+  done
+  if command -v gcloud >/dev/null 2>&1; then
+    p="$(gcloud info --format='value(installation.sdk_root)' 2>/dev/null)/platform/bigtable-emulator/cbtemulator"
+    [ -x "$p" ] && { echo "$p"; return; }
+  fi
+}
+
+# A free TCP port on 127.0.0.1.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Wait until something listens on 127.0.0.1:$1 (at most ~20 s).
+wait_for_port() {
+  local i
+  for i in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
