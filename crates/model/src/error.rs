@@ -44,7 +44,11 @@ pub enum Error {
     #[error("invalid row range: {reason}")]
     InvalidRowRange { reason: String },
     #[error("cannot increment cell {family}:{qualifier}: existing value is {len} bytes, not a 64-bit big-endian integer")]
-    InvalidIncrementTarget { family: String, qualifier: String, len: usize },
+    InvalidIncrementTarget {
+        family: String,
+        qualifier: String,
+        len: usize,
+    },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error("backend unavailable: {0}")]

@@ -1,5 +1,6 @@
 //! The `RowFilter` algebra of Bigtable v2, as data. Evaluation lives in
-//! `eval`; backends that talk to a server translate it field for field.
+//! [`crate::eval`]; backends that talk to a server translate it field for
+//! field (and validate it with [`crate::eval::validate`] first).
 
 use std::ops::Bound;
 
@@ -46,13 +47,17 @@ pub struct ValueRange {
 /// Bigtable's `RowFilter`, one variant per filter kind.
 ///
 /// Regexes are RE2 syntax matched against the whole byte string (as if
-/// anchored with `\A(?:...)\z`), with `.` matching any byte, as Bigtable does.
+/// anchored with `\A(?:...)\z`), byte-wise: as in Bigtable, `.` matches any
+/// byte except `\n` and `\C` matches any byte. Evaluation lives in
+/// [`crate::eval`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum RowFilter {
-    /// Apply each filter to the output of the previous one.
+    /// Apply each filter to the output of the previous one. At most one
+    /// sub-filter may apply a label. An empty chain passes everything.
     Chain(Vec<RowFilter>),
     /// Apply each filter to the input and merge the outputs in canonical
     /// order, keeping duplicates (a cell passed by two filters appears twice).
+    /// An empty interleave outputs nothing.
     Interleave(Vec<RowFilter>),
     /// If `predicate` outputs any cell for the row, apply `true_filter`, else
     /// `false_filter` (a missing branch outputs nothing).
@@ -62,12 +67,13 @@ pub enum RowFilter {
         false_filter: Option<Box<RowFilter>>,
     },
     /// Send the input cells straight to the read's output, bypassing the
-    /// enclosing filters; outputs nothing to its parent.
+    /// enclosing filters; outputs nothing to its parent. Not allowed inside a
+    /// condition.
     Sink,
     PassAll,
     BlockAll,
     RowKeyRegex(Bytes),
-    /// Keep each row with this probability (0 < p < 1).
+    /// Keep each row with this probability (0 < p < 1, exclusive).
     RowSample(f64),
     FamilyNameRegex(String),
     ColumnQualifierRegex(Bytes),
@@ -77,13 +83,13 @@ pub enum RowFilter {
     ValueRange(ValueRange),
     /// Skip the first N cells of the row.
     CellsPerRowOffset(u32),
-    /// Keep only the first N cells of the row.
+    /// Keep only the first N cells of the row (N > 0).
     CellsPerRowLimit(u32),
-    /// Keep only the N newest cells of each column.
+    /// Keep only the N newest cells of each column (N > 0).
     CellsPerColumnLimit(u32),
     /// Replace each value with the empty string.
     StripValue,
-    /// Add a label to each cell.
+    /// Add a label to each cell: `[a-z0-9-]{1,15}`.
     ApplyLabel(String),
 }
 

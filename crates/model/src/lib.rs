@@ -23,9 +23,12 @@
 
 #![deny(clippy::host_endian_bytes, clippy::little_endian_bytes)]
 
+pub mod apply;
 pub mod cell;
 pub mod error;
+pub mod eval;
 pub mod filter;
+pub mod gc;
 pub mod limits;
 pub mod mutation;
 pub mod rowset;

@@ -1,7 +1,10 @@
 //! Bigtable's limits, enforced before anything is written.
 
+use std::ops::Bound;
+
 use crate::error::{Error, Result};
-use crate::mutation::{Mutation, ReadModifyWriteRule};
+use crate::mutation::{Mutation, ReadModifyWriteRule, RowMutations};
+use crate::rowset::{RowRange, RowSet};
 
 /// Largest row key, in bytes.
 pub const MAX_ROW_KEY_BYTES: usize = 4 * 1024;
@@ -121,9 +124,9 @@ pub fn check_mutation(
             check_qualifier(qualifier)?;
             check_timestamp(time_range.start_micros, false)?;
             check_timestamp(time_range.end_micros, false)?;
-            if time_range.end_micros != 0 && time_range.end_micros < time_range.start_micros {
+            if time_range.end_micros != 0 && time_range.end_micros <= time_range.start_micros {
                 return Err(Error::InvalidArgument(format!(
-                    "time range end {} is before its start {}",
+                    "time range end {} is not after its start {}",
                     time_range.end_micros, time_range.start_micros
                 )));
             }
@@ -177,4 +180,117 @@ pub fn check_read_modify_write(
         }
     }
     Ok(())
+}
+
+/// Check a `check_and_mutate_row` request: each branch within the limits and
+/// valid, and at least one mutation over both branches (as Bigtable asks).
+pub fn check_check_and_mutate(
+    table: &str,
+    row_key: &[u8],
+    true_mutations: &[Mutation],
+    false_mutations: &[Mutation],
+    has_family: &dyn Fn(&str) -> bool,
+) -> Result<()> {
+    check_row_key(row_key)?;
+    check_mutation_count(true_mutations.len() + false_mutations.len())?;
+    for branch in [true_mutations, false_mutations] {
+        if branch.len() > MAX_MUTATIONS_PER_REQUEST {
+            return Err(Error::TooManyMutations {
+                count: branch.len(),
+            });
+        }
+        for m in branch {
+            check_mutation(m, table, has_family)?;
+        }
+    }
+    Ok(())
+}
+
+/// Check what fails a whole `mutate_rows` request: no entries, or more than
+/// 100,000 mutations summed over the entries. Each entry is then checked on
+/// its own with [`check_row_mutations`] and fails alone.
+pub fn check_mutate_rows(entries: &[RowMutations]) -> Result<()> {
+    if entries.is_empty() {
+        return Err(Error::NoMutations);
+    }
+    let total: usize = entries.iter().map(|e| e.mutations.len()).sum();
+    if total > MAX_MUTATIONS_PER_REQUEST {
+        return Err(Error::TooManyMutations { count: total });
+    }
+    Ok(())
+}
+
+fn bound_key(bound: &Bound<bytes::Bytes>) -> Option<&[u8]> {
+    match bound {
+        Bound::Included(k) | Bound::Excluded(k) if !k.is_empty() => Some(k.as_ref()),
+        _ => None,
+    }
+}
+
+/// Check a row range as Bigtable does: when both ends are set, the start key
+/// must not sort after the end key (equal keys are a valid, possibly empty,
+/// range). An empty key on either side means "unbounded".
+pub fn check_row_range(range: &RowRange) -> Result<()> {
+    if let (Some(start), Some(end)) = (bound_key(&range.start), bound_key(&range.end)) {
+        if start > end {
+            return Err(Error::InvalidRowRange {
+                reason: format!(
+                    "start key {:?} sorts after end key {:?}",
+                    String::from_utf8_lossy(start),
+                    String::from_utf8_lossy(end)
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Check every range of a row set.
+pub fn check_row_set(rows: &RowSet) -> Result<()> {
+    rows.ranges.iter().try_for_each(check_row_range)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::TimestampRange;
+
+    #[test]
+    fn delete_ranges_must_not_be_empty_or_inverted() {
+        let has = |_: &str| true;
+        let del = |s, e| Mutation::DeleteFromColumn {
+            family: "f".into(),
+            qualifier: bytes::Bytes::new(),
+            time_range: TimestampRange::new(s, e),
+        };
+        assert!(check_mutation(&del(1000, 2000), "t", &has).is_ok());
+        assert!(check_mutation(&del(1000, 0), "t", &has).is_ok());
+        assert!(check_mutation(&del(2000, 2000), "t", &has).is_err());
+        assert!(check_mutation(&del(3000, 2000), "t", &has).is_err());
+        assert!(check_mutation(&del(1500, 2000), "t", &has).is_err());
+    }
+
+    #[test]
+    fn row_ranges() {
+        assert!(check_row_range(&RowRange::closed_open("a", "b")).is_ok());
+        assert!(check_row_range(&RowRange::closed_open("a", "a")).is_ok());
+        assert!(matches!(
+            check_row_range(&RowRange::closed_open("b", "a")),
+            Err(Error::InvalidRowRange { .. })
+        ));
+        assert!(check_row_range(&RowRange::closed_open("b", "")).is_ok());
+    }
+
+    #[test]
+    fn check_and_mutate_needs_one_mutation() {
+        let has = |_: &str| true;
+        let set = Mutation::set_cell("f", "q", 1000, "v");
+        assert_eq!(
+            check_check_and_mutate("t", b"k", &[], &[], &has),
+            Err(Error::NoMutations)
+        );
+        assert!(check_check_and_mutate("t", b"k", &[], std::slice::from_ref(&set), &has).is_ok());
+        let bad = Mutation::set_cell("f", "q", 1500, "v");
+        assert!(check_check_and_mutate("t", b"k", &[set], &[bad], &has).is_err());
+    }
 }

@@ -44,7 +44,8 @@ impl RowRange {
         }
     }
 
-    /// True when `key` falls in the range.
+    /// True when `key` falls in the range. As in Bigtable, an empty key on
+    /// either side means "unbounded" (the proto cannot tell them apart).
     pub fn contains(&self, key: &[u8]) -> bool {
         let after_start = match &self.start {
             Bound::Unbounded => true,
@@ -53,6 +54,7 @@ impl RowRange {
         };
         let before_end = match &self.end {
             Bound::Unbounded => true,
+            Bound::Included(e) | Bound::Excluded(e) if e.is_empty() => true,
             Bound::Included(e) => key <= e.as_ref(),
             Bound::Excluded(e) => key < e.as_ref(),
         };
@@ -63,9 +65,11 @@ impl RowRange {
     pub fn is_empty(&self) -> bool {
         match (&self.start, &self.end) {
             (Bound::Unbounded, _) | (_, Bound::Unbounded) => false,
+            (_, Bound::Included(e) | Bound::Excluded(e)) if e.is_empty() => false,
             (Bound::Included(s), Bound::Included(e)) => s > e,
-            (Bound::Included(s), Bound::Excluded(e))
-            | (Bound::Excluded(s), Bound::Included(e)) => s >= e,
+            (Bound::Included(s), Bound::Excluded(e)) | (Bound::Excluded(s), Bound::Included(e)) => {
+                s >= e
+            }
             (Bound::Excluded(s), Bound::Excluded(e)) => {
                 // (s, e) is empty when e <= s or e is s's immediate successor.
                 let mut succ = s.to_vec();
@@ -142,7 +146,8 @@ impl RowSet {
 pub struct ReadRowsRequest {
     pub rows: RowSet,
     pub filter: Option<RowFilter>,
-    /// Stop after this many rows (`None`: no limit).
+    /// Stop after this many rows (`None`, or `Some(0)` as on the wire: no
+    /// limit).
     pub rows_limit: Option<u64>,
     /// Return rows in descending key order.
     pub reversed: bool,

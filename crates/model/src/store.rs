@@ -25,8 +25,11 @@ pub trait Store: Send + Sync {
     fn table_spec(&self, table: &str) -> Result<TableSpec>;
     /// Create, update or drop families; returns the new spec. All
     /// modifications are validated before any is applied.
-    fn modify_families(&self, table: &str, modifications: &[FamilyModification])
-        -> Result<TableSpec>;
+    fn modify_families(
+        &self,
+        table: &str,
+        modifications: &[FamilyModification],
+    ) -> Result<TableSpec>;
     /// A handle for reading and writing a table.
     fn open_table(&self, table: &str) -> Result<Arc<dyn Table>>;
 }
@@ -58,8 +61,7 @@ pub trait Table: Send + Sync {
 
     /// Atomically apply append/increment rules to the latest cells of their
     /// columns; returns the new cells written (one per rule's column).
-    fn read_modify_write_row(&self, row_key: &[u8], rules: &[ReadModifyWriteRule])
-        -> Result<Row>;
+    fn read_modify_write_row(&self, row_key: &[u8], rules: &[ReadModifyWriteRule]) -> Result<Row>;
 
     /// Split points spaced by data size, ending with the table's end (an
     /// empty key), as Bigtable returns them.

@@ -50,3 +50,118 @@ pub enum FamilyModification {
     Update { family: String, gc_rule: GcRule },
     Drop { family: String },
 }
+
+impl TableSpec {
+    /// Check every family name and GC rule.
+    pub fn validate(&self) -> crate::Result<()> {
+        for (name, family) in &self.families {
+            crate::limits::check_family_name(name)?;
+            crate::gc::validate_gc_rule(&family.gc_rule)?;
+        }
+        Ok(())
+    }
+
+    /// The spec after `modifications`, applied in order, or the first error
+    /// (`FamilyExists` for a create of an existing family, `FamilyNotFound`
+    /// for an update or drop of a missing one, invalid names or rules). Every
+    /// modification is checked before the caller changes anything.
+    pub fn apply_modifications(
+        &self,
+        table: &str,
+        modifications: &[FamilyModification],
+    ) -> crate::Result<TableSpec> {
+        use crate::Error;
+        let mut next = self.clone();
+        for m in modifications {
+            match m {
+                FamilyModification::Create { family, gc_rule } => {
+                    crate::limits::check_family_name(family)?;
+                    crate::gc::validate_gc_rule(gc_rule)?;
+                    if next.families.contains_key(family) {
+                        return Err(Error::FamilyExists {
+                            table: table.to_string(),
+                            family: family.clone(),
+                        });
+                    }
+                    next.families.insert(
+                        family.clone(),
+                        ColumnFamily {
+                            gc_rule: gc_rule.clone(),
+                        },
+                    );
+                }
+                FamilyModification::Update { family, gc_rule } => {
+                    crate::gc::validate_gc_rule(gc_rule)?;
+                    match next.families.get_mut(family) {
+                        Some(f) => f.gc_rule = gc_rule.clone(),
+                        None => {
+                            return Err(Error::FamilyNotFound {
+                                table: table.to_string(),
+                                family: family.clone(),
+                            })
+                        }
+                    }
+                }
+                FamilyModification::Drop { family } => {
+                    if next.families.remove(family).is_none() {
+                        return Err(Error::FamilyNotFound {
+                            table: table.to_string(),
+                            family: family.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Error;
+
+    #[test]
+    fn modifications_apply_in_order_and_fail_whole() {
+        let spec = TableSpec::new().with_family("a", GcRule::None);
+        let next = spec
+            .apply_modifications(
+                "t",
+                &[
+                    FamilyModification::Create {
+                        family: "b".into(),
+                        gc_rule: GcRule::MaxVersions(1),
+                    },
+                    FamilyModification::Update {
+                        family: "a".into(),
+                        gc_rule: GcRule::MaxVersions(2),
+                    },
+                    FamilyModification::Drop { family: "b".into() },
+                ],
+            )
+            .expect("valid modifications");
+        assert_eq!(
+            next,
+            TableSpec::new().with_family("a", GcRule::MaxVersions(2))
+        );
+        let dup = spec.apply_modifications(
+            "t",
+            &[FamilyModification::Create {
+                family: "a".into(),
+                gc_rule: GcRule::None,
+            }],
+        );
+        assert!(matches!(dup, Err(Error::FamilyExists { .. })));
+        let missing =
+            spec.apply_modifications("t", &[FamilyModification::Drop { family: "z".into() }]);
+        assert!(matches!(missing, Err(Error::FamilyNotFound { .. })));
+        let bad = spec.apply_modifications(
+            "t",
+            &[FamilyModification::Create {
+                family: "a b".into(),
+                gc_rule: GcRule::None,
+            }],
+        );
+        assert!(matches!(bad, Err(Error::InvalidFamilyName { .. })));
+    }
+}

@@ -1,0 +1,310 @@
+use std::ops::Bound;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::error::Error;
+use crate::filter::{ColumnRange, TimestampRange, ValueRange};
+
+fn cell(f: &str, q: &str, ts: i64, v: &str) -> Cell {
+    Cell::new(
+        f,
+        Bytes::copy_from_slice(q.as_bytes()),
+        ts,
+        Bytes::copy_from_slice(v.as_bytes()),
+    )
+}
+
+fn labelled(mut c: Cell, label: &str) -> Cell {
+    c.labels.push(label.to_string());
+    c
+}
+
+fn row(cells: Vec<Cell>) -> Row {
+    let mut cells = cells;
+    cells.sort_by(Cell::canonical_cmp);
+    Row {
+        key: Bytes::from_static(b"row1"),
+        cells,
+    }
+}
+
+fn run(filter: RowFilter, cells: Vec<Cell>) -> Vec<Cell> {
+    CompiledFilter::compile(&filter)
+        .expect("filter compiles")
+        .apply(row(cells))
+        .map(|r| r.cells)
+        .unwrap_or_default()
+}
+
+fn abc() -> Vec<Cell> {
+    vec![
+        cell("A", "A", 1000, "w"),
+        cell("A", "B", 2000, "x"),
+        cell("B", "B", 4000, "z"),
+    ]
+}
+
+fn invalid_filter(filter: RowFilter) -> bool {
+    matches!(
+        CompiledFilter::compile(&filter),
+        Err(Error::InvalidFilter { .. })
+    )
+}
+
+#[test]
+fn proto_sink_example() {
+    // The example of data.proto's `sink` documentation.
+    let filter = RowFilter::Chain(vec![
+        RowFilter::FamilyNameRegex("A".into()),
+        RowFilter::Interleave(vec![
+            RowFilter::PassAll,
+            RowFilter::Chain(vec![RowFilter::ApplyLabel("foo".into()), RowFilter::Sink]),
+        ]),
+        RowFilter::ColumnQualifierRegex(Bytes::from_static(b"B")),
+    ]);
+    let out = run(filter, abc());
+    assert_eq!(
+        out,
+        vec![
+            labelled(cell("A", "A", 1000, "w"), "foo"),
+            cell("A", "B", 2000, "x"),
+            labelled(cell("A", "B", 2000, "x"), "foo"),
+        ]
+    );
+}
+
+#[test]
+fn interleave_keeps_duplicates_in_canonical_order() {
+    let filter = RowFilter::Interleave(vec![
+        RowFilter::FamilyNameRegex("B".into()),
+        RowFilter::PassAll,
+        RowFilter::ColumnQualifierRegex(Bytes::from_static(b"A")),
+    ]);
+    let out = run(filter, abc());
+    assert_eq!(
+        out,
+        vec![
+            cell("A", "A", 1000, "w"),
+            cell("A", "A", 1000, "w"),
+            cell("A", "B", 2000, "x"),
+            cell("B", "B", 4000, "z"),
+            cell("B", "B", 4000, "z"),
+        ]
+    );
+}
+
+#[test]
+fn interleave_copies_keep_their_own_labels() {
+    let filter = RowFilter::Interleave(vec![
+        RowFilter::ApplyLabel("b".into()),
+        RowFilter::ApplyLabel("a".into()),
+    ]);
+    let out = run(filter, vec![cell("A", "A", 1000, "w")]);
+    assert_eq!(
+        out,
+        vec![
+            labelled(cell("A", "A", 1000, "w"), "b"),
+            labelled(cell("A", "A", 1000, "w"), "a"),
+        ]
+    );
+}
+
+#[test]
+fn condition_picks_a_branch_and_hides_predicate_labels() {
+    let cond = |pred: RowFilter| RowFilter::Condition {
+        predicate: Box::new(pred),
+        true_filter: Some(Box::new(RowFilter::FamilyNameRegex("B".into()))),
+        false_filter: Some(Box::new(RowFilter::FamilyNameRegex("A".into()))),
+    };
+    let t = run(cond(RowFilter::ApplyLabel("p".into())), abc());
+    assert_eq!(t, vec![cell("B", "B", 4000, "z")]);
+    let f = run(
+        cond(RowFilter::ValueRegex(Bytes::from_static(b"nope"))),
+        abc(),
+    );
+    assert_eq!(
+        f,
+        vec![cell("A", "A", 1000, "w"), cell("A", "B", 2000, "x")]
+    );
+    let missing = RowFilter::Condition {
+        predicate: Box::new(RowFilter::PassAll),
+        true_filter: None,
+        false_filter: Some(Box::new(RowFilter::PassAll)),
+    };
+    assert!(run(missing, abc()).is_empty());
+}
+
+#[test]
+fn cell_filters() {
+    let b = |s: &'static str| Bytes::from_static(s.as_bytes());
+    assert_eq!(run(RowFilter::BlockAll, abc()), vec![]);
+    assert_eq!(run(RowFilter::PassAll, abc()), row(abc()).cells);
+    assert_eq!(run(RowFilter::RowKeyRegex(b("row.")), abc()).len(), 3);
+    assert_eq!(run(RowFilter::RowKeyRegex(b("row")), abc()).len(), 0);
+    assert_eq!(run(RowFilter::ValueRegex(b("[xz]")), abc()).len(), 2);
+    let range = ColumnRange {
+        family: "A".into(),
+        start: Bound::Excluded(b("A")),
+        end: Bound::Unbounded,
+    };
+    assert_eq!(
+        run(RowFilter::ColumnRange(range), abc()),
+        vec![cell("A", "B", 2000, "x")]
+    );
+    let ts = TimestampRange::new(2000, 4000);
+    assert_eq!(
+        run(RowFilter::TimestampRange(ts), abc()),
+        vec![cell("A", "B", 2000, "x")]
+    );
+    let vr = ValueRange {
+        start: Bound::Included(b("x")),
+        end: Bound::Excluded(b("z")),
+    };
+    assert_eq!(
+        run(RowFilter::ValueRange(vr), abc()),
+        vec![cell("A", "B", 2000, "x")]
+    );
+    let stripped = run(RowFilter::StripValue, abc());
+    assert!(stripped.iter().all(|c| c.value.is_empty()));
+    assert_eq!(stripped.len(), 3);
+}
+
+#[test]
+fn offsets_and_limits_count_cells_in_order() {
+    let cells = vec![
+        cell("A", "A", 3000, "1"),
+        cell("A", "A", 2000, "2"),
+        cell("A", "A", 1000, "3"),
+        cell("A", "B", 2000, "4"),
+        cell("B", "A", 5000, "5"),
+    ];
+    let vals = |cs: Vec<Cell>| -> String {
+        cs.iter()
+            .map(|c| String::from_utf8_lossy(&c.value).into_owned())
+            .collect()
+    };
+    assert_eq!(
+        vals(run(RowFilter::CellsPerRowOffset(2), cells.clone())),
+        "345"
+    );
+    assert_eq!(
+        vals(run(RowFilter::CellsPerRowOffset(0), cells.clone())),
+        "12345"
+    );
+    assert_eq!(
+        vals(run(RowFilter::CellsPerRowOffset(9), cells.clone())),
+        ""
+    );
+    assert_eq!(
+        vals(run(RowFilter::CellsPerRowLimit(2), cells.clone())),
+        "12"
+    );
+    assert_eq!(
+        vals(run(RowFilter::CellsPerColumnLimit(2), cells.clone())),
+        "1245"
+    );
+    assert_eq!(
+        vals(run(RowFilter::CellsPerColumnLimit(1), cells.clone())),
+        "145"
+    );
+    // Duplicates from an interleave count separately.
+    let dup = RowFilter::Chain(vec![
+        RowFilter::Interleave(vec![RowFilter::PassAll, RowFilter::PassAll]),
+        RowFilter::CellsPerColumnLimit(3),
+    ]);
+    assert_eq!(vals(run(dup, cells)), "1124455");
+}
+
+#[test]
+fn row_sample_extremes() {
+    let cells = abc();
+    assert_eq!(
+        run(RowFilter::RowSample(1.0 - 1e-12), cells.clone()).len(),
+        3
+    );
+    assert_eq!(run(RowFilter::RowSample(1e-12), cells).len(), 0);
+    assert!(invalid_filter(RowFilter::RowSample(0.0)));
+    assert!(invalid_filter(RowFilter::RowSample(1.0)));
+    assert!(invalid_filter(RowFilter::RowSample(f64::NAN)));
+}
+
+#[test]
+fn label_rules() {
+    assert!(invalid_filter(RowFilter::ApplyLabel("".into())));
+    assert!(invalid_filter(RowFilter::ApplyLabel("Upper".into())));
+    assert!(invalid_filter(RowFilter::ApplyLabel(
+        "abcdefghijklmnop".into()
+    )));
+    assert!(validate(&RowFilter::ApplyLabel("abc-def-0123456".into())).is_ok());
+    // A chain may hold at most one labelling sub-filter, however nested.
+    assert!(invalid_filter(RowFilter::Chain(vec![
+        RowFilter::ApplyLabel("a".into()),
+        RowFilter::ApplyLabel("b".into()),
+    ])));
+    assert!(invalid_filter(RowFilter::Chain(vec![
+        RowFilter::ApplyLabel("a".into()),
+        RowFilter::Interleave(vec![RowFilter::PassAll, RowFilter::ApplyLabel("b".into())]),
+    ])));
+    // An interleave may label each copy, a predicate's label does not count.
+    assert!(validate(&RowFilter::Interleave(vec![
+        RowFilter::ApplyLabel("a".into()),
+        RowFilter::ApplyLabel("b".into()),
+    ]))
+    .is_ok());
+    assert!(validate(&RowFilter::Chain(vec![
+        RowFilter::ApplyLabel("a".into()),
+        RowFilter::Condition {
+            predicate: Box::new(RowFilter::ApplyLabel("p".into())),
+            true_filter: Some(Box::new(RowFilter::PassAll)),
+            false_filter: None,
+        },
+    ]))
+    .is_ok());
+}
+
+#[test]
+fn other_invalid_filters() {
+    assert!(invalid_filter(RowFilter::CellsPerRowLimit(0)));
+    assert!(invalid_filter(RowFilter::CellsPerColumnLimit(0)));
+    assert!(invalid_filter(RowFilter::RowKeyRegex(Bytes::new())));
+    assert!(invalid_filter(RowFilter::TimestampRange(
+        TimestampRange::new(1500, 0)
+    )));
+    assert!(invalid_filter(RowFilter::Condition {
+        predicate: Box::new(RowFilter::PassAll),
+        true_filter: Some(Box::new(RowFilter::Sink)),
+        false_filter: None,
+    }));
+    let mut deep = RowFilter::PassAll;
+    for _ in 0..=MAX_FILTER_DEPTH {
+        deep = RowFilter::Chain(vec![deep, RowFilter::PassAll]);
+    }
+    assert!(invalid_filter(deep));
+    match CompiledFilter::compile(&RowFilter::ValueRegex(Bytes::from_static(b"a("))) {
+        Err(Error::InvalidRegex { pattern, .. }) => assert_eq!(pattern, "a("),
+        other => panic!("expected InvalidRegex, got {other:?}"),
+    }
+}
+
+#[test]
+fn degenerate_chains_and_interleaves() {
+    assert_eq!(run(RowFilter::Chain(vec![]), abc()).len(), 3);
+    assert_eq!(run(RowFilter::Interleave(vec![]), abc()).len(), 0);
+    assert_eq!(
+        run(RowFilter::Chain(vec![RowFilter::StripValue]), abc()).len(),
+        3
+    );
+}
+
+#[test]
+fn no_cells_means_no_row() {
+    let f = CompiledFilter::compile(&RowFilter::PassAll).expect("compiles");
+    assert!(f
+        .apply(Row {
+            key: Bytes::from_static(b"k"),
+            cells: vec![]
+        })
+        .is_none());
+    assert!(CompiledFilter::pass_all().is_pass_all());
+}
