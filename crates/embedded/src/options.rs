@@ -1,0 +1,97 @@
+//! Store options and the RocksDB tuning derived from them.
+
+use std::time::Duration;
+
+use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, SliceTransform};
+
+use crate::gc::{GcFilterFactory, GcSlot};
+use crate::keys::{has_row_prefix, row_prefix_of};
+
+/// How an [`crate::EmbeddedStore`] runs. Start from `default()` and change
+/// fields.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct EmbeddedOptions {
+    /// Sync the write-ahead log before a write returns (default `true`), so
+    /// an acknowledged write survives a crash of the process or the machine.
+    /// RocksDB commits concurrent synced writers as one group.
+    pub sync_writes: bool,
+    /// Block cache shared by all tables (default 256 MiB).
+    pub block_cache_bytes: usize,
+    /// Memtable size of each table (default 64 MiB).
+    pub write_buffer_bytes: usize,
+    /// Cap on the memtables of all tables together (default 512 MiB).
+    pub total_write_buffer_bytes: usize,
+    /// RocksDB background flush and compaction threads (default 2).
+    pub background_jobs: i32,
+    /// How often the GC sweeper deletes cells hidden by version limits and
+    /// compacts tables that lost families (default every 10 minutes;
+    /// `None`: never, call [`crate::EmbeddedStore::sweep_gc`] instead).
+    pub gc_interval: Option<Duration>,
+    /// Target size of the chunks `sample_row_keys` delimits (default: the
+    /// table's size / 64, between 256 KiB and 256 MiB).
+    pub split_target_bytes: Option<u64>,
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> EmbeddedOptions {
+        EmbeddedOptions {
+            sync_writes: true,
+            block_cache_bytes: 256 << 20,
+            write_buffer_bytes: 64 << 20,
+            total_write_buffer_bytes: 512 << 20,
+            background_jobs: 2,
+            gc_interval: Some(Duration::from_secs(600)),
+            split_target_bytes: None,
+        }
+    }
+}
+
+/// Options of the database as a whole.
+pub(crate) fn db_options(options: &EmbeddedOptions) -> Options {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.create_missing_column_families(true);
+    opts.increase_parallelism(options.background_jobs.max(1));
+    opts.set_max_background_jobs(options.background_jobs.max(1));
+    opts.set_max_subcompactions(1);
+    opts.set_bytes_per_sync(1 << 20);
+    opts.set_db_write_buffer_size(options.total_write_buffer_bytes);
+    // Writers to the WAL and to memtables proceed as a pipeline.
+    opts.set_enable_pipelined_write(true);
+    opts.set_keep_log_file_num(4);
+    opts
+}
+
+/// Options of the metadata column family (tiny, rarely written).
+pub(crate) fn meta_cf_options() -> Options {
+    let mut opts = Options::default();
+    opts.set_write_buffer_size(1 << 20);
+    opts
+}
+
+/// Options of a table's column family.
+pub(crate) fn table_cf_options(options: &EmbeddedOptions, cache: &Cache, gc: GcSlot) -> Options {
+    let mut block = BlockBasedOptions::default();
+    block.set_block_cache(cache);
+    block.set_block_size(16 << 10);
+    // Point reads seek to a row prefix: a prefix bloom filter skips files
+    // without the row; whole keys are never looked up.
+    block.set_bloom_filter(10.0, false);
+    block.set_whole_key_filtering(false);
+    block.set_cache_index_and_filter_blocks(true);
+    block.set_pin_l0_filter_and_index_blocks_in_cache(true);
+
+    let mut opts = Options::default();
+    opts.set_block_based_table_factory(&block);
+    opts.set_prefix_extractor(SliceTransform::create(
+        "affinity-row-prefix",
+        row_prefix_of,
+        Some(has_row_prefix),
+    ));
+    opts.set_compression_type(DBCompressionType::Lz4);
+    opts.set_write_buffer_size(options.write_buffer_bytes);
+    opts.set_level_compaction_dynamic_level_bytes(true);
+    opts.set_compaction_filter_factory(GcFilterFactory::new(gc));
+    opts
+}

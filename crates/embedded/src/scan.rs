@@ -1,0 +1,193 @@
+//! `read_rows`: raw RocksDB iterators bounded to each requested key range,
+//! rows decoded lazily as the caller pulls them.
+
+use std::sync::Arc;
+
+use affinity_model::eval::CompiledFilter;
+use affinity_model::{Result, Row};
+use rocksdb::{BoundColumnFamily, DBRawIteratorWithThreadMode, ReadOptions};
+
+use crate::decode::{corrupt_key, RowBuilder};
+use crate::error::storage;
+use crate::keys::component_len;
+use crate::meta::TableMeta;
+use crate::ranges::KeyRange;
+use crate::store::Db;
+
+type RawIter<'a> = DBRawIteratorWithThreadMode<'a, Db>;
+
+/// Open a raw iterator over one key range, positioned on its first key in
+/// iteration order. A single-row range is always read forwards (the order
+/// of cells within a row does not depend on the direction of the read);
+/// the returned flag says whether the iterator walks backwards.
+pub(crate) fn open_range<'a>(
+    db: &'a Db,
+    cf: &Arc<BoundColumnFamily<'a>>,
+    range: &KeyRange,
+    reversed: bool,
+) -> (RawIter<'a>, bool) {
+    let mut opts = ReadOptions::default();
+    if let Some(lower) = &range.lower {
+        opts.set_iterate_lower_bound(lower.clone());
+    }
+    if let Some(upper) = &range.upper {
+        opts.set_iterate_upper_bound(upper.clone());
+    }
+    if range.single_row {
+        // Every key of the range shares the row prefix: let RocksDB skip
+        // files whose prefix bloom filter rules the row out.
+        opts.set_prefix_same_as_start(true);
+    } else {
+        opts.set_total_order_seek(true);
+    }
+    let backwards = reversed && !range.single_row;
+    let mut iter = db.raw_iterator_cf_opt(cf, opts);
+    match (&range.lower, backwards) {
+        (Some(lower), false) => iter.seek(lower),
+        (None, false) => iter.seek_to_first(),
+        (_, true) => iter.seek_to_last(),
+    }
+    (iter, backwards)
+}
+
+/// A stream of rows over a list of key ranges (already in iteration order).
+pub(crate) struct Scan<'a> {
+    db: &'a Db,
+    cf: Arc<BoundColumnFamily<'a>>,
+    meta: Arc<TableMeta>,
+    ranges: std::vec::IntoIter<KeyRange>,
+    /// The current range's iterator and whether it walks backwards.
+    iter: Option<(RawIter<'a>, bool)>,
+    reversed: bool,
+    filter: CompiledFilter,
+    remaining: Option<u64>,
+    now_micros: i64,
+    builder: RowBuilder,
+    done: bool,
+}
+
+impl<'a> Scan<'a> {
+    /// `ranges` ascending; they are walked backwards when `reversed`.
+    pub fn new(
+        db: &'a Db,
+        cf: Arc<BoundColumnFamily<'a>>,
+        meta: Arc<TableMeta>,
+        mut ranges: Vec<KeyRange>,
+        reversed: bool,
+        filter: CompiledFilter,
+        rows_limit: Option<u64>,
+        now_micros: i64,
+    ) -> Scan<'a> {
+        if reversed {
+            ranges.reverse();
+        }
+        Scan {
+            db,
+            cf,
+            meta,
+            ranges: ranges.into_iter(),
+            iter: None,
+            reversed,
+            filter,
+            remaining: rows_limit,
+            now_micros,
+            builder: RowBuilder::new(),
+            done: false,
+        }
+    }
+
+    /// The next row with at least one visible cell, before the filter.
+    fn next_visible_row(&mut self) -> Result<Option<Row>> {
+        loop {
+            let (iter, backwards) = match &mut self.iter {
+                Some((iter, backwards)) => (iter, *backwards),
+                None => match self.ranges.next() {
+                    Some(range) => {
+                        self.iter = Some(open_range(self.db, &self.cf, &range, self.reversed));
+                        continue;
+                    }
+                    None => return Ok(None),
+                },
+            };
+            let Some(first) = iter.key() else {
+                iter.status().map_err(storage)?;
+                self.iter = None;
+                continue;
+            };
+            let prefix_len = component_len(first).ok_or_else(|| corrupt_key(first))?;
+            self.builder.start(&first[..prefix_len]);
+            while let Some((key, value)) = iter.item() {
+                if !self.builder.owns(key) {
+                    break;
+                }
+                self.builder.push(&self.meta, key, value)?;
+                if backwards {
+                    iter.prev();
+                } else {
+                    iter.next();
+                }
+            }
+            if let Some(row) = self.builder.finish(&self.meta, backwards, self.now_micros) {
+                return Ok(Some(row));
+            }
+        }
+    }
+}
+
+impl Iterator for Scan<'_> {
+    type Item = Result<Row>;
+
+    fn next(&mut self) -> Option<Result<Row>> {
+        if self.done || self.remaining == Some(0) {
+            return None;
+        }
+        loop {
+            let row = match self.next_visible_row() {
+                Ok(Some(row)) => row,
+                Ok(None) => {
+                    self.done = true;
+                    return None;
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            };
+            let row = if self.filter.is_pass_all() {
+                row
+            } else {
+                match self.filter.apply(row) {
+                    Some(row) => row,
+                    None => continue,
+                }
+            };
+            if let Some(remaining) = &mut self.remaining {
+                *remaining -= 1;
+            }
+            return Some(Ok(row));
+        }
+    }
+}
+
+/// Read one row with GC applied and no filter (the read half of the
+/// read-then-write operations).
+pub(crate) fn read_row<'a>(
+    db: &'a Db,
+    cf: &Arc<BoundColumnFamily<'a>>,
+    meta: &Arc<TableMeta>,
+    row_key: &[u8],
+    now_micros: i64,
+) -> Result<Option<Row>> {
+    let range = KeyRange::row(row_key);
+    let mut scan = Scan::new(
+        db,
+        cf.clone(),
+        meta.clone(),
+        vec![range],
+        false,
+        CompiledFilter::pass_all(),
+        None,
+        now_micros,
+    );
+    scan.next().transpose()
+}

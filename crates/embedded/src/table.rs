@@ -1,0 +1,227 @@
+//! A table's data operations.
+
+use std::sync::Arc;
+
+use affinity_model::apply::{now_micros, predicate_matches, read_modify_write};
+use affinity_model::eval::CompiledFilter;
+use affinity_model::limits::{
+    check_check_and_mutate, check_mutate_rows, check_read_modify_write, check_row_mutations,
+    check_row_set,
+};
+use affinity_model::{
+    Bytes, Mutation, ReadModifyWriteRule, ReadRowsRequest, Result, Row, RowFilter, RowMutations,
+    RowStream, SampleRowKey, Table,
+};
+
+use crate::error::storage;
+use crate::locks::Mode;
+use crate::meta::TableMeta;
+use crate::ranges::plan;
+use crate::scan::{read_row, Scan};
+use crate::store::Inner;
+use crate::write::{needs_read, BatchBuilder};
+
+/// A handle on one table of an [`crate::EmbeddedStore`]. It names the table:
+/// if the table is deleted, operations fail with `TableNotFound`.
+pub struct EmbeddedTable {
+    name: String,
+    inner: Arc<Inner>,
+}
+
+impl EmbeddedTable {
+    pub(crate) fn new(name: String, inner: Arc<Inner>) -> EmbeddedTable {
+        EmbeddedTable { name, inner }
+    }
+
+    fn meta(&self) -> Result<Arc<TableMeta>> {
+        Ok(self.inner.entry(&self.name)?.meta())
+    }
+
+    fn check_mutations(
+        &self,
+        meta: &TableMeta,
+        row_key: &[u8],
+        mutations: &[Mutation],
+    ) -> Result<()> {
+        check_row_mutations(&self.name, row_key, mutations, &|f| meta.has_family(f))
+    }
+
+    /// Apply the mutations of one row under its lock; `exclusive_held` when
+    /// the caller already holds the row exclusively.
+    fn write_row(
+        &self,
+        meta: &TableMeta,
+        row_key: &[u8],
+        mutations: &[Mutation],
+        now: i64,
+    ) -> Result<()> {
+        let inner = &*self.inner;
+        let cf = inner.cf(&self.name, meta)?;
+        let with_reads = mutations.iter().any(needs_read);
+        let mut builder = BatchBuilder::new(&inner.db, &cf, meta, &self.name, now, with_reads);
+        builder.add_row(row_key, mutations)?;
+        inner
+            .db
+            .write_opt(builder.finish(), &inner.write_options)
+            .map_err(storage)
+    }
+
+    fn lock_mode(mutations: &[Mutation]) -> Mode {
+        if mutations.iter().any(needs_read) {
+            Mode::Exclusive
+        } else {
+            Mode::Shared
+        }
+    }
+}
+
+impl Table for EmbeddedTable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn mutate_row(&self, row_key: &[u8], mutations: &[Mutation]) -> Result<()> {
+        let meta = self.meta()?;
+        self.check_mutations(&meta, row_key, mutations)?;
+        let stripe = self.inner.locks.stripe(&self.name, row_key);
+        let _guard = self.inner.locks.lock(stripe, Self::lock_mode(mutations));
+        self.write_row(&meta, row_key, mutations, now_micros())
+    }
+
+    fn mutate_rows(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>> {
+        check_mutate_rows(entries)?;
+        let meta = self.meta()?;
+        let mut statuses: Vec<Result<()>> = entries
+            .iter()
+            .map(|e| self.check_mutations(&meta, &e.row_key, &e.mutations))
+            .collect();
+        let valid: Vec<usize> = (0..entries.len())
+            .filter(|&i| statuses[i].is_ok())
+            .collect();
+        if valid.is_empty() {
+            return Ok(statuses);
+        }
+        let inner = &*self.inner;
+        let locks = valid
+            .iter()
+            .map(|&i| {
+                let e = &entries[i];
+                (
+                    inner.locks.stripe(&self.name, &e.row_key),
+                    Self::lock_mode(&e.mutations),
+                )
+            })
+            .collect();
+        let _guards = inner.locks.lock_many(locks);
+        let cf = inner.cf(&self.name, &meta)?;
+        let with_reads = valid
+            .iter()
+            .any(|&i| entries[i].mutations.iter().any(needs_read));
+        let mut builder =
+            BatchBuilder::new(&inner.db, &cf, &meta, &self.name, now_micros(), with_reads);
+        for &i in &valid {
+            if let Err(e) = builder.add_row(&entries[i].row_key, &entries[i].mutations) {
+                // Only a failed read lands here; nothing has been written.
+                return Err(e);
+            }
+        }
+        let written = inner
+            .db
+            .write_opt(builder.finish(), &inner.write_options)
+            .map_err(storage);
+        for &i in &valid {
+            statuses[i] = written.clone();
+        }
+        Ok(statuses)
+    }
+
+    fn check_and_mutate_row(
+        &self,
+        row_key: &[u8],
+        predicate: Option<&RowFilter>,
+        true_mutations: &[Mutation],
+        false_mutations: &[Mutation],
+    ) -> Result<bool> {
+        let meta = self.meta()?;
+        check_check_and_mutate(&self.name, row_key, true_mutations, false_mutations, &|f| {
+            meta.has_family(f)
+        })?;
+        let predicate = predicate.map(CompiledFilter::compile).transpose()?;
+        let inner = &*self.inner;
+        let stripe = inner.locks.stripe(&self.name, row_key);
+        let _guard = inner.locks.lock(stripe, Mode::Exclusive);
+        let now = now_micros();
+        let cf = inner.cf(&self.name, &meta)?;
+        let cells = read_row(&inner.db, &cf, &meta, row_key, now)?
+            .map(|r| r.cells)
+            .unwrap_or_default();
+        let matched =
+            predicate_matches(predicate.as_ref(), &Bytes::copy_from_slice(row_key), &cells);
+        let mutations = if matched {
+            true_mutations
+        } else {
+            false_mutations
+        };
+        if !mutations.is_empty() {
+            self.write_row(&meta, row_key, mutations, now)?;
+        }
+        Ok(matched)
+    }
+
+    fn read_modify_write_row(&self, row_key: &[u8], rules: &[ReadModifyWriteRule]) -> Result<Row> {
+        let meta = self.meta()?;
+        check_read_modify_write(&self.name, row_key, rules, &|f| meta.has_family(f))?;
+        let inner = &*self.inner;
+        let stripe = inner.locks.stripe(&self.name, row_key);
+        let _guard = inner.locks.lock(stripe, Mode::Exclusive);
+        let now = now_micros();
+        let cf = inner.cf(&self.name, &meta)?;
+        let mut cells = read_row(&inner.db, &cf, &meta, row_key, now)?
+            .map(|r| r.cells)
+            .unwrap_or_default();
+        let written = read_modify_write(&mut cells, rules, now)?;
+        let mutations: Vec<Mutation> = written
+            .iter()
+            .map(|c| {
+                Mutation::set_cell(
+                    c.family.clone(),
+                    c.qualifier.clone(),
+                    c.timestamp_micros,
+                    c.value.clone(),
+                )
+            })
+            .collect();
+        self.write_row(&meta, row_key, &mutations, now)?;
+        Ok(Row {
+            key: Bytes::copy_from_slice(row_key),
+            cells: written,
+        })
+    }
+
+    fn sample_row_keys(&self) -> Result<Vec<SampleRowKey>> {
+        let meta = self.meta()?;
+        crate::split::sample_row_keys(&self.inner, &self.name, &meta)
+    }
+
+    fn read_rows(&self, request: &ReadRowsRequest) -> Result<RowStream<'_>> {
+        let meta = self.meta()?;
+        check_row_set(&request.rows)?;
+        let filter = CompiledFilter::compile_opt(request.filter.as_ref())?;
+        // `Some(0)` means no limit, as on the wire.
+        let rows_limit = request.rows_limit.filter(|&n| n > 0);
+        let inner = &*self.inner;
+        let cf = inner.cf(&self.name, &meta)?;
+        let ranges = plan(&request.rows);
+        let scan = Scan::new(
+            &inner.db,
+            cf,
+            meta,
+            ranges,
+            request.reversed,
+            filter,
+            rows_limit,
+            now_micros(),
+        );
+        Ok(Box::new(scan))
+    }
+}
