@@ -25,6 +25,8 @@
 
 pub mod apply;
 pub mod cell;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod error;
 pub mod eval;
 pub mod filter;
