@@ -1,0 +1,26 @@
+//! `affinity bench ...`: benchmarks that print their figures.
+
+mod store;
+
+#[derive(clap::Subcommand)]
+pub enum BenchCommand {
+    /// The storage layer through the `model` traits: load, full scan, prefix
+    /// scans and increments, on the embedded store and on the Bigtable
+    /// emulator, side by side.
+    Store(store::StoreBenchArgs),
+}
+
+pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    match cmd {
+        BenchCommand::Store(args) => store::run(args),
+    }
+}
+
+/// The value at quantile `q` (0..=1) of sorted samples.
+pub fn quantile<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let idx = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted.get(idx).copied()
+}
