@@ -170,7 +170,10 @@ mod tests {
     #[test]
     fn encodes_the_algolia_key() {
         let key = EventKey::new("app1", "user42", 1_559_001_874_000).unwrap();
-        assert_eq!(key.encode().unwrap(), "app1,user42,2019-05-28T00:04:34.000Z");
+        assert_eq!(
+            key.encode().unwrap(),
+            "app1,user42,2019-05-28T00:04:34.000Z"
+        );
         assert_eq!(EventKey::parse(&key.encode().unwrap()).unwrap(), key);
     }
 
@@ -195,7 +198,10 @@ mod tests {
         assert_eq!(a.encode().unwrap(), retry.encode().unwrap());
         assert_eq!(
             a.encode().unwrap(),
-            format!("app,u,2019-05-28T00:04:34.000Z,{}", event_suffix(b"click obj1"))
+            format!(
+                "app,u,2019-05-28T00:04:34.000Z,{}",
+                event_suffix(b"click obj1")
+            )
         );
     }
 

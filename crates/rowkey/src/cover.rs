@@ -114,7 +114,9 @@ fn walk_level(rects: &[Rect], options: &CoverOptions) -> u32 {
         .sum();
     // Cell side: about shorter/refine, but big enough that the walk meets
     // at most ~8k boundary cells on very thin boxes.
-    let side = (shorter / options.refine.max(1)).max(perimeter / 4096).max(1);
+    let side = (shorter / options.refine.max(1))
+        .max(perimeter / 4096)
+        .max(1);
     let level = 32 - side.ilog2().min(32);
     level.min(options.max_level).min(32)
 }
@@ -162,13 +164,22 @@ impl Walk<'_> {
         }
         if inside || level >= self.max_level {
             let span_log = 2 * side_log;
-            let mask = if span_log >= 64 { u64::MAX } else { (1u64 << span_log) - 1 };
+            let mask = if span_log >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << span_log) - 1
+            };
             let lo = self.curve.encode(x, y) & !mask;
             self.emit(lo, lo | mask);
             return;
         }
         let half = 1u32 << (side_log - 1);
-        let mut children = [(0u64, x, y), (0, x + half, y), (0, x, y + half), (0, x + half, y + half)];
+        let mut children = [
+            (0u64, x, y),
+            (0, x + half, y),
+            (0, x, y + half),
+            (0, x + half, y + half),
+        ];
         for child in &mut children {
             child.0 = self.curve.encode(child.1, child.2);
         }
@@ -235,7 +246,12 @@ mod tests {
 
     #[test]
     fn whole_grid_is_one_range() {
-        let all = Rect { x0: 0, y0: 0, x1: u32::MAX, y1: u32::MAX };
+        let all = Rect {
+            x0: 0,
+            y0: 0,
+            x1: u32::MAX,
+            y1: u32::MAX,
+        };
         let c = cover(Curve::Hilbert, &[all], &CoverOptions::default());
         assert_eq!(c.ranges, vec![(0, u64::MAX)]);
         assert_eq!(c.overhead(), 1.0);
@@ -243,7 +259,12 @@ mod tests {
 
     #[test]
     fn single_cell() {
-        let r = Rect { x0: 12345, y0: 678, x1: 12345, y1: 678 };
+        let r = Rect {
+            x0: 12345,
+            y0: 678,
+            x1: 12345,
+            y1: 678,
+        };
         for curve in [Curve::Hilbert, Curve::ZOrder] {
             let c = cover(curve, &[r], &CoverOptions::default());
             let i = curve.encode(12345, 678);

@@ -236,7 +236,11 @@ mod tests {
             for x in 0..n {
                 for y in 0..n {
                     let fast = hilbert_encode(x << shift, y << shift) >> (2 * shift);
-                    assert_eq!(fast, hilbert_encode_reference(order, x, y), "order {order} ({x},{y})");
+                    assert_eq!(
+                        fast,
+                        hilbert_encode_reference(order, x, y),
+                        "order {order} ({x},{y})"
+                    );
                 }
             }
         }

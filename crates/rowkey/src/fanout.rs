@@ -91,7 +91,9 @@ impl SaltedTable {
         let mut sets = vec![RowSet::default(); buckets];
         for key in &request.rows.keys {
             let b = self.salter.bucket(key);
-            sets[b as usize].keys.push(Bytes::from(self.salter.salt(key)));
+            sets[b as usize]
+                .keys
+                .push(Bytes::from(self.salter.salt(key)));
         }
         let all = [RowRange::all()];
         let ranges: &[RowRange] = if request.rows.is_all() {

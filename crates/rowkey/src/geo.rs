@@ -120,7 +120,10 @@ impl GeoLayout {
         if key.len() < FIXED_LEN {
             return Err(Error::MalformedKey {
                 key: format!("{key:02x?}"),
-                reason: format!("is {} bytes, a location key has at least {FIXED_LEN}", key.len()),
+                reason: format!(
+                    "is {} bytes, a location key has at least {FIXED_LEN}",
+                    key.len()
+                ),
             });
         }
         let mut word4 = [0u8; 4];

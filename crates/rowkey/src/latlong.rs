@@ -74,7 +74,9 @@ pub fn latlong_key(lng: f64, lat: f64) -> Result<String> {
     };
     check("longitude", lng, 180.0)?;
     check("latitude", lat, 90.0)?;
-    Ok(key_of(rank(unit(lat), LAT_MAX) * ROW + rank(unit(lng), LNG_MAX)))
+    Ok(key_of(
+        rank(unit(lat), LAT_MAX) * ROW + rank(unit(lng), LNG_MAX),
+    ))
 }
 
 fn key_of(r: u64) -> String {
@@ -113,7 +115,12 @@ pub fn latlong_cover(bbox: &BBox, budget: usize) -> Result<Cover> {
     let seg_cells: u64 = segs.iter().map(|&(a, b)| b - a + 1).sum();
     let (first, last) = match (segs.first(), segs.last()) {
         (Some(f), Some(l)) => (f.0, l.1),
-        _ => return Err(Error::InvalidArgument { name: "bbox", reason: "is empty".into() }),
+        _ => {
+            return Err(Error::InvalidArgument {
+                name: "bbox",
+                reason: "is empty".into(),
+            })
+        }
     };
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     let mut push = |lo: u64, hi: u64| match ranges.last_mut() {
@@ -170,9 +177,14 @@ mod tests {
 
     #[test]
     fn keys_sort_like_their_ranks() {
-        assert_eq!(latlong_key(-122.676483, 45.523064).unwrap(), "+45.52306#-122.67648");
+        assert_eq!(
+            latlong_key(-122.676483, 45.523064).unwrap(),
+            "+45.52306#-122.67648"
+        );
         assert_eq!(latlong_key(0.0, 0.0).unwrap(), "+00.00000#+000.00000");
-        let mut ranks: Vec<u64> = (0..2000u64).map(|i| i * 7919 % (2 * LAT_MAX as u64 + 1) * ROW + i * 104_729 % ROW).collect();
+        let mut ranks: Vec<u64> = (0..2000u64)
+            .map(|i| i * 7919 % (2 * LAT_MAX as u64 + 1) * ROW + i * 104_729 % ROW)
+            .collect();
         ranks.sort_unstable();
         let keys: Vec<String> = ranks.iter().map(|&r| key_of(r)).collect();
         assert!(keys.windows(2).all(|w| w[0] < w[1]));
@@ -201,7 +213,9 @@ mod tests {
             let ranges = latlong_row_ranges(&c);
             let mut hits = 0;
             for lat in [-0.00001, 0.0, 0.00001, 10.0, 10.00001] {
-                for lng in [-0.00002, -0.00001, 0.0, 0.00001, 0.00002, 179.99999, 180.0, -180.0, -179.99999] {
+                for lng in [
+                    -0.00002, -0.00001, 0.0, 0.00001, 0.00002, 179.99999, 180.0, -180.0, -179.99999,
+                ] {
                     let inside = (bbox.min_lat..=bbox.max_lat).contains(&lat)
                         && if bbox.crosses_antimeridian() {
                             lng >= bbox.min_lng || lng <= bbox.max_lng

@@ -48,7 +48,11 @@ fn spawn(scan: SubScan, tx: SyncSender<Result<Row>>, index: usize) -> Result<()>
         .name(format!("rowkey-scan-{index}"))
         .spawn(move || run(scan, tx))
         .map(|_| ())
-        .map_err(|e| Error::Store(affinity_model::Error::Internal(format!("cannot spawn scan thread: {e}"))))
+        .map_err(|e| {
+            Error::Store(affinity_model::Error::Internal(format!(
+                "cannot spawn scan thread: {e}"
+            )))
+        })
 }
 
 /// Rows of many sub-scans, merged. An `Err` item ends the stream.
@@ -91,7 +95,8 @@ impl MergedRows {
         };
         Ok(MergedRows {
             inner,
-            remaining: limit,
+            // As in Bigtable, a limit of 0 means no limit.
+            remaining: limit.filter(|&n| n > 0),
             done: false,
         })
     }

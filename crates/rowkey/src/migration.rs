@@ -17,7 +17,7 @@ use affinity_model::{Bytes, Mutation, ReadRowsRequest, Row, RowFilter, RowRange,
 use crate::error::{Error, Result};
 use crate::fanout::SaltedTable;
 use crate::merge::{MergedRows, SubScan};
-use crate::salt::Salter;
+use crate::salt::{end_bound, Salter};
 
 /// Reads and writes across the unsalted (old) and salted (new) key spaces.
 #[derive(Clone)]
@@ -148,7 +148,12 @@ impl MigratingTable {
             return Some(rows.clone());
         }
         let hole = self.new.salter().salted_space();
-        let keys: Vec<Bytes> = rows.keys.iter().filter(|k| !hole.contains(k)).cloned().collect();
+        let keys: Vec<Bytes> = rows
+            .keys
+            .iter()
+            .filter(|k| !hole.contains(k))
+            .cloned()
+            .collect();
         let all = [RowRange::all()];
         let ranges_in: &[RowRange] = if rows.is_all() { &all } else { &rows.ranges };
         let ranges: Vec<RowRange> = ranges_in.iter().flat_map(|r| subtract(r, &hole)).collect();
@@ -162,15 +167,19 @@ fn subtract(range: &RowRange, hole: &RowRange) -> Vec<RowRange> {
     let (Bound::Included(lo), Bound::Excluded(hi)) = (&hole.start, &hole.end) else {
         return vec![range.clone()];
     };
+    let end = end_bound(range);
     let below = RowRange {
         start: range.start.clone(),
-        end: min_end(&range.end, Bound::Excluded(lo.clone())),
+        end: min_end(&end, Bound::Excluded(lo.clone())),
     };
     let above = RowRange {
         start: max_start(&range.start, Bound::Included(hi.clone())),
-        end: range.end.clone(),
+        end,
     };
-    [below, above].into_iter().filter(|r| !r.is_empty()).collect()
+    [below, above]
+        .into_iter()
+        .filter(|r| !r.is_empty())
+        .collect()
 }
 
 fn min_end(a: &Bound<Bytes>, b: Bound<Bytes>) -> Bound<Bytes> {

@@ -92,9 +92,22 @@ impl BBox {
     pub fn rects(&self) -> Result<Vec<Rect>> {
         let (y0, y1) = (lat_cell(self.min_lat)?, lat_cell(self.max_lat)?);
         let (x0, x1) = (lng_cell(self.min_lng)?, lng_cell(self.max_lng)?);
-        Ok(if self.crosses_antimeridian() {
+        Ok(if self.crosses_antimeridian() && x1 >= x0 {
+            // Both ends in one cell column: the box wraps the whole globe.
+            vec![Rect {
+                x0: 0,
+                y0,
+                x1: u32::MAX,
+                y1,
+            }]
+        } else if self.crosses_antimeridian() {
             vec![
-                Rect { x0, y0, x1: u32::MAX, y1 },
+                Rect {
+                    x0,
+                    y0,
+                    x1: u32::MAX,
+                    y1,
+                },
                 Rect { x0: 0, y0, x1, y1 },
             ]
         } else {
@@ -104,7 +117,11 @@ impl BBox {
 }
 
 fn coordinate(name: &'static str, value: f64, reason: &'static str) -> Error {
-    Error::InvalidCoordinate { name, value, reason }
+    Error::InvalidCoordinate {
+        name,
+        value,
+        reason,
+    }
 }
 
 /// An area + time query: `from_millis <= t < to_millis`.
@@ -119,7 +136,9 @@ impl GeoQuery {
     /// True when a key of `layout` is a hit: its cell in the box and its
     /// time in the range.
     pub fn matches(&self, layout: &GeoLayout, key: &[u8]) -> bool {
-        let Ok(k) = layout.decode(key) else { return false };
+        let Ok(k) = layout.decode(key) else {
+            return false;
+        };
         let t = layout.time_of(&k);
         if t < self.from_millis || t >= self.to_millis {
             return false;
@@ -147,7 +166,10 @@ pub fn plan(layout: &GeoLayout, query: &GeoQuery, options: &CoverOptions) -> Res
     if query.from_millis >= query.to_millis {
         return Err(Error::InvalidArgument {
             name: "time range",
-            reason: format!("from {} is not before to {}", query.from_millis, query.to_millis),
+            reason: format!(
+                "from {} is not before to {}",
+                query.from_millis, query.to_millis
+            ),
         });
     }
     if options.budget == 0 {

@@ -13,6 +13,15 @@ use crate::xxh64::xxh64;
 /// a fan-out scan runs at most this many threads).
 pub const MAX_BUCKETS: u32 = 256;
 
+/// A range's end with Bigtable's convention applied: an empty end key
+/// means the end of the table.
+pub(crate) fn end_bound(range: &RowRange) -> Bound<Bytes> {
+    match &range.end {
+        Bound::Included(e) | Bound::Excluded(e) if e.is_empty() => Bound::Unbounded,
+        end => end.clone(),
+    }
+}
+
 /// Which part of the logical key the salt hashes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SaltScope {
@@ -74,7 +83,12 @@ impl Salter {
             SaltScope::WholeKey => key,
             SaltScope::Bytes(n) => &key[..n.min(key.len())],
             SaltScope::Components { separator, count } => {
-                match key.iter().enumerate().filter(|(_, &b)| b == separator).nth(count.max(1) - 1) {
+                match key
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &b)| b == separator)
+                    .nth(count.max(1) - 1)
+                {
                     Some((pos, _)) => &key[..pos],
                     None => key,
                 }
@@ -139,7 +153,7 @@ impl Salter {
         };
         let prefix = self.fixed_hash_prefix(start)?;
         let limit = prefix_successor(prefix);
-        let inside = match (&range.end, &limit) {
+        let inside = match (&end_bound(range), &limit) {
             (Bound::Unbounded, None) => true,
             (Bound::Unbounded, Some(_)) => false,
             (_, None) => true,
@@ -160,7 +174,7 @@ impl Salter {
             Bound::Included(s) => Bound::Included(join(s)),
             Bound::Excluded(s) => Bound::Excluded(join(s)),
         };
-        let end = match &range.end {
+        let end = match &end_bound(range) {
             // A salt field is ASCII digits, so it always has a successor.
             Bound::Unbounded => match prefix_successor(&salt) {
                 Some(succ) => Bound::Excluded(Bytes::from(succ)),
@@ -214,7 +228,12 @@ mod tests {
         // The vectors printed in the crate docs; any implementation of the
         // spec must reproduce them.
         let cases: [(u32, &[u8], u64, &[u8]); 6] = [
-            (16, b"app1,user42,2019-05-28T00:04:34.000Z", 0x4017_694d_b2aa_186d, b"13app1,user42,2019-05-28T00:04:34.000Z"),
+            (
+                16,
+                b"app1,user42,2019-05-28T00:04:34.000Z",
+                0x4017_694d_b2aa_186d,
+                b"13app1,user42,2019-05-28T00:04:34.000Z",
+            ),
             (16, b"user42", 0x9341_6474_3b6a_6a0c, b"12user42"),
             (100, b"user42", 0x9341_6474_3b6a_6a0c, b"76user42"),
             (256, b"user42", 0x9341_6474_3b6a_6a0c, b"012user42"),
@@ -229,7 +248,10 @@ mod tests {
             separator: b'-',
             count: 2,
         });
-        assert_eq!(scoped.salt(b"user42-siteA-2019")[..2], scoped.salt(b"user42-siteA")[..2]);
+        assert_eq!(
+            scoped.salt(b"user42-siteA-2019")[..2],
+            scoped.salt(b"user42-siteA")[..2]
+        );
     }
 
     #[test]

@@ -131,8 +131,14 @@ mod tests {
         assert_eq!(format_millis(ms).unwrap(), "2019-05-28T00:04:34.000Z");
         assert_eq!(format_millis(0).unwrap(), "1970-01-01T00:00:00.000Z");
         assert_eq!(format_millis(-1).unwrap(), "1969-12-31T23:59:59.999Z");
-        assert_eq!(format_millis(MIN_MILLIS).unwrap(), "0000-01-01T00:00:00.000Z");
-        assert_eq!(format_millis(MAX_MILLIS).unwrap(), "9999-12-31T23:59:59.999Z");
+        assert_eq!(
+            format_millis(MIN_MILLIS).unwrap(),
+            "0000-01-01T00:00:00.000Z"
+        );
+        assert_eq!(
+            format_millis(MAX_MILLIS).unwrap(),
+            "9999-12-31T23:59:59.999Z"
+        );
         assert!(format_millis(MAX_MILLIS + 1).is_err());
         assert!(format_millis(MIN_MILLIS - 1).is_err());
     }

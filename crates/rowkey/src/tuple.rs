@@ -13,8 +13,8 @@
 //! Encoded tuples compare (as bytes) exactly like the tuples compare
 //! (element by element, a proper prefix first; elements of different types
 //! by tag), `decode(encode(t)) == t`, and the encoding of a tuple's prefix is
-//! a prefix of the tuple's encoding, so [`prefix_range`] scans every tuple
-//! that extends a prefix. Tags stay below `0xFF`, which is what makes an
+//! a prefix of the tuple's encoding; [`prefix_range`] scans exactly the
+//! tuples that extend a prefix. Tags stay below `0xFF`, which is what makes an
 //! escaped `0x00 0xFF` sort after any terminator-plus-next-element.
 
 use affinity_model::RowRange;
@@ -183,13 +183,19 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Element>> {
 }
 
 /// Every key whose tuple starts with `prefix` (all keys for an empty prefix).
+///
+/// Not simply the keys starting with the prefix's bytes: `("",)` encodes to
+/// `02 00`, a byte prefix of `("\0",)` = `02 00 FF 00`. After a complete
+/// tuple the next byte is a tag (below `0xFF`) or nothing, so the range
+/// stops at `encoding || 0xFF`.
 pub fn prefix_range(prefix: &[Element]) -> RowRange {
     let encoded = encode(prefix);
     if encoded.is_empty() {
-        RowRange::all()
-    } else {
-        RowRange::prefix(encoded)
+        return RowRange::all();
     }
+    let mut end = encoded.clone();
+    end.push(0xFF);
+    RowRange::closed_open(encoded, end)
 }
 
 #[cfg(test)]
