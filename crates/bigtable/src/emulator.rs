@@ -202,47 +202,72 @@ static TEST_EMULATOR: OnceLock<Result<Emulator, String>> = OnceLock::new();
 static TEST_CONNECTION: OnceLock<Result<BigtableStore, String>> = OnceLock::new();
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(0);
 
-/// A store on a fresh, empty instance of the test emulator, for tests.
-///
-/// Uses `$BIGTABLE_EMULATOR_HOST` when set (`scripts/test` starts one
-/// emulator for the whole run), else starts an emulator kept for the life of
-/// the test process. Each call gets its own instance, so tests sharing the
-/// emulator never see each other's tables. When no emulator binary exists:
-/// panics under `CI=true`, else prints "skipping: emulator not found" and
-/// returns `None`.
+/// Whether a missing emulator must fail the run rather than skip tests.
+fn emulator_required() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// `host:port` of the emulator tests use: `$BIGTABLE_EMULATOR_HOST` when
+/// set (`scripts/test` starts one emulator for the whole run), else one this
+/// process starts and keeps until it exits. `None` (after printing
+/// "skipping: emulator not found") when there is no emulator binary.
 ///
 /// # Panics
-/// When the emulator cannot be reached or started (a broken setup, not a
-/// missing one), and when it is missing under `CI=true`.
+/// When the emulator is missing under `CI=true`, or is there but fails to
+/// start (a broken setup, not a missing one).
+pub fn test_emulator_host() -> Option<String> {
+    if let Ok(host) = std::env::var("BIGTABLE_EMULATOR_HOST") {
+        if !host.trim().is_empty() {
+            return Some(host.trim().to_string());
+        }
+    }
+    if find_binary().is_none() {
+        if emulator_required() {
+            panic!(
+                "{} (CI=true: emulator tests must not be skipped)",
+                EmulatorError::NotFound
+            );
+        }
+        eprintln!("skipping: emulator not found ({})", EmulatorError::NotFound);
+        return None;
+    }
+    match TEST_EMULATOR.get_or_init(|| Emulator::start().map_err(|e| e.to_string())) {
+        Ok(emulator) => Some(emulator.host().to_string()),
+        Err(err) => panic!("cannot start the bigtable emulator: {err}"),
+    }
+}
+
+/// A store on a fresh, empty instance of the test emulator
+/// ([`test_emulator_host`]), for tests. Each call gets its own instance
+/// over one shared connection, so tests sharing an emulator never see each
+/// other's tables. `None` when the emulator is missing outside CI.
+///
+/// # Panics
+/// As [`test_emulator_host`], and when the emulator cannot be reached.
 pub fn test_store() -> Option<Arc<BigtableStore>> {
     let connection = TEST_CONNECTION.get_or_init(|| {
-        let host = match std::env::var("BIGTABLE_EMULATOR_HOST") {
-            Ok(host) if !host.trim().is_empty() => host.trim().to_string(),
-            _ => match TEST_EMULATOR.get_or_init(|| Emulator::start().map_err(|e| e.to_string())) {
-                Ok(emulator) => emulator.host().to_string(),
-                Err(err) => return Err(err.clone()),
-            },
-        };
+        let host = test_emulator_host().ok_or_else(|| EmulatorError::NotFound.to_string())?;
         BigtableStore::builder("affinity-test", "conn")
             .emulator_host(host.clone())
             .connect()
             .map_err(|e| format!("cannot connect to the emulator at {host}: {e}"))
     });
     match connection {
-        Ok(store) => {
-            let n = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
-            let instance = format!("test-{}-{n}", std::process::id());
-            Some(Arc::new(store.with_instance("affinity-test", &instance)))
-        }
-        Err(err)
+        Ok(store) => Some(Arc::new(
+            store.with_instance("affinity-test", &fresh_instance()),
+        )),
+        Err(_)
             if find_binary().is_none() && std::env::var_os("BIGTABLE_EMULATOR_HOST").is_none() =>
         {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{err} (CI=true: emulator tests must not be skipped)");
-            }
-            eprintln!("skipping: emulator not found ({err})");
+            eprintln!("skipping: emulator not found");
             None
         }
         Err(err) => panic!("bigtable emulator unusable: {err}"),
     }
+}
+
+/// An instance name no other test (of this or another process) uses.
+pub fn fresh_instance() -> String {
+    let n = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
+    format!("test-{}-{n}", std::process::id())
 }

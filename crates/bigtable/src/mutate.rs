@@ -8,7 +8,7 @@ use tonic::Code;
 use crate::conn::{Api, Conn};
 use crate::convert::mutations_to_proto;
 use crate::retry::RetryPolicy;
-use crate::status::{from_rpc_status, from_status, is_retryable};
+use crate::status::{from_rpc_status, from_status, is_retryable, is_retryable_code};
 use crate::table::BigtableTable;
 
 /// An entry still to be applied.
@@ -103,31 +103,29 @@ async fn apply(
         let may_retry = policy.may_retry(attempt);
         if let Some(status) = &call_error {
             let none_answered = statuses.iter().all(Option::is_none);
-            if none_answered && !(is_retryable(status.code()) && may_retry) {
+            if none_answered && !(is_retryable(status) && may_retry) {
                 return Err(from_status(status, Some(&table)));
             }
         }
         let mut again = Vec::new();
         for (p, status) in pending.into_iter().zip(statuses) {
-            let (code, message) = match status {
-                Some(status) => status,
-                None => match &call_error {
-                    Some(s) => (s.code(), s.message().to_string()),
-                    None => (
-                        Code::Unavailable,
-                        "the server returned no status for this entry".to_string(),
-                    ),
-                },
+            // The entry's outcome and whether trying it again may help.
+            let outcome = match (status, &call_error) {
+                (Some((Code::Ok, _)), _) => Ok(()),
+                (Some((code, message)), _) => Err((
+                    is_retryable_code(code),
+                    from_rpc_status(code as i32, &message, Some(&table)),
+                )),
+                (None, Some(s)) => Err((is_retryable(s), from_status(s, Some(&table)))),
+                (None, None) => Err((
+                    true,
+                    Error::Unavailable("the server returned no status for this entry".into()),
+                )),
             };
-            if code == Code::Ok {
-                done.push((p.index, Ok(())));
-            } else if is_retryable(code) && p.idempotent && may_retry {
-                again.push(p);
-            } else {
-                done.push((
-                    p.index,
-                    Err(from_rpc_status(code as i32, &message, Some(&table))),
-                ));
+            match outcome {
+                Ok(()) => done.push((p.index, Ok(()))),
+                Err((true, _)) if p.idempotent && may_retry => again.push(p),
+                Err((_, err)) => done.push((p.index, Err(err))),
             }
         }
         if again.is_empty() {

@@ -237,7 +237,7 @@ async fn read_all(
                     failures = 0;
                 }
                 failures += 1;
-                if !is_retryable(status.code()) || !policy.may_retry(failures) {
+                if !is_retryable(&status) || !policy.may_retry(failures) {
                     return Err(from_status(&status, Some(&plan.table)));
                 }
                 tracing::debug!(

@@ -59,9 +59,7 @@ where
     loop {
         match call().await {
             Ok(value) => return Ok(value),
-            Err(status)
-                if idempotent && is_retryable(status.code()) && policy.may_retry(attempt) =>
-            {
+            Err(status) if idempotent && is_retryable(&status) && policy.may_retry(attempt) => {
                 tracing::debug!(attempt, code = ?status.code(), message = status.message(), "bigtable call failed; retrying");
                 tokio::time::sleep(policy.backoff(attempt)).await;
                 attempt += 1;

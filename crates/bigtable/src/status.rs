@@ -8,16 +8,49 @@ use affinity_model::Error;
 use tonic::Code;
 
 /// Codes worth retrying: the request may succeed as it is.
-pub(crate) fn is_retryable(code: Code) -> bool {
+pub(crate) fn is_retryable_code(code: Code) -> bool {
     matches!(
         code,
         Code::Unavailable | Code::DeadlineExceeded | Code::Aborted
     )
 }
 
+/// A failed call worth retrying: a retryable code, or a connection that
+/// broke under the call (tonic reports a connection lost in the middle of a
+/// response as `Unknown`, "h2 protocol error").
+pub(crate) fn is_retryable(status: &tonic::Status) -> bool {
+    is_retryable_code(status.code()) || is_connection_failure(status)
+}
+
+/// True when the status comes from the transport failing (I/O error, GOAWAY,
+/// connection closed), not from the server answering.
+fn is_connection_failure(status: &tonic::Status) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
+    while let Some(err) = source {
+        if let Some(h2) = err.downcast_ref::<h2::Error>() {
+            if h2.is_io() || h2.is_go_away() || h2.reason() == Some(h2::Reason::REFUSED_STREAM) {
+                return true;
+            }
+        }
+        if let Some(hyper) = err.downcast_ref::<hyper::Error>() {
+            if hyper.is_closed() || hyper.is_incomplete_message() || hyper.is_canceled() {
+                return true;
+            }
+        }
+        if err.downcast_ref::<std::io::Error>().is_some() {
+            return true;
+        }
+        source = err.source();
+    }
+    false
+}
+
 /// Map a failed call's status. `table` is the table the call was about,
 /// when there is one, to name in not-found and already-exists errors.
 pub(crate) fn from_status(status: &tonic::Status, table: Option<&str>) -> Error {
+    if !is_retryable_code(status.code()) && is_connection_failure(status) {
+        return Error::Unavailable(format!("connection lost: {}", status.message()));
+    }
     from_code(status.code(), status.message(), table)
 }
 
@@ -105,12 +138,13 @@ mod tests {
     #[test]
     fn transient_codes_are_retryable_and_keep_the_message() {
         for code in [Code::Unavailable, Code::DeadlineExceeded, Code::Aborted] {
-            assert!(is_retryable(code));
+            assert!(is_retryable_code(code));
             let err = from_code(code, "try again", None);
             assert!(err.is_retryable(), "{err:?}");
             assert!(err.to_string().contains("try again"), "{err}");
         }
-        assert!(!is_retryable(Code::InvalidArgument));
+        assert!(!is_retryable_code(Code::InvalidArgument));
+        assert!(!is_retryable(&tonic::Status::unknown("no source")));
     }
 
     #[test]
