@@ -1,0 +1,192 @@
+//! `affinity keys ...`: salted keys, curve indexes and range covers, for
+//! people and scripts. Glue over `affinity_rowkey`.
+
+use std::ops::Bound;
+
+use affinity_rowkey::cover::CoverOptions;
+use affinity_rowkey::curve::{lat_cell, lng_cell, Curve};
+use affinity_rowkey::geo::{GeoLayout, TimeBin};
+use affinity_rowkey::latlong::{latlong_cover, latlong_row_ranges};
+use affinity_rowkey::plan::{plan, BBox, GeoQuery};
+use affinity_rowkey::salt::{SaltScope, Salter};
+use affinity_rowkey::time::parse_millis;
+use anyhow::{bail, Context};
+
+/// Row-key tools.
+#[derive(clap::Subcommand, Debug)]
+pub enum KeysCommand {
+    /// Print the salted form of a logical key.
+    Salt {
+        /// Number of salt buckets (1 to 256).
+        #[arg(long)]
+        buckets: u32,
+        /// Hash only the first N bytes of the key.
+        #[arg(long, conflicts_with = "components")]
+        prefix_len: Option<usize>,
+        /// Hash only the first N components split by --separator.
+        #[arg(long)]
+        components: Option<usize>,
+        /// Component separator for --components.
+        #[arg(long, default_value_t = ',')]
+        separator: char,
+        /// The logical key.
+        key: String,
+    },
+    /// Print the curve index of a point.
+    Hilbert {
+        #[arg(long, allow_hyphen_values = true)]
+        lat: f64,
+        #[arg(long, allow_hyphen_values = true)]
+        lng: f64,
+        /// Print the Z-order index instead.
+        #[arg(long)]
+        zorder: bool,
+    },
+    /// Print the key ranges of an area (+ time) query and their overhead.
+    Cover {
+        /// MINLNG,MINLAT,MAXLNG,MAXLAT (MINLNG > MAXLNG crosses the antimeridian).
+        #[arg(long, allow_hyphen_values = true)]
+        bbox: String,
+        /// Start of the time range (inclusive): ISO-8601 with milliseconds or epoch milliseconds.
+        #[arg(long, requires = "to")]
+        from: Option<String>,
+        /// End of the time range (exclusive).
+        #[arg(long, requires = "from")]
+        to: Option<String>,
+        /// Time bin: hour, day or week.
+        #[arg(long, default_value = "hour")]
+        bin: String,
+        /// Number of salts of the key layout.
+        #[arg(long, default_value_t = 1)]
+        salts: u32,
+        /// Most curve ranges per time bin and salt.
+        #[arg(long, default_value_t = 64)]
+        budget: usize,
+        /// Key design: hilbert, zorder or latlong.
+        #[arg(long, default_value = "hilbert")]
+        key: String,
+    },
+}
+
+fn parse_time(name: &str, text: &str) -> anyhow::Result<i64> {
+    if let Ok(ms) = text.parse::<i64>() {
+        return Ok(ms);
+    }
+    parse_millis(text).with_context(|| format!("--{name}"))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn bound(b: &Bound<affinity_model::Bytes>) -> String {
+    match b {
+        Bound::Included(k) => format!("[{}", hex(k)),
+        Bound::Excluded(k) => format!("({}", hex(k)),
+        Bound::Unbounded => "*".to_string(),
+    }
+}
+
+/// Run one `affinity keys` command.
+pub fn run(cmd: KeysCommand) -> anyhow::Result<()> {
+    match cmd {
+        KeysCommand::Salt {
+            buckets,
+            prefix_len,
+            components,
+            separator,
+            key,
+        } => {
+            let mut salter = Salter::new(buckets)?;
+            if let Some(n) = prefix_len {
+                salter = salter.with_scope(SaltScope::Bytes(n));
+            }
+            if let Some(count) = components {
+                let Ok(separator) = u8::try_from(separator) else {
+                    bail!("--separator {separator:?} must be a single-byte character");
+                };
+                salter = salter.with_scope(SaltScope::Components { separator, count });
+            }
+            println!("{}", String::from_utf8_lossy(&salter.salt(key.as_bytes())));
+        }
+        KeysCommand::Hilbert { lat, lng, zorder } => {
+            let curve = if zorder {
+                Curve::ZOrder
+            } else {
+                Curve::Hilbert
+            };
+            let index = curve.encode(lng_cell(lng)?, lat_cell(lat)?);
+            println!("{index}");
+        }
+        KeysCommand::Cover {
+            bbox,
+            from,
+            to,
+            bin,
+            salts,
+            budget,
+            key,
+        } => {
+            let bbox = BBox::parse(&bbox)?;
+            let curve = match key.as_str() {
+                "hilbert" => Curve::Hilbert,
+                "zorder" | "z-order" => Curve::ZOrder,
+                "latlong" | "lat#long" => {
+                    let cover = latlong_cover(&bbox, budget)?;
+                    for r in latlong_row_ranges(&cover) {
+                        println!("{} {}", bound(&r.start), bound(&r.end));
+                    }
+                    println!(
+                        "# lat#long: {} ranges, overhead {:.4}",
+                        cover.ranges.len(),
+                        cover.overhead()
+                    );
+                    return Ok(());
+                }
+                other => bail!("--key {other:?} is not hilbert, zorder or latlong"),
+            };
+            let options = CoverOptions::with_budget(budget);
+            match (from, to) {
+                (Some(from), Some(to)) => {
+                    let layout = GeoLayout::new(curve, TimeBin::parse(&bin)?, salts)?;
+                    let query = GeoQuery {
+                        bbox,
+                        from_millis: parse_time("from", &from)?,
+                        to_millis: parse_time("to", &to)?,
+                    };
+                    let p = plan(&layout, &query, &options)?;
+                    for r in &p.ranges {
+                        println!("{} {}", bound(&r.start), bound(&r.end));
+                    }
+                    println!(
+                        "# {}: {} key ranges ({} curve ranges x {} bins x {salts} salts, touching ranges joined), overhead {:.4}",
+                        curve.name(),
+                        p.ranges.len(),
+                        p.cover.ranges.len(),
+                        p.bins,
+                        p.cover.overhead()
+                    );
+                }
+                _ => {
+                    let cover = affinity_rowkey::cover::cover(curve, &bbox.rects()?, &options);
+                    for (lo, hi) in &cover.ranges {
+                        println!("{lo:016x} {hi:016x}");
+                    }
+                    println!(
+                        "# {}: {} curve ranges, overhead {:.4}",
+                        curve.name(),
+                        cover.ranges.len(),
+                        cover.overhead()
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `affinity bench keys`: print the key benchmark report.
+pub fn bench() -> anyhow::Result<()> {
+    print!("{}", affinity_rowkey::bench::bench_report());
+    Ok(())
+}
