@@ -50,6 +50,16 @@ pub(crate) fn open_range<'a>(
     (iter, backwards)
 }
 
+/// How a [`Scan`] reads.
+pub(crate) struct ScanOptions {
+    pub reversed: bool,
+    pub filter: CompiledFilter,
+    /// Stop after this many rows (`None`: no limit).
+    pub rows_limit: Option<u64>,
+    /// The clock GC rules are applied at.
+    pub now_micros: i64,
+}
+
 /// A stream of rows over a list of key ranges (already in iteration order).
 pub(crate) struct Scan<'a> {
     db: &'a Db,
@@ -67,18 +77,15 @@ pub(crate) struct Scan<'a> {
 }
 
 impl<'a> Scan<'a> {
-    /// `ranges` ascending; they are walked backwards when `reversed`.
+    /// `ranges` ascending; they are walked backwards when `how.reversed`.
     pub fn new(
         db: &'a Db,
         cf: Arc<BoundColumnFamily<'a>>,
         meta: Arc<TableMeta>,
         mut ranges: Vec<KeyRange>,
-        reversed: bool,
-        filter: CompiledFilter,
-        rows_limit: Option<u64>,
-        now_micros: i64,
+        how: ScanOptions,
     ) -> Scan<'a> {
-        if reversed {
+        if how.reversed {
             ranges.reverse();
         }
         Scan {
@@ -87,10 +94,10 @@ impl<'a> Scan<'a> {
             meta,
             ranges: ranges.into_iter(),
             iter: None,
-            reversed,
-            filter,
-            remaining: rows_limit,
-            now_micros,
+            reversed: how.reversed,
+            filter: how.filter,
+            remaining: how.rows_limit,
+            now_micros: how.now_micros,
             builder: RowBuilder::new(),
             done: false,
         }
@@ -179,15 +186,12 @@ pub(crate) fn read_row<'a>(
     now_micros: i64,
 ) -> Result<Option<Row>> {
     let range = KeyRange::row(row_key);
-    let mut scan = Scan::new(
-        db,
-        cf.clone(),
-        meta.clone(),
-        vec![range],
-        false,
-        CompiledFilter::pass_all(),
-        None,
+    let how = ScanOptions {
+        reversed: false,
+        filter: CompiledFilter::pass_all(),
+        rows_limit: None,
         now_micros,
-    );
+    };
+    let mut scan = Scan::new(db, cf.clone(), meta.clone(), vec![range], how);
     scan.next().transpose()
 }

@@ -152,23 +152,31 @@ impl Splitter<'_, '_> {
         self.bisect(mid, upper, right, depth + 1, out)
     }
 
-    /// A row start strictly inside `(lower, upper)`, near the midpoint.
+    /// A row start strictly inside `(lower, upper)`, near the midpoint of
+    /// the first and last rows (so sparse key alphabets, like decimal
+    /// digits, still split near the middle).
     fn row_start_after(&self, lower: &[u8], upper: &[u8]) -> Result<Option<Vec<u8>>> {
-        let target = midpoint(lower, upper);
         let mut opts = ReadOptions::default();
         opts.set_total_order_seek(true);
+        opts.set_iterate_lower_bound(lower.to_vec());
         opts.set_iterate_upper_bound(upper.to_vec());
         let mut iter = self.db.raw_iterator_cf_opt(self.cf, opts);
-        iter.seek(&target);
-        let Some(key) = iter.key() else {
+        iter.seek_to_last();
+        let Some(last) = iter.key().map(|k| row_prefix_of(k).to_vec()) else {
             return iter.status().map_err(storage).map(|()| None);
         };
-        let prefix = row_prefix_of(key);
-        if prefix > lower {
-            return Ok(Some(prefix.to_vec()));
+        if last.as_slice() <= lower {
+            return Ok(None);
+        }
+        iter.seek(midpoint(lower, &last));
+        let Some(prefix) = iter.key().map(|k| row_prefix_of(k).to_vec()) else {
+            return iter.status().map_err(storage).map(|()| None);
+        };
+        if prefix.as_slice() > lower {
+            return Ok(Some(prefix));
         }
         // The midpoint falls in the first row: take the next row instead.
-        iter.seek(component_successor(prefix));
+        iter.seek(component_successor(&prefix));
         match iter.key() {
             Some(key) => Ok(Some(row_prefix_of(key).to_vec())),
             None => iter.status().map_err(storage).map(|()| None),

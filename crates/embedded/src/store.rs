@@ -206,6 +206,25 @@ impl EmbeddedStore {
         Ok(())
     }
 
+    /// The number of cells stored for `table`, counting cells GC hides but
+    /// has not reclaimed yet (a full scan, for tests and tools).
+    pub fn stored_cells(&self, table: &str) -> Result<u64> {
+        let entry = self.inner.entry(table)?;
+        let cf = self.inner.cf(table, &entry.meta())?;
+        let mut opts = rocksdb::ReadOptions::default();
+        opts.set_total_order_seek(true);
+        opts.fill_cache(false);
+        let mut iter = self.inner.db.raw_iterator_cf_opt(&cf, opts);
+        iter.seek_to_first();
+        let mut count = 0;
+        while iter.valid() {
+            count += 1;
+            iter.next();
+        }
+        iter.status().map_err(storage)?;
+        Ok(count)
+    }
+
     /// Run one GC sweep now: delete cells hidden by version limits, compact
     /// tables that lost families. Returns the number of cells deleted.
     pub fn sweep_gc(&self) -> Result<u64> {

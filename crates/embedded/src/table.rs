@@ -17,7 +17,7 @@ use crate::error::storage;
 use crate::locks::Mode;
 use crate::meta::TableMeta;
 use crate::ranges::plan;
-use crate::scan::{read_row, Scan};
+use crate::scan::{read_row, Scan, ScanOptions};
 use crate::store::Inner;
 use crate::write::{needs_read, BatchBuilder};
 
@@ -120,10 +120,8 @@ impl Table for EmbeddedTable {
         let mut builder =
             BatchBuilder::new(&inner.db, &cf, &meta, &self.name, now_micros(), with_reads);
         for &i in &valid {
-            if let Err(e) = builder.add_row(&entries[i].row_key, &entries[i].mutations) {
-                // Only a failed read lands here; nothing has been written.
-                return Err(e);
-            }
+            // Only a failed read can fail here; nothing is written then.
+            builder.add_row(&entries[i].row_key, &entries[i].mutations)?;
         }
         let written = inner
             .db
@@ -142,11 +140,12 @@ impl Table for EmbeddedTable {
         true_mutations: &[Mutation],
         false_mutations: &[Mutation],
     ) -> Result<bool> {
+        // Same order of checks as the reference model.
         let meta = self.meta()?;
+        let predicate = predicate.map(CompiledFilter::compile).transpose()?;
         check_check_and_mutate(&self.name, row_key, true_mutations, false_mutations, &|f| {
             meta.has_family(f)
         })?;
-        let predicate = predicate.map(CompiledFilter::compile).transpose()?;
         let inner = &*self.inner;
         let stripe = inner.locks.stripe(&self.name, row_key);
         let _guard = inner.locks.lock(stripe, Mode::Exclusive);
@@ -211,17 +210,13 @@ impl Table for EmbeddedTable {
         let rows_limit = request.rows_limit.filter(|&n| n > 0);
         let inner = &*self.inner;
         let cf = inner.cf(&self.name, &meta)?;
-        let ranges = plan(&request.rows);
-        let scan = Scan::new(
-            &inner.db,
-            cf,
-            meta,
-            ranges,
-            request.reversed,
+        let how = ScanOptions {
+            reversed: request.reversed,
             filter,
             rows_limit,
-            now_micros(),
-        );
+            now_micros: now_micros(),
+        };
+        let scan = Scan::new(&inner.db, cf, meta, plan(&request.rows), how);
         Ok(Box::new(scan))
     }
 }
