@@ -290,7 +290,6 @@ impl Table for MemoryTable {
         false_mutations: &[Mutation],
     ) -> Result<bool> {
         self.check_live()?;
-        let predicate = predicate.map(CompiledFilter::compile).transpose()?;
         let now = self.now();
         let mut state = self.state.write();
         limits::check_check_and_mutate(
@@ -300,6 +299,7 @@ impl Table for MemoryTable {
             false_mutations,
             &state.has_family(),
         )?;
+        let predicate = predicate.map(CompiledFilter::compile).transpose()?;
         let key = Bytes::copy_from_slice(row_key);
         state.update_row(row_key, now, |cells| {
             let matched = predicate_matches(predicate.as_ref(), &key, cells);

@@ -50,7 +50,9 @@ pub trait Table: Send + Sync {
 
     /// Atomically: evaluate `predicate` on the row (no predicate: "the row
     /// has any cell"), apply `true_mutations` if it output any cell, else
-    /// `false_mutations`. Returns whether the predicate matched.
+    /// `false_mutations`. Returns whether the predicate matched. The row
+    /// key and both mutation lists are checked before the predicate, so a
+    /// request with both kinds of fault reports the mutation's.
     fn check_and_mutate_row(
         &self,
         row_key: &[u8],

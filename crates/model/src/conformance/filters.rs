@@ -367,7 +367,32 @@ pub fn filter_value_range(ctx: &Ctx) {
     );
 }
 
+/// One row, one family: `k/a:p@1, k/a:q@3, k/a:q@2, k/a:r@1`.
+fn one_family(ctx: &Ctx) -> super::TestTable {
+    let t = ctx.table(&[("a", GcRule::None)]);
+    write(
+        &t,
+        "k",
+        &[
+            set("a", "p", 1, "1"),
+            set("a", "q", 2, "2"),
+            set("a", "q", 3, "3"),
+            set("a", "r", 1, "4"),
+        ],
+    );
+    t
+}
+
 pub fn filter_cells_per_row_offset(ctx: &Ctx) {
+    let single = one_family(ctx);
+    assert_eq!(
+        read_filtered(&single, RowFilter::CellsPerRowOffset(2)),
+        ["k/a:q@2=2", "k/a:r@1=4"]
+    );
+    assert!(read_filtered(&single, RowFilter::CellsPerRowOffset(4)).is_empty());
+    if !ctx.caps.cells_per_row_across_families {
+        return;
+    }
     let t = fixture(ctx);
     assert_eq!(
         read_filtered(&t, RowFilter::CellsPerRowOffset(3)),
@@ -380,6 +405,14 @@ pub fn filter_cells_per_row_offset(ctx: &Ctx) {
 }
 
 pub fn filter_cells_per_row_limit(ctx: &Ctx) {
+    let single = one_family(ctx);
+    assert_eq!(
+        read_filtered(&single, RowFilter::CellsPerRowLimit(3)),
+        ["k/a:p@1=1", "k/a:q@3=3", "k/a:q@2=2"]
+    );
+    if !ctx.caps.cells_per_row_across_families {
+        return;
+    }
     let t = fixture(ctx);
     assert_eq!(
         read_filtered(&t, RowFilter::CellsPerRowLimit(2)),
@@ -415,6 +448,10 @@ pub fn filter_strip_value(ctx: &Ctx) {
         .map(|c| format!("{}=", c.split('=').next().unwrap_or_default()))
         .collect();
     assert_eq!(read_filtered(&t, RowFilter::StripValue), expected);
+    if ctx.caps.strip_value_keeps_labels {
+        let labelled = RowFilter::Chain(vec![qual("y"), label("l"), RowFilter::StripValue]);
+        assert_eq!(read_filtered(&t, labelled), ["r1/a:y@1=[l]"]);
+    }
 }
 
 pub fn filter_row_sample(ctx: &Ctx) {

@@ -76,6 +76,16 @@ pub struct Capabilities {
     /// with free text that a client cannot map reliably; with `false` the
     /// case checks only that the request fails and changes nothing.
     pub typed_increment_error: bool,
+    /// `CellsPerRowOffset` and `CellsPerRowLimit` count a row's cells in
+    /// canonical order across all its families. The emulator walks a row's
+    /// families in Go map order, random on every call; with `false` these
+    /// cases use single-family rows and the reference test does not generate
+    /// these two filters.
+    pub cells_per_row_across_families: bool,
+    /// `StripValue` keeps a cell's labels. The emulator's strip drops them;
+    /// with `false` the case does not check it and the reference test does
+    /// not generate `StripValue`.
+    pub strip_value_keeps_labels: bool,
 }
 
 impl Default for Capabilities {
@@ -85,6 +95,8 @@ impl Default for Capabilities {
             gc_intersection: true,
             atomic_read_modify_write_failure: true,
             typed_increment_error: true,
+            cells_per_row_across_families: true,
+            strip_value_keeps_labels: true,
         }
     }
 }

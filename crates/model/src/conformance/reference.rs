@@ -42,6 +42,10 @@ pub struct ReferenceConfig {
     /// Compare the error variant of a failed read-modify-write (else only
     /// that it failed).
     pub typed_increment_error: bool,
+    /// Generate `CellsPerRowOffset` and `CellsPerRowLimit` filters.
+    pub cells_per_row_filters: bool,
+    /// Generate `StripValue` filters (which must keep labels).
+    pub strip_value: bool,
 }
 
 impl ReferenceConfig {
@@ -54,6 +58,8 @@ impl ReferenceConfig {
             sink_filter: caps.sink_filter,
             multi_rule_read_modify_write: caps.atomic_read_modify_write_failure,
             typed_increment_error: caps.typed_increment_error,
+            cells_per_row_filters: caps.cells_per_row_across_families,
+            strip_value: caps.strip_value_keeps_labels,
         }
     }
 }
@@ -87,6 +93,14 @@ enum Op {
     },
     Read(ReadRowsRequest),
     ReadRow(Bytes, Option<RowFilter>),
+}
+
+/// Which optional filter kinds to generate.
+#[derive(Debug, Clone, Copy)]
+struct Kinds {
+    sink: bool,
+    per_row: bool,
+    strip_value: bool,
 }
 
 fn pick(items: &[&'static [u8]]) -> BoxedStrategy<Bytes> {
@@ -149,12 +163,11 @@ fn bytes_bound(items: BoxedStrategy<Bytes>) -> BoxedStrategy<Bound<Bytes>> {
     .boxed()
 }
 
-fn leaf_filter(sink: bool) -> BoxedStrategy<RowFilter> {
+fn leaf_filter(kinds: Kinds) -> BoxedStrategy<RowFilter> {
     let regex = |items: &[&'static [u8]]| pick(items);
     let mut leaves = vec![
         Just(RowFilter::PassAll).boxed(),
         Just(RowFilter::BlockAll).boxed(),
-        Just(RowFilter::StripValue).boxed(),
         regex(&[b"a", b"b.*", b"c\\C", b"."])
             .prop_map(RowFilter::RowKeyRegex)
             .boxed(),
@@ -186,21 +199,26 @@ fn leaf_filter(sink: bool) -> BoxedStrategy<RowFilter> {
         (bytes_bound(value()), bytes_bound(value()))
             .prop_map(|(start, end)| RowFilter::ValueRange(ValueRange { start, end }))
             .boxed(),
-        (0u32..4).prop_map(RowFilter::CellsPerRowOffset).boxed(),
-        (1u32..4).prop_map(RowFilter::CellsPerRowLimit).boxed(),
         (1u32..3).prop_map(RowFilter::CellsPerColumnLimit).boxed(),
         prop::sample::select(vec!["x", "y"])
             .prop_map(|l| RowFilter::ApplyLabel(l.to_string()))
             .boxed(),
     ];
-    if sink {
+    if kinds.sink {
         leaves.push(Just(RowFilter::Sink).boxed());
+    }
+    if kinds.strip_value {
+        leaves.push(Just(RowFilter::StripValue).boxed());
+    }
+    if kinds.per_row {
+        leaves.push((0u32..4).prop_map(RowFilter::CellsPerRowOffset).boxed());
+        leaves.push((1u32..4).prop_map(RowFilter::CellsPerRowLimit).boxed());
     }
     prop::strategy::Union::new(leaves).boxed()
 }
 
-fn filter(sink: bool) -> BoxedStrategy<RowFilter> {
-    leaf_filter(sink)
+fn filter(kinds: Kinds) -> BoxedStrategy<RowFilter> {
+    leaf_filter(kinds)
         .prop_recursive(3, 12, 3, |inner| {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 2..4).prop_map(RowFilter::Chain),
@@ -231,10 +249,10 @@ fn row_set() -> BoxedStrategy<RowSet> {
     .boxed()
 }
 
-fn read_request(sink: bool) -> BoxedStrategy<ReadRowsRequest> {
+fn read_request(kinds: Kinds) -> BoxedStrategy<ReadRowsRequest> {
     (
         row_set(),
-        prop::option::of(filter(sink)),
+        prop::option::of(filter(kinds)),
         prop::option::of(0u64..4),
         any::<bool>(),
     )
@@ -257,7 +275,17 @@ fn rule() -> BoxedStrategy<ReadModifyWriteRule> {
 }
 
 fn op(config: &ReferenceConfig) -> BoxedStrategy<Op> {
-    let sink = config.sink_filter;
+    let kinds = Kinds {
+        sink: config.sink_filter,
+        per_row: config.cells_per_row_filters,
+        strip_value: config.strip_value,
+    };
+    // Sink is not allowed in a check-and-mutate predicate's conditions, and
+    // keeping it out of predicates keeps most of them valid.
+    let predicate_kinds = Kinds {
+        sink: false,
+        ..kinds
+    };
     let max_rules = if config.multi_rule_read_modify_write {
         4
     } else {
@@ -268,15 +296,15 @@ fn op(config: &ReferenceConfig) -> BoxedStrategy<Op> {
         2 => prop::collection::vec((key(), mutations()), 1..4).prop_map(|entries| {
             Op::MutateRows(entries.into_iter().map(|(k, m)| RowMutations::new(k, m)).collect())
         }),
-        2 => (key(), prop::option::of(filter(false)), prop::collection::vec(mutation(), 0..3),
+        2 => (key(), prop::option::of(filter(predicate_kinds)), prop::collection::vec(mutation(), 0..3),
               prop::collection::vec(mutation(), 0..3))
             .prop_map(|(key, predicate, t, f)| Op::CheckAndMutate {
                 key, predicate, true_mutations: t, false_mutations: f,
             }),
         2 => (key(), value(), prop::collection::vec(rule(), 1..max_rules))
             .prop_map(|(key, seed, rules)| Op::ReadModifyWrite { key, seed, rules }),
-        4 => read_request(sink).prop_map(Op::Read),
-        1 => (key(), prop::option::of(filter(sink))).prop_map(|(k, f)| Op::ReadRow(k, f)),
+        4 => read_request(kinds).prop_map(Op::Read),
+        1 => (key(), prop::option::of(filter(kinds))).prop_map(|(k, f)| Op::ReadRow(k, f)),
     ]
     .boxed()
 }
