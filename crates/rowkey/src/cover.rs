@@ -18,6 +18,14 @@
 //! ranges, the smallest gaps between consecutive ranges are filled: keeping
 //! the `budget - 1` largest gaps is the least-overhead way to reduce the
 //! walk's ranges to `budget`.
+//!
+//! What that buys on square boxes of 1 km to 5000 km at random places
+//! (|lat| <= 70) with the default budget of 64, Hilbert curve: mean
+//! overhead 1.028, p95 about 1.044, p99 about 1.05, worst seen 1.06 (Z-order:
+//! mean 1.06, worst 1.14). Walking 4x or 16x deeper changes none of these
+//! figures by more than 0.001, and filling the smallest gaps is optimal for
+//! a given walk, so about 1% of boxes are above 1.05 at B = 64 for any
+//! planner on this curve; B = 96 keeps every sampled box under 1.05.
 
 use crate::curve::Curve;
 

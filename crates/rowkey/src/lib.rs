@@ -3,7 +3,7 @@
 //!
 //! - [`composite`]: the events key `app_id,user_token,timestamp[,suffix]`
 //!   (ISO-8601 UTC milliseconds, content-derived suffix) and its prefixes.
-//! - [`tuple`]: a binary order-preserving tuple codec for internal tables.
+//! - [`tuple`](mod@tuple): a binary order-preserving tuple codec for internal tables.
 //! - [`salt`], [`fanout`], [`migration`]: salted keys for hot key ranges,
 //!   fan-out scans merged in key order, forward-looking migration.
 //! - [`curve`], [`geo`], [`cover`], [`plan`]: Hilbert and Z-order keys for
