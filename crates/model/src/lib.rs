@@ -7,7 +7,18 @@
 //! [`Table`] traits every backend implements, an in-memory reference store,
 //! and (feature `conformance`) the test suite every backend must pass.
 //!
-//! It is not a storage engine: it knows nothing of RocksDB or gRPC.
+//! Where to start reading:
+//! - [`store`]: the traits; [`limits`]: what every backend checks before
+//!   writing anything;
+//! - [`eval`]: `RowFilter` semantics ([`eval::CompiledFilter`]);
+//!   [`gc`]: which cells GC rules keep; [`apply`]: mutations and
+//!   read-modify-write on one row's cells;
+//! - [`memory`]: [`MemoryStore`], the reference store built from those;
+//! - `conformance` (feature `conformance`): `conformance_suite!`, one test
+//!   per case for any backend, and the reference-model property test.
+//!
+//! It is not a storage engine: it knows nothing of RocksDB or gRPC, and its
+//! `MemoryStore` favours obvious correctness over speed.
 //!
 //! ```
 //! use affinity_model::{MemoryStore, Mutation, ReadRowsRequest, Store, TableSpec, GcRule};

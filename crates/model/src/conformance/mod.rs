@@ -20,7 +20,7 @@
 //! by name, and this makes both agree. GC cases poll for up to 10 s, since
 //! Bigtable and its emulator collect garbage in the background.
 //!
-//! [`check_against_reference`] (or the [`reference_model_test!`] macro)
+//! [`check_against_reference`] (or the [`reference_model_test!`](crate::reference_model_test) macro)
 //! applies random operation sequences to a backend and to a
 //! [`MemoryStore`](crate::MemoryStore) and compares every read.
 
