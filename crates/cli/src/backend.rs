@@ -4,18 +4,28 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
 use affinity_model::Store;
+use anyhow::{bail, Context};
 
 /// Where the data lives. `--bigtable` wins over `--data`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BackendArgs {
     /// Directory of the embedded store (created if missing).
-    #[arg(long, env = "AFFINITY_DATA", default_value = "affinity-data", global = true)]
+    #[arg(
+        long,
+        env = "AFFINITY_DATA",
+        default_value = "affinity-data",
+        global = true
+    )]
     pub data: PathBuf,
     /// Use Cloud Bigtable instead: PROJECT/INSTANCE. Set
     /// BIGTABLE_EMULATOR_HOST=host:port to talk to the emulator.
-    #[arg(long, env = "AFFINITY_BIGTABLE", value_name = "PROJECT/INSTANCE", global = true)]
+    #[arg(
+        long,
+        env = "AFFINITY_BIGTABLE",
+        value_name = "PROJECT/INSTANCE",
+        global = true
+    )]
     pub bigtable: Option<String>,
 }
 
@@ -30,8 +40,10 @@ impl BackendArgs {
                 Ok(Arc::new(store))
             }
             None => {
-                let store = affinity_embedded::EmbeddedStore::open(&self.data)
-                    .with_context(|| format!("opening the embedded store in {}", self.data.display()))?;
+                let store =
+                    affinity_embedded::EmbeddedStore::open(&self.data).with_context(|| {
+                        format!("opening the embedded store in {}", self.data.display())
+                    })?;
                 Ok(Arc::new(store))
             }
         }

@@ -3,6 +3,7 @@
 
 mod backend;
 mod bench;
+mod keys;
 mod table;
 
 use clap::{Parser, Subcommand};
@@ -19,6 +20,9 @@ struct Cli {
 enum Command {
     /// Look inside any backend, like `cbt`: create tables, write and read cells.
     Table(table::TableArgs),
+    /// Row keys: salted keys, Hilbert indexes and area + time range covers.
+    #[command(subcommand)]
+    Keys(keys::KeysCommand),
     /// Benchmarks that print their figures.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -28,6 +32,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Table(args) => table::run(args),
+        Command::Keys(cmd) => keys::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
     };
     if let Err(err) = result {

@@ -4,10 +4,10 @@ use std::io::Write;
 use std::ops::Bound;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
 use affinity_model::{
     Bytes, GcRule, Mutation, ReadRowsRequest, Row, RowFilter, RowRange, RowSet, TableSpec,
 };
+use anyhow::{bail, Context};
 
 use crate::backend::BackendArgs;
 
@@ -294,7 +294,12 @@ fn format_gc_rule(rule: &GcRule) -> String {
 /// The inverse of [`parse_duration`], in the largest unit that is exact.
 fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
-    let units = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1000, "s")];
+    let units = [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1000, "s"),
+    ];
     for (size, unit) in units {
         if ms >= size && ms % size == 0 {
             return format!("{}{unit}", ms / size);
@@ -308,7 +313,11 @@ fn print_row(out: &mut impl Write, row: &Row) -> std::io::Result<()> {
     writeln!(out, "{}", "-".repeat(40))?;
     writeln!(out, "{}", String::from_utf8_lossy(&row.key))?;
     for cell in &row.cells {
-        let column = format!("{}:{}", cell.family, String::from_utf8_lossy(&cell.qualifier));
+        let column = format!(
+            "{}:{}",
+            cell.family,
+            String::from_utf8_lossy(&cell.qualifier)
+        );
         let labels = if cell.labels.is_empty() {
             String::new()
         } else {
@@ -378,7 +387,10 @@ mod tests {
 
     #[test]
     fn gc_rules_parse() {
-        assert_eq!(parse_gc_rule("maxversions=3").unwrap(), GcRule::MaxVersions(3));
+        assert_eq!(
+            parse_gc_rule("maxversions=3").unwrap(),
+            GcRule::MaxVersions(3)
+        );
         assert_eq!(
             parse_gc_rule("maxage=90d or maxversions=2").unwrap(),
             GcRule::Union(vec![

@@ -8,11 +8,16 @@ pub enum BenchCommand {
     /// scans and increments, on the embedded store and on the Bigtable
     /// emulator, side by side.
     Store(store::StoreBenchArgs),
+    /// Row keys: curve encode speed, and for Hilbert, Z-order and `lat#long`
+    /// keys the planning time, ranges per query and cover overhead for boxes
+    /// from 1 km to a continent.
+    Keys,
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Store(args) => store::run(args),
+        BenchCommand::Keys => crate::keys::bench(),
     }
 }
 

@@ -7,11 +7,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use affinity_model::{
-    Bytes, GcRule, Mutation, ReadModifyWriteRule, ReadRowsRequest, RowMutations, RowRange,
-    RowSet, Store, Table, TableSpec,
+    Bytes, GcRule, Mutation, ReadModifyWriteRule, ReadRowsRequest, RowMutations, RowRange, RowSet,
+    Store, Table, TableSpec,
 };
+use anyhow::Context;
 use rand::{Rng, SeedableRng};
 
 use super::quantile;
@@ -74,11 +74,17 @@ pub fn run(args: StoreBenchArgs) -> anyhow::Result<()> {
             tmp.path().to_path_buf()
         }
     };
-    eprintln!("embedded store in {}: loading {} cells", dir.display(), args.cells);
+    eprintln!(
+        "embedded store in {}: loading {} cells",
+        dir.display(),
+        args.cells
+    );
     let embedded = Arc::new(affinity_embedded::EmbeddedStore::open(&dir)?);
     let flush_target = Arc::clone(&embedded);
     let flush = move || flush_target.flush().map_err(anyhow::Error::from);
-    results.push(bench_backend("embedded", embedded, args.cells, &args, &flush)?);
+    results.push(bench_backend(
+        "embedded", embedded, args.cells, &args, &flush,
+    )?);
 
     if !args.no_emulator {
         // Use the emulator named by BIGTABLE_EMULATOR_HOST, or start one.
@@ -137,7 +143,8 @@ fn bench_backend(
             })
             .collect();
         for h in handles {
-            h.join().map_err(|_| anyhow::anyhow!("loader thread panicked"))??;
+            h.join()
+                .map_err(|_| anyhow::anyhow!("loader thread panicked"))??;
         }
         Ok(())
     })?;
@@ -198,7 +205,8 @@ fn bench_backend(
             })
             .collect();
         for h in handles {
-            h.join().map_err(|_| anyhow::anyhow!("increment thread panicked"))??;
+            h.join()
+                .map_err(|_| anyhow::anyhow!("increment thread panicked"))??;
         }
         Ok(())
     })?;
@@ -284,16 +292,24 @@ fn print_table(results: &[Figures]) {
     };
     row("cells loaded", &|r| format!("{}", r.cells));
     row("load, cells/s", &|r| format!("{:.0}", r.load_cells_per_s));
-    row("full scan, cells/s", &|r| format!("{:.0}", r.scan_cells_per_s));
+    row("full scan, cells/s", &|r| {
+        format!("{:.0}", r.scan_cells_per_s)
+    });
     row("full scan, MiB/s", &|r| {
         format!(
             "{:.1}",
             r.scan_bytes as f64 / (1 << 20) as f64 * r.scan_cells_per_s / r.cells as f64
         )
     });
-    row("prefix scan p50", &|r| format!("{:.0} us", r.prefix_p50.as_secs_f64() * 1e6));
-    row("prefix scan p99", &|r| format!("{:.0} us", r.prefix_p99.as_secs_f64() * 1e6));
-    row("increments/s (2 threads)", &|r| format!("{:.0}", r.increments_per_s));
+    row("prefix scan p50", &|r| {
+        format!("{:.0} us", r.prefix_p50.as_secs_f64() * 1e6)
+    });
+    row("prefix scan p99", &|r| {
+        format!("{:.0} us", r.prefix_p99.as_secs_f64() * 1e6)
+    });
+    row("increments/s (2 threads)", &|r| {
+        format!("{:.0}", r.increments_per_s)
+    });
     if let [embedded, emulator, ..] = results {
         println!();
         println!(
