@@ -1,0 +1,1 @@
+//! Personalization engine (in progress).
