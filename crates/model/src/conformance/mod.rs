@@ -31,7 +31,7 @@ mod gc;
 mod limits;
 mod mutations;
 mod reads;
-mod reference;
+pub(crate) mod reference;
 mod util;
 
 use std::sync::Arc;

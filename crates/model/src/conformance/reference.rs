@@ -97,10 +97,10 @@ enum Op {
 
 /// Which optional filter kinds to generate.
 #[derive(Debug, Clone, Copy)]
-struct Kinds {
-    sink: bool,
-    per_row: bool,
-    strip_value: bool,
+pub(crate) struct Kinds {
+    pub(crate) sink: bool,
+    pub(crate) per_row: bool,
+    pub(crate) strip_value: bool,
 }
 
 fn pick(items: &[&'static [u8]]) -> BoxedStrategy<Bytes> {
@@ -108,7 +108,7 @@ fn pick(items: &[&'static [u8]]) -> BoxedStrategy<Bytes> {
     prop::sample::select(items).boxed()
 }
 
-fn key() -> BoxedStrategy<Bytes> {
+pub(crate) fn key() -> BoxedStrategy<Bytes> {
     pick(&[b"a", b"b", b"b\0", b"c", b"c\xff", b"d", b"e"])
 }
 
@@ -120,15 +120,15 @@ fn family() -> BoxedStrategy<String> {
     .boxed()
 }
 
-fn qualifier() -> BoxedStrategy<Bytes> {
+pub(crate) fn qualifier() -> BoxedStrategy<Bytes> {
     pick(&[b"", b"q", b"r", b"s\0", b"\xff"])
 }
 
-fn value() -> BoxedStrategy<Bytes> {
+pub(crate) fn value() -> BoxedStrategy<Bytes> {
     pick(&[b"", b"v", b"w", b"\0\0\0\0\0\0\0\x01", b"zz"])
 }
 
-fn timestamp() -> BoxedStrategy<i64> {
+pub(crate) fn timestamp() -> BoxedStrategy<i64> {
     (0i64..6).prop_map(|ms| BASE + ms * 1000).boxed()
 }
 
@@ -217,7 +217,7 @@ fn leaf_filter(kinds: Kinds) -> BoxedStrategy<RowFilter> {
     prop::strategy::Union::new(leaves).boxed()
 }
 
-fn filter(kinds: Kinds) -> BoxedStrategy<RowFilter> {
+pub(crate) fn filter(kinds: Kinds) -> BoxedStrategy<RowFilter> {
     leaf_filter(kinds)
         .prop_recursive(3, 12, 3, |inner| {
             prop_oneof![

@@ -308,3 +308,80 @@ fn no_cells_means_no_row() {
         .is_none());
     assert!(CompiledFilter::pass_all().is_pass_all());
 }
+
+/// Algebraic properties of the evaluator over random filters and rows.
+#[cfg(feature = "conformance")]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::conformance::reference::{self as gen, Kinds};
+
+    const KINDS: Kinds = Kinds {
+        sink: true,
+        per_row: true,
+        strip_value: true,
+    };
+    /// Without sinks, whose cells bypass the filters after them.
+    const NO_SINK: Kinds = Kinds {
+        sink: false,
+        ..KINDS
+    };
+
+    fn rows() -> impl Strategy<Value = Row> {
+        let cell = (
+            prop::sample::select(vec!["a", "b"]),
+            gen::qualifier(),
+            gen::timestamp(),
+            gen::value(),
+        )
+            .prop_map(|(f, q, ts, v)| Cell::new(f, q, ts, v));
+        (gen::key(), prop::collection::vec(cell, 0..8)).prop_map(|(key, mut cells)| {
+            cells.sort_by(Cell::canonical_cmp);
+            cells.dedup_by(|a, b| a.canonical_cmp(b).is_eq());
+            Row { key, cells }
+        })
+    }
+
+    fn apply(f: &RowFilter, row: &Row) -> Option<Option<Vec<Cell>>> {
+        let compiled = CompiledFilter::compile(f).ok()?;
+        Some(compiled.apply(row.clone()).map(|r| r.cells))
+    }
+
+    proptest! {
+        #[test]
+        fn output_is_canonical_and_comes_from_the_input(f in gen::filter(KINDS), row in rows()) {
+            if let Some(Some(out)) = apply(&f, &row) {
+                for pair in out.windows(2) {
+                    prop_assert!(pair[0].canonical_cmp(&pair[1]).is_le());
+                }
+                for c in &out {
+                    prop_assert!(row.cells.iter().any(|i| i.canonical_cmp(c).is_eq()));
+                    prop_assert!(c.labels.len() <= 1, "a cell with two labels: {c:?}");
+                }
+            }
+        }
+
+        #[test]
+        fn identities(f in gen::filter(KINDS), row in rows()) {
+            let base = apply(&f, &row);
+            prop_assume!(base.is_some());
+            let chained = RowFilter::Chain(vec![f.clone(), RowFilter::PassAll]);
+            prop_assert_eq!(apply(&chained, &row), base.clone());
+            let interleaved = RowFilter::Interleave(vec![f.clone(), RowFilter::BlockAll]);
+            prop_assert_eq!(apply(&interleaved, &row), base);
+        }
+
+        #[test]
+        fn column_limit_bounds_every_column(f in gen::filter(NO_SINK), n in 1u32..3, row in rows()) {
+            let limited = RowFilter::Chain(vec![f, RowFilter::CellsPerColumnLimit(n)]);
+            if let Some(Some(out)) = apply(&limited, &row) {
+                let mut run = 0;
+                for (i, c) in out.iter().enumerate() {
+                    run = if i > 0 && out[i - 1].same_column(c) { run + 1 } else { 1 };
+                    prop_assert!(run <= n as usize, "{} cells of one column", run);
+                }
+            }
+        }
+    }
+}
