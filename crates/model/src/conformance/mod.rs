@@ -55,7 +55,8 @@ pub mod cases {
 /// Documented differences between backends that the suite tolerates. Each
 /// flag is `true` for a backend with Cloud Bigtable's full behaviour (the
 /// default); a harness turns one off only for a difference its backend
-/// really has.
+/// really has. Build it as `Capabilities { flag: false,
+/// ..Capabilities::default() }` so flags added later keep their default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capabilities {
     /// `Sink` sends cells straight to the output. The Bigtable emulator
@@ -266,13 +267,16 @@ pub fn run_case<H: Harness + ?Sized>(harness: &H, name: &'static str, case: fn(&
 }
 
 /// Expand to one `#[test]` per conformance case, in a module named
-/// `conformance`, each running the case against the harness `$harness`
-/// (an expression evaluated in that module, with the caller's items in
-/// scope, e.g. `harness()` or `crate::harness()`).
+/// `conformance` (or the name given second), each running the case against
+/// the harness `$harness` (an expression evaluated in that module, with the
+/// caller's items in scope, e.g. `harness()` or `crate::harness()`).
 #[macro_export]
 macro_rules! conformance_suite {
     ($harness:expr) => {
-        $crate::__conformance_tests! { $harness;
+        $crate::conformance_suite!($harness, conformance);
+    };
+    ($harness:expr, $module:ident) => {
+        $crate::__conformance_tests! { $module; $harness;
             filter_pass_all_and_block_all,
             filter_chain,
             filter_degenerate_chain_and_interleave,
@@ -355,9 +359,9 @@ macro_rules! conformance_suite {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_tests {
-    ($harness:expr; $($case:ident),* $(,)?) => {
+    ($module:ident; $harness:expr; $($case:ident),* $(,)?) => {
         #[allow(unused_imports)]
-        mod conformance {
+        mod $module {
             use super::*;
             $(
                 #[test]
