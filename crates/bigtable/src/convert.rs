@@ -9,14 +9,19 @@ use affinity_model::{
 use googleapis_tonic_google_bigtable_v2::google::bigtable::v2 as pb;
 use pb::row_filter::Filter;
 
-/// A filter as the server takes it. Counts above `i32::MAX` cannot be sent.
+/// A filter as the server takes it, after the equivalence rewrites of
+/// [`crate::filter_rewrite`]. Counts above `i32::MAX` cannot be sent.
 pub(crate) fn filter_to_proto(filter: &RowFilter) -> Result<pb::RowFilter> {
+    to_proto(&crate::filter_rewrite::normalize(filter))
+}
+
+fn to_proto(filter: &RowFilter) -> Result<pb::RowFilter> {
     let f = match filter {
         RowFilter::Chain(filters) => Filter::Chain(pb::row_filter::Chain {
-            filters: filters.iter().map(filter_to_proto).collect::<Result<_>>()?,
+            filters: filters.iter().map(to_proto).collect::<Result<_>>()?,
         }),
         RowFilter::Interleave(filters) => Filter::Interleave(pb::row_filter::Interleave {
-            filters: filters.iter().map(filter_to_proto).collect::<Result<_>>()?,
+            filters: filters.iter().map(to_proto).collect::<Result<_>>()?,
         }),
         RowFilter::Condition {
             predicate,
@@ -24,12 +29,10 @@ pub(crate) fn filter_to_proto(filter: &RowFilter) -> Result<pb::RowFilter> {
             false_filter,
         } => {
             let branch = |f: &Option<Box<RowFilter>>| -> Result<Option<Box<pb::RowFilter>>> {
-                f.as_deref()
-                    .map(|f| filter_to_proto(f).map(Box::new))
-                    .transpose()
+                f.as_deref().map(|f| to_proto(f).map(Box::new)).transpose()
             };
             Filter::Condition(Box::new(pb::row_filter::Condition {
-                predicate_filter: Some(Box::new(filter_to_proto(predicate)?)),
+                predicate_filter: Some(Box::new(to_proto(predicate)?)),
                 true_filter: branch(true_filter)?,
                 false_filter: branch(false_filter)?,
             }))

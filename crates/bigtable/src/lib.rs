@@ -40,6 +40,7 @@ mod admin_convert;
 mod conn;
 mod convert;
 pub mod emulator;
+mod filter_rewrite;
 pub mod merger;
 mod mutate;
 mod read;

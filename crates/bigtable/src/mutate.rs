@@ -48,11 +48,17 @@ pub(crate) fn mutate_rows(
     }
     if !pending.is_empty() {
         let path = table.path().to_string();
+        let table_name = name.clone();
         let applied = table
             .shared()
-            .call(move |conn, policy| apply(conn, policy, path, name, pending))?;
+            .call(move |conn, policy| apply(conn, policy, path, table_name, pending))?;
         for (index, result) in applied {
-            results[index] = Some(result);
+            results[index] = Some(result.map_err(|err| {
+                let entry = &entries[index];
+                table.explain_failure(err, |has| {
+                    limits::check_row_mutations(&name, &entry.row_key, &entry.mutations, has)
+                })
+            }));
         }
     }
     Ok(results

@@ -58,7 +58,7 @@ impl BigtableTable {
         }
     }
 
-    fn reload_families(&self) -> Result<Arc<BTreeSet<String>>> {
+    pub(crate) fn reload_families(&self) -> Result<Arc<BTreeSet<String>>> {
         let (path, table) = (self.path.clone(), self.name.clone());
         let spec = self
             .shared
@@ -85,6 +85,27 @@ impl BigtableTable {
                 check(&|f: &str| known.contains(f))
             }
             other => other,
+        }
+    }
+
+    /// A request the server refused may name a family dropped since the
+    /// families were loaded: reload them and run the client-side `check`
+    /// again, so the error is the model's `FamilyNotFound` rather than the
+    /// server's wording. Other errors come back unchanged.
+    pub(crate) fn explain_failure(
+        &self,
+        err: Error,
+        check: impl Fn(&dyn Fn(&str) -> bool) -> Result<()>,
+    ) -> Error {
+        if err.is_retryable() || matches!(err, Error::TableNotFound { .. }) {
+            return err;
+        }
+        match self.reload_families() {
+            Ok(known) => match check(&|f: &str| known.contains(f)) {
+                Err(family_err @ Error::FamilyNotFound { .. }) => family_err,
+                _ => err,
+            },
+            Err(_) => err,
         }
     }
 
@@ -116,9 +137,10 @@ impl Table for BigtableTable {
     }
 
     fn mutate_row(&self, row_key: &[u8], mutations: &[Mutation]) -> Result<()> {
-        self.check_with_families(|has| {
+        let check = |has: &dyn Fn(&str) -> bool| {
             limits::check_row_mutations(&self.name, row_key, mutations, has)
-        })?;
+        };
+        self.check_with_families(check)?;
         let idempotent = mutations.iter().all(Mutation::is_idempotent);
         let request = pb::MutateRowRequest {
             table_name: self.path.clone(),
@@ -127,21 +149,23 @@ impl Table for BigtableTable {
             ..Default::default()
         };
         let table = self.name.clone();
-        self.shared.call(move |conn, policy| async move {
-            retry(policy, idempotent, || {
-                let (conn, request) = (conn.clone(), request.clone());
-                async move {
-                    let path = request.table_name.clone();
-                    let request = conn
-                        .request(request, Api::Data, "table_name", &path)
-                        .await?;
-                    conn.data().mutate_row(request).await
-                }
+        self.shared
+            .call(move |conn, policy| async move {
+                retry(policy, idempotent, || {
+                    let (conn, request) = (conn.clone(), request.clone());
+                    async move {
+                        let path = request.table_name.clone();
+                        let request = conn
+                            .request(request, Api::Data, "table_name", &path)
+                            .await?;
+                        conn.data().mutate_row(request).await
+                    }
+                })
+                .await
+                .map(|_| ())
+                .map_err(|s| from_status(&s, Some(&table)))
             })
-            .await
-            .map(|_| ())
-            .map_err(|s| from_status(&s, Some(&table)))
-        })
+            .map_err(|err| self.explain_failure(err, check))
     }
 
     fn mutate_rows(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>> {
@@ -155,7 +179,7 @@ impl Table for BigtableTable {
         true_mutations: &[Mutation],
         false_mutations: &[Mutation],
     ) -> Result<bool> {
-        self.check_with_families(|has| {
+        let check = |has: &dyn Fn(&str) -> bool| {
             limits::check_check_and_mutate(
                 &self.name,
                 row_key,
@@ -163,7 +187,8 @@ impl Table for BigtableTable {
                 false_mutations,
                 has,
             )
-        })?;
+        };
+        self.check_with_families(check)?;
         if let Some(predicate) = predicate {
             eval::validate(predicate)?;
         }
@@ -176,26 +201,29 @@ impl Table for BigtableTable {
             ..Default::default()
         };
         let table = self.name.clone();
-        self.shared.call(move |conn, _| async move {
-            let path = request.table_name.clone();
-            let request = conn
-                .request(request, Api::Data, "table_name", &path)
-                .await
-                .map_err(|s| from_status(&s, Some(&table)))?;
-            // Not retried: the predicate may see the first try's writes.
-            let response = conn
-                .data()
-                .check_and_mutate_row(request)
-                .await
-                .map_err(|s| from_status(&s, Some(&table)))?;
-            Ok(response.get_ref().predicate_matched)
-        })
+        self.shared
+            .call(move |conn, _| async move {
+                let path = request.table_name.clone();
+                let request = conn
+                    .request(request, Api::Data, "table_name", &path)
+                    .await
+                    .map_err(|s| from_status(&s, Some(&table)))?;
+                // Not retried: the predicate may see the first try's writes.
+                let response = conn
+                    .data()
+                    .check_and_mutate_row(request)
+                    .await
+                    .map_err(|s| from_status(&s, Some(&table)))?;
+                Ok(response.get_ref().predicate_matched)
+            })
+            .map_err(|err| self.explain_failure(err, check))
     }
 
     fn read_modify_write_row(&self, row_key: &[u8], rules: &[ReadModifyWriteRule]) -> Result<Row> {
-        self.check_with_families(|has| {
+        let check = |has: &dyn Fn(&str) -> bool| {
             limits::check_read_modify_write(&self.name, row_key, rules, has)
-        })?;
+        };
+        self.check_with_families(check)?;
         let request = pb::ReadModifyWriteRowRequest {
             table_name: self.path.clone(),
             row_key: Bytes::copy_from_slice(row_key),
