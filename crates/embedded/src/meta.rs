@@ -51,6 +51,8 @@ pub(crate) struct TableMeta {
     ids_in_name_order: bool,
     /// True when some family has a GC rule other than `None`.
     has_gc: bool,
+    /// True when some family's GC rule limits versions.
+    has_version_gc: bool,
 }
 
 impl TableMeta {
@@ -77,6 +79,7 @@ impl TableMeta {
             }
         }
         let has_gc = families.values().any(|f| f.gc_rule != GcRule::None);
+        let has_version_gc = families.values().any(|f| limits_versions(&f.gc_rule));
         TableMeta {
             cf_name,
             next_family_id,
@@ -84,6 +87,7 @@ impl TableMeta {
             by_id,
             ids_in_name_order,
             has_gc,
+            has_version_gc,
         }
     }
 
@@ -141,6 +145,10 @@ impl TableMeta {
         self.has_gc
     }
 
+    pub fn has_version_gc(&self) -> bool {
+        self.has_version_gc
+    }
+
     /// Encode for the metadata column family.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![FORMAT_VERSION];
@@ -184,6 +192,15 @@ impl TableMeta {
             return Err(corrupt("trailing bytes"));
         }
         Ok(TableMeta::new(cf_name, next_family_id, families))
+    }
+}
+
+/// True when the rule can delete a cell for its version (not only its age).
+fn limits_versions(rule: &GcRule) -> bool {
+    match rule {
+        GcRule::MaxVersions(_) => true,
+        GcRule::Union(rules) | GcRule::Intersection(rules) => rules.iter().any(limits_versions),
+        GcRule::None | GcRule::MaxAge(_) => false,
     }
 }
 
@@ -308,7 +325,7 @@ mod tests {
         assert_eq!(back.families, meta.families);
         assert_eq!(back.spec(), meta.spec());
         assert_eq!(back.family(1).map(|f| f.name.as_str()), Some("p"));
-        assert!(back.has_gc() && back.ids_in_name_order());
+        assert!(back.has_gc() && back.has_version_gc() && back.ids_in_name_order());
     }
 
     #[test]
@@ -344,6 +361,6 @@ mod tests {
         assert!(!meta.ids_in_name_order());
         assert_eq!(meta.family(2).map(|f| f.rank), Some(0));
         assert!(meta.family(1).is_none());
-        assert!(!meta.has_gc());
+        assert!(!meta.has_gc() && !meta.has_version_gc());
     }
 }

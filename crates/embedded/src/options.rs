@@ -24,9 +24,10 @@ pub struct EmbeddedOptions {
     pub total_write_buffer_bytes: usize,
     /// RocksDB background flush and compaction threads (default 2).
     pub background_jobs: i32,
-    /// How often the GC sweeper deletes cells hidden by version limits and
-    /// compacts tables that lost families (default every 10 minutes;
-    /// `None`: never, call [`crate::EmbeddedStore::sweep_gc`] instead).
+    /// How often the GC sweeper deletes the cells hidden by version limits
+    /// (a full scan of each table that has such a limit; default hourly).
+    /// Tables that lost families are compacted as soon as they do. `None`:
+    /// no sweeper thread; call [`crate::EmbeddedStore::sweep_gc`] instead.
     pub gc_interval: Option<Duration>,
     /// Target size of the chunks `sample_row_keys` delimits (default: the
     /// table's size / 64, between 256 KiB and 256 MiB).
@@ -41,7 +42,7 @@ impl Default for EmbeddedOptions {
             write_buffer_bytes: 64 << 20,
             total_write_buffer_bytes: 512 << 20,
             background_jobs: 2,
-            gc_interval: Some(Duration::from_secs(600)),
+            gc_interval: Some(Duration::from_secs(3600)),
             split_target_bytes: None,
         }
     }
@@ -93,5 +94,8 @@ pub(crate) fn table_cf_options(options: &EmbeddedOptions, cache: &Cache, gc: GcS
     opts.set_write_buffer_size(options.write_buffer_bytes);
     opts.set_level_compaction_dynamic_level_bytes(true);
     opts.set_compaction_filter_factory(GcFilterFactory::new(gc));
+    // Rewrite files untouched for 3 days, so the compaction filter reclaims
+    // expired cells (and tombstones go) even in data no write disturbs.
+    opts.set_periodic_compaction_seconds(3 * 24 * 3600);
     opts
 }

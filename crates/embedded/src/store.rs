@@ -17,7 +17,7 @@ use crate::gc::GcSlot;
 use crate::locks::RowLocks;
 use crate::meta::{FamilyMeta, TableMeta};
 use crate::options::{db_options, meta_cf_options, table_cf_options, EmbeddedOptions};
-use crate::sweeper::Sweeper;
+use crate::sweeper::{SweepSignal, Sweeper};
 use crate::table::EmbeddedTable;
 
 /// The RocksDB handle type used throughout the crate.
@@ -63,6 +63,8 @@ pub(crate) struct Inner {
     next_cf: AtomicU64,
     /// Tables that lost families and want a compaction.
     pub to_compact: Mutex<HashSet<String>>,
+    /// Wakes the sweeper (when there is one).
+    pub sweep_signal: Arc<SweepSignal>,
 }
 
 impl Inner {
@@ -164,6 +166,7 @@ impl EmbeddedStore {
             admin: Mutex::new(()),
             next_cf: AtomicU64::new(0),
             to_compact: Mutex::new(HashSet::new()),
+            sweep_signal: Arc::default(),
         };
         load_tables(&inner, &mut slots)?;
         let inner = Arc::new(inner);
@@ -183,14 +186,18 @@ impl EmbeddedStore {
         &self.path
     }
 
-    /// Flush every table's memtable to disk.
+    /// Flush every table's memtable to disk, then wait until background
+    /// compactions have finished, so the tree is settled (call it between
+    /// a bulk load and reads that should run at steady-state speed).
     pub fn flush(&self) -> Result<()> {
         for table in self.inner.table_names() {
             let entry = self.inner.entry(&table)?;
             let cf = self.inner.cf(&table, &entry.meta())?;
             self.inner.db.flush_cf(&cf).map_err(storage)?;
         }
-        Ok(())
+        let mut wait = rocksdb::WaitForCompactOptions::default();
+        wait.set_flush(true);
+        self.inner.db.wait_for_compact(&wait).map_err(storage)
     }
 
     /// Compact every table fully (runs the GC compaction filter over all
@@ -225,8 +232,8 @@ impl EmbeddedStore {
         Ok(count)
     }
 
-    /// Run one GC sweep now: delete cells hidden by version limits, compact
-    /// tables that lost families. Returns the number of cells deleted.
+    /// Run one GC sweep now: compact tables that lost families, delete
+    /// cells hidden by version limits. Returns the number of cells deleted.
     pub fn sweep_gc(&self) -> Result<u64> {
         crate::sweeper::sweep_all(&self.inner)
     }
@@ -405,6 +412,7 @@ impl Store for EmbeddedStore {
         entry.set_meta(meta.clone());
         if dropped {
             inner.to_compact.lock().insert(table.to_string());
+            inner.sweep_signal.wake();
         }
         Ok(meta.spec())
     }

@@ -1,19 +1,21 @@
 //! The background GC sweeper: deletes cells their family's rule hides
 //! (version limits, which a compaction filter cannot judge because it does
-//! not see a column's newer versions in other levels), and compacts tables
-//! that lost families so the compaction filter drops their cells.
+//! not see a column's newer versions and deletions in other levels) in the
+//! tables that have such limits, and compacts tables that lost families so
+//! the compaction filter drops their cells. Each row is re-read and cleaned
+//! under its exclusive lock, so the sweeper never races a writer.
 
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use affinity_model::{Error, Result};
 use parking_lot::{Condvar, Mutex};
 use rocksdb::{BoundColumnFamily, ReadOptions, WriteBatch, WriteOptions};
 
-use crate::error::storage;
 use affinity_model::apply::now_micros;
 
+use crate::error::storage;
 use crate::gc::Visibility;
 use crate::keys::{component_len, component_successor, push_unescaped};
 use crate::locks::Mode;
@@ -22,79 +24,142 @@ use crate::ranges::KeyRange;
 use crate::scan::open_range;
 use crate::store::{Db, Inner};
 
+/// Wakes or stops the sweeper thread.
+#[derive(Default)]
+pub(crate) struct SweepSignal {
+    state: Mutex<SignalState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct SignalState {
+    stop: bool,
+    wake: bool,
+}
+
+impl SweepSignal {
+    /// Ask the sweeper to compact the tables waiting for it now.
+    pub fn wake(&self) {
+        self.state.lock().wake = true;
+        self.changed.notify_all();
+    }
+
+    fn stop(&self) {
+        self.state.lock().stop = true;
+        self.changed.notify_all();
+    }
+
+    /// Wait until a full sweep is due (`Some(true)`), a wake-up
+    /// (`Some(false)`) or a stop (`None`).
+    fn wait(&self, sweep_at: Instant) -> Option<bool> {
+        let mut state = self.state.lock();
+        loop {
+            if state.stop {
+                return None;
+            }
+            if std::mem::take(&mut state.wake) {
+                return Some(false);
+            }
+            if Instant::now() >= sweep_at {
+                return Some(true);
+            }
+            self.changed.wait_until(&mut state, sweep_at);
+        }
+    }
+}
+
 /// A running sweeper thread; stopped (and joined) by [`Sweeper::stop`].
 pub(crate) struct Sweeper {
-    stop: Arc<(Mutex<bool>, Condvar)>,
+    signal: Arc<SweepSignal>,
     handle: Option<JoinHandle<()>>,
 }
 
 impl Sweeper {
-    /// Start sweeping every `every`. The thread holds the store weakly.
+    /// Start sweeping every `every`; compactions of tables that lost
+    /// families run as soon as the signal wakes the thread. The thread holds
+    /// the store weakly.
     pub fn start(inner: &Arc<Inner>, every: Duration) -> Sweeper {
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let signal = inner.sweep_signal.clone();
         let weak: Weak<Inner> = Arc::downgrade(inner);
-        let signal = stop.clone();
+        let thread_signal = signal.clone();
         let handle = std::thread::Builder::new()
             .name("affinity-gc".into())
-            .spawn(move || loop {
-                {
-                    let (stopped, wake) = &*signal;
-                    let mut stopped = stopped.lock();
-                    if !*stopped {
-                        wake.wait_for(&mut stopped, every);
-                    }
-                    if *stopped {
+            .spawn(move || {
+                let mut sweep_at = Instant::now() + every;
+                while let Some(full) = thread_signal.wait(sweep_at) {
+                    let Some(inner) = weak.upgrade() else {
                         return;
+                    };
+                    // Failures are retried at the next tick.
+                    let _ = compact_pending(&inner);
+                    if full {
+                        let _ = sweep_versions(&inner);
+                        sweep_at = Instant::now() + every;
                     }
                 }
-                let Some(inner) = weak.upgrade() else {
-                    return;
-                };
-                // A failed sweep is retried at the next tick.
-                let _ = sweep_all(&inner);
             })
             .ok();
-        Sweeper { stop, handle }
+        Sweeper { signal, handle }
     }
 
     /// Stop the thread and wait for it (an ongoing sweep finishes first).
     pub fn stop(mut self) {
-        let (stopped, wake) = &*self.stop;
-        *stopped.lock() = true;
-        wake.notify_all();
+        self.signal.stop();
         if let Some(handle) = self.handle.take() {
             let _ = handle.join();
         }
     }
 }
 
-/// Sweep every table once; returns the number of cells deleted. Keeps
-/// going past a failing table and reports the first failure.
+/// Compact the tables that lost families, then sweep every table with a
+/// version limit; returns the number of cells deleted. Keeps going past a
+/// failing table and reports the first failure.
 pub(crate) fn sweep_all(inner: &Inner) -> Result<u64> {
-    let mut deleted = 0;
+    let compacted = compact_pending(inner);
+    let swept = sweep_versions(inner);
+    compacted.and(swept)
+}
+
+/// Run `each` on every table, reporting the first failure.
+fn for_each_table(
+    inner: &Inner,
+    mut each: impl FnMut(&str, &Arc<TableMeta>) -> Result<()>,
+) -> Result<()> {
     let mut first_error: Option<Error> = None;
     for name in inner.table_names() {
         let Ok(entry) = inner.entry(&name) else {
             continue;
         };
-        let meta = entry.meta();
-        let result = inner.cf(&name, &meta).and_then(|cf| {
-            if meta.has_gc() {
-                deleted += sweep_table(inner, &cf, &name, &meta)?;
-            }
-            if inner.to_compact.lock().remove(&name) {
-                inner.db.compact_range_cf(&cf, None::<&[u8]>, None::<&[u8]>);
-            }
-            Ok(())
-        });
-        if let Err(e) = result {
+        if let Err(e) = each(&name, &entry.meta()) {
             first_error.get_or_insert(e);
         }
     }
-    match first_error {
-        Some(e) => Err(e),
-        None => Ok(deleted),
-    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Fully compact the tables that lost families, so the compaction filter
+/// drops those families' cells.
+fn compact_pending(inner: &Inner) -> Result<()> {
+    for_each_table(inner, |name, meta| {
+        if inner.to_compact.lock().remove(name) {
+            let cf = inner.cf(name, meta)?;
+            inner.db.compact_range_cf(&cf, None::<&[u8]>, None::<&[u8]>);
+        }
+        Ok(())
+    })
+}
+
+/// Delete the cells hidden by version limits in every table that has one.
+fn sweep_versions(inner: &Inner) -> Result<u64> {
+    let mut deleted = 0;
+    for_each_table(inner, |name, meta| {
+        if meta.has_version_gc() {
+            let cf = inner.cf(name, meta)?;
+            deleted += sweep_table(inner, &cf, name, meta)?;
+        }
+        Ok(())
+    })
+    .map(|()| deleted)
 }
 
 pub(crate) fn sweep_table(

@@ -227,6 +227,29 @@ fn background_sweeper_runs_and_stops_with_the_store() {
 }
 
 #[test]
+fn dropping_a_family_wakes_the_sweeper_to_compact() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut opts = options();
+    // Far off: only the wake-up on drop can explain a prompt compaction.
+    opts.gc_interval = Some(Duration::from_secs(3600));
+    let store = EmbeddedStore::open_with(dir.path(), opts).expect("open");
+    let spec = TableSpec::new()
+        .with_family("f", GcRule::None)
+        .with_family("g", GcRule::None);
+    store.create_table("t", &spec).expect("create");
+    let table = store.open_table("t").expect("open");
+    table.mutate_row(b"r", &[set("f", "q", 1, "x"), set("g", "q", 1, "y")]).expect("write");
+    store.flush().expect("flush");
+    let drop_f = FamilyModification::Drop { family: "f".into() };
+    store.modify_families("t", &[drop_f]).expect("drop");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.stored_cells("t").expect("count") > 1 {
+        assert!(std::time::Instant::now() < deadline, "no compaction after the drop");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
 fn deleting_newer_versions_does_not_resurrect_collected_ones() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(&dir);
