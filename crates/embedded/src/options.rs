@@ -58,6 +58,10 @@ pub(crate) fn db_options(options: &EmbeddedOptions) -> Options {
     opts.set_max_subcompactions(1);
     opts.set_bytes_per_sync(1 << 20);
     opts.set_db_write_buffer_size(options.total_write_buffer_bytes);
+    // A WAL file lives until every column family with data in it flushed;
+    // past this size RocksDB flushes the idle ones (the metadata, quiet
+    // tables) so old WAL files can go.
+    opts.set_max_total_wal_size(options.total_write_buffer_bytes as u64);
     // Writers to the WAL and to memtables proceed as a pipeline.
     opts.set_enable_pipelined_write(true);
     opts.set_keep_log_file_num(4);
@@ -92,6 +96,8 @@ pub(crate) fn table_cf_options(options: &EmbeddedOptions, cache: &Cache, gc: GcS
     ));
     opts.set_compression_type(DBCompressionType::Lz4);
     opts.set_write_buffer_size(options.write_buffer_bytes);
+    // Room to absorb a burst while a flush runs, instead of stalling writers.
+    opts.set_max_write_buffer_number(4);
     opts.set_level_compaction_dynamic_level_bytes(true);
     opts.set_compaction_filter_factory(GcFilterFactory::new(gc));
     // Rewrite files untouched for 3 days, so the compaction filter reclaims

@@ -88,6 +88,19 @@ impl Inner {
         names
     }
 
+    /// Every table with its column family (tables deleted meanwhile are
+    /// left out).
+    pub fn table_cfs(&self) -> Vec<(String, Arc<BoundColumnFamily<'_>>)> {
+        self.table_names()
+            .into_iter()
+            .filter_map(|name| {
+                let meta = self.entry(&name).ok()?.meta();
+                let cf = self.cf(&name, &meta).ok()?;
+                Some((name, cf))
+            })
+            .collect()
+    }
+
     fn write_meta(&self, batch: WriteBatch) -> Result<()> {
         let mut opts = WriteOptions::default();
         opts.set_sync(true);
@@ -190,9 +203,7 @@ impl EmbeddedStore {
     /// compactions have finished, so the tree is settled (call it between
     /// a bulk load and reads that should run at steady-state speed).
     pub fn flush(&self) -> Result<()> {
-        for table in self.inner.table_names() {
-            let entry = self.inner.entry(&table)?;
-            let cf = self.inner.cf(&table, &entry.meta())?;
+        for (_, cf) in self.inner.table_cfs() {
             self.inner.db.flush_cf(&cf).map_err(storage)?;
         }
         let mut wait = rocksdb::WaitForCompactOptions::default();
@@ -203,9 +214,7 @@ impl EmbeddedStore {
     /// Compact every table fully (runs the GC compaction filter over all
     /// data). Slow on large stores.
     pub fn compact(&self) -> Result<()> {
-        for table in self.inner.table_names() {
-            let entry = self.inner.entry(&table)?;
-            let cf = self.inner.cf(&table, &entry.meta())?;
+        for (_, cf) in self.inner.table_cfs() {
             self.inner
                 .db
                 .compact_range_cf(&cf, None::<&[u8]>, None::<&[u8]>);

@@ -46,8 +46,8 @@ impl EmbeddedTable {
         check_row_mutations(&self.name, row_key, mutations, &|f| meta.has_family(f))
     }
 
-    /// Apply the mutations of one row under its lock; `exclusive_held` when
-    /// the caller already holds the row exclusively.
+    /// Apply validated mutations to one row. The caller holds the row's
+    /// lock: exclusively when a mutation deletes (it reads the row).
     fn write_row(
         &self,
         meta: &TableMeta,
@@ -89,8 +89,8 @@ impl Table for EmbeddedTable {
     }
 
     fn mutate_rows(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>> {
-        check_mutate_rows(entries)?;
         let meta = self.meta()?;
+        check_mutate_rows(entries)?;
         let mut statuses: Vec<Result<()>> = entries
             .iter()
             .map(|e| self.check_mutations(&meta, &e.row_key, &e.mutations))

@@ -149,7 +149,9 @@ fn acknowledged_writes_survive_kill_9() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut all_acked = Vec::new();
     for (round, kill_after) in [(0, 300), (1, 517), (2, 211)].into_iter() {
-        all_acked.extend(run_and_kill(dir.path(), round, kill_after));
+        let acked = run_and_kill(dir.path(), round, kill_after);
+        eprintln!("round {round}: killed after {} acknowledged rows", acked.len());
+        all_acked.extend(acked);
         let store = EmbeddedStore::open(dir.path()).expect("reopen after kill");
         let table = store.open_table("t").expect("table");
         let rows: Vec<Row> = table
@@ -169,5 +171,6 @@ fn acknowledged_writes_survive_kill_9() {
             "round {round}: acknowledged rows lost: {missing:?}"
         );
         assert!(rows.len() >= all_acked.len());
+        eprintln!("round {round}: {} rows present, all whole", rows.len());
     }
 }

@@ -238,13 +238,18 @@ fn dropping_a_family_wakes_the_sweeper_to_compact() {
         .with_family("g", GcRule::None);
     store.create_table("t", &spec).expect("create");
     let table = store.open_table("t").expect("open");
-    table.mutate_row(b"r", &[set("f", "q", 1, "x"), set("g", "q", 1, "y")]).expect("write");
+    table
+        .mutate_row(b"r", &[set("f", "q", 1, "x"), set("g", "q", 1, "y")])
+        .expect("write");
     store.flush().expect("flush");
     let drop_f = FamilyModification::Drop { family: "f".into() };
     store.modify_families("t", &[drop_f]).expect("drop");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while store.stored_cells("t").expect("count") > 1 {
-        assert!(std::time::Instant::now() < deadline, "no compaction after the drop");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no compaction after the drop"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
