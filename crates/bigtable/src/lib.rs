@@ -20,11 +20,16 @@
 //! It is not a server (a Bigtable-compatible gRPC server over any `Store` is
 //! a later addition) and knows nothing of personalization.
 //!
-//! ```no_run
+//! ```
 //! use affinity_model::{GcRule, Mutation, ReadRowsRequest, Store, TableSpec};
-//! use affinity_bigtable::emulator::Emulator;
+//! use affinity_bigtable::emulator::{Emulator, EmulatorError};
 //!
-//! let emulator = Emulator::start()?;
+//! // Against Cloud Bigtable: `BigtableStore::connect("my-project", "my-instance")`.
+//! let emulator = match Emulator::start() {
+//!     Ok(emulator) => emulator,
+//!     Err(EmulatorError::NotFound) => return Ok(()), // not installed here
+//!     Err(err) => return Err(err.into()),
+//! };
 //! let store = emulator.store("my-project", "my-instance")?;
 //! store.create_table("events", &TableSpec::new().with_family("e", GcRule::MaxVersions(1)))?;
 //! let table = store.open_table("events")?;

@@ -253,6 +253,16 @@ async fn read_all(
     }
 }
 
+/// Put a row's families in name order, as the model's canonical cell order
+/// wants. Bigtable leaves the order of a row's families unspecified (the
+/// emulator sends them in creation order); within a family the server's
+/// order (qualifier, newest first, interleave duplicates) is kept.
+fn order_families(row: &mut Row) {
+    if !row.cells.is_sorted_by(|a, b| a.family <= b.family) {
+        row.cells.sort_by(|a, b| a.family.cmp(&b.family));
+    }
+}
+
 /// One `ReadRows` call: merge its chunks into rows and queue them.
 async fn stream_once(
     conn: &Conn,
@@ -273,9 +283,10 @@ async fn stream_once(
     }
     while let Some(response) = stream.message().await? {
         for chunk in response.chunks {
-            let Some(row) = merger.push(chunk).map_err(Failure::Invalid)? else {
+            let Some(mut row) = merger.push(chunk).map_err(Failure::Invalid)? else {
                 continue;
             };
+            order_families(&mut row);
             progress.last_key = Some(row.key.clone());
             progress.delivered += 1;
             let weight = row_weight(&row);
@@ -297,4 +308,30 @@ async fn stream_once(
     }
     merger.finish().map_err(Failure::Invalid)?;
     Ok(Outcome::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use affinity_model::Cell;
+
+    #[test]
+    fn families_are_ordered_and_the_rest_kept() {
+        let mut row = Row {
+            key: Bytes::from_static(b"r"),
+            cells: vec![
+                Cell::new("g", "b", 1000, "x"),
+                Cell::new("f", "a", 2000, "new"),
+                Cell::new("f", "a", 1000, "old"),
+                Cell::new("f", "a", 1000, "old"),
+            ],
+        };
+        order_families(&mut row);
+        let order: Vec<_> = row
+            .cells
+            .iter()
+            .map(|c| (c.family.as_str(), c.timestamp_micros))
+            .collect();
+        assert_eq!(order, [("f", 2000), ("f", 1000), ("f", 1000), ("g", 1000)]);
+    }
 }
