@@ -58,9 +58,31 @@
 //!
 //! # Garbage collection
 //!
-//! GC rules are applied to every read. The compaction filter drops cells of
-//! dropped families and cells too old for their rule; a background sweeper
-//! ([`EmbeddedOptions::gc_interval`]) deletes versions beyond the limits.
+//! GC rules are applied to every read, so a read never returns a cell its
+//! rule deletes. Space is reclaimed in the background: the compaction
+//! filter drops cells of dropped families and cells too old for their rule
+//! (files untouched for 3 days are recompacted for it), and a sweeper
+//! thread ([`EmbeddedOptions::gc_interval`]) deletes versions beyond the
+//! limits in tables that have them. Under a given rule, reads match the
+//! model's `MemoryStore` (which collects a row whenever it is written): a
+//! delete of some versions of a column first deletes the versions GC hid,
+//! so they cannot resurface. Before a rule changes, the table is swept
+//! under the old rule, so relaxing a rule never brings back a cell that
+//! was hidden (`MemoryStore` would show the cells of rows not written
+//! since they were hidden).
+//!
+//! # Operations
+//!
+//! [`EmbeddedStore::flush`] flushes memtables and waits for compactions
+//! (call it after a bulk load, before timing reads);
+//! [`EmbeddedStore::compact`] compacts everything;
+//! [`EmbeddedStore::sweep_gc`] runs a GC sweep now;
+//! [`EmbeddedStore::stored_cells`] counts cells on disk, hidden ones
+//! included. `sample_row_keys` bisects each table's key span with RocksDB's
+//! size estimates into chunks of about equal size (64 chunks by default,
+//! see [`EmbeddedOptions::split_target_bytes`]); it flushes a memtable
+//! holding more than an eighth of the table first, as estimates only count
+//! files.
 
 #![deny(clippy::host_endian_bytes, clippy::little_endian_bytes)]
 

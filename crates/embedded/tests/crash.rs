@@ -150,7 +150,10 @@ fn acknowledged_writes_survive_kill_9() {
     let mut all_acked = Vec::new();
     for (round, kill_after) in [(0, 300), (1, 517), (2, 211)].into_iter() {
         let acked = run_and_kill(dir.path(), round, kill_after);
-        eprintln!("round {round}: killed after {} acknowledged rows", acked.len());
+        eprintln!(
+            "round {round}: killed after {} acknowledged rows",
+            acked.len()
+        );
         all_acked.extend(acked);
         let store = EmbeddedStore::open(dir.path()).expect("reopen after kill");
         let table = store.open_table("t").expect("table");
