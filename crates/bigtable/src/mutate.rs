@@ -1,6 +1,8 @@
 //! `MutateRows`: per-entry statuses, and retries of only the entries that
 //! failed with a retryable code and are idempotent.
 
+use std::collections::BTreeSet;
+
 use affinity_model::{limits, Error, Mutation, Result, RowMutations};
 use googleapis_tonic_google_bigtable_v2::google::bigtable::v2 as pb;
 use tonic::Code;
@@ -9,7 +11,7 @@ use crate::conn::{Api, Conn};
 use crate::convert::mutations_to_proto;
 use crate::retry::RetryPolicy;
 use crate::status::{from_rpc_status, from_status, is_retryable, is_retryable_code};
-use crate::table::BigtableTable;
+use crate::table::{explain_with, may_be_unknown_family, BigtableTable};
 
 /// An entry still to be applied.
 struct Pending {
@@ -27,11 +29,22 @@ pub(crate) fn mutate_rows(
     let name = affinity_model::Table::name(table).to_string();
     let mut results: Vec<Option<Result<()>>> = vec![None; entries.len()];
     let mut pending = Vec::with_capacity(entries.len());
+    // Families are reloaded at most once per call, at the first unknown one.
+    let mut known = table.known_families();
+    let mut reloaded = false;
     for (index, entry) in entries.iter().enumerate() {
-        let check = table.check_with_families(|has| {
-            limits::check_row_mutations(&name, &entry.row_key, &entry.mutations, has)
-        });
-        match check {
+        let check = |known: &BTreeSet<String>| {
+            limits::check_row_mutations(&name, &entry.row_key, &entry.mutations, &|f: &str| {
+                known.contains(f)
+            })
+        };
+        let mut checked = check(&known);
+        if matches!(checked, Err(Error::FamilyNotFound { .. })) && !reloaded {
+            known = table.reload_families()?;
+            reloaded = true;
+            checked = check(&known);
+        }
+        match checked {
             Ok(()) => pending.push(Pending {
                 index,
                 entry: pb::mutate_rows_request::Entry {
@@ -52,12 +65,20 @@ pub(crate) fn mutate_rows(
         let applied = table
             .shared()
             .call(move |conn, policy| apply(conn, policy, path, table_name, pending))?;
+        // Entries the server refused may name a family dropped since the
+        // families were loaded: reload once and name it.
+        let known = applied
+            .iter()
+            .any(|(_, r)| r.as_ref().is_err_and(may_be_unknown_family))
+            .then(|| table.reload_families().ok())
+            .flatten();
         for (index, result) in applied {
-            results[index] = Some(result.map_err(|err| {
-                let entry = &entries[index];
-                table.explain_failure(err, |has| {
+            let entry = &entries[index];
+            results[index] = Some(result.map_err(|err| match &known {
+                Some(known) if may_be_unknown_family(&err) => explain_with(known, err, |has| {
                     limits::check_row_mutations(&name, &entry.row_key, &entry.mutations, has)
-                })
+                }),
+                _ => err,
             }));
         }
     }

@@ -51,7 +51,7 @@ impl BigtableTable {
         &self.shared
     }
 
-    fn known_families(&self) -> Arc<BTreeSet<String>> {
+    pub(crate) fn known_families(&self) -> Arc<BTreeSet<String>> {
         match self.families.read() {
             Ok(f) => Arc::clone(&f),
             Err(poisoned) => Arc::clone(&poisoned.into_inner()),
@@ -97,14 +97,11 @@ impl BigtableTable {
         err: Error,
         check: impl Fn(&dyn Fn(&str) -> bool) -> Result<()>,
     ) -> Error {
-        if err.is_retryable() || matches!(err, Error::TableNotFound { .. }) {
+        if !may_be_unknown_family(&err) {
             return err;
         }
         match self.reload_families() {
-            Ok(known) => match check(&|f: &str| known.contains(f)) {
-                Err(family_err @ Error::FamilyNotFound { .. }) => family_err,
-                _ => err,
-            },
+            Ok(known) => explain_with(&known, err, check),
             Err(_) => err,
         }
     }
@@ -128,6 +125,24 @@ impl BigtableTable {
                 len: cell.value.len(),
             })
         })
+    }
+}
+
+/// True for a refusal that an unknown family could explain.
+pub(crate) fn may_be_unknown_family(err: &Error) -> bool {
+    !err.is_retryable() && !matches!(err, Error::TableNotFound { .. })
+}
+
+/// `err`, or the `FamilyNotFound` that `check` finds with the families
+/// `known`.
+pub(crate) fn explain_with(
+    known: &BTreeSet<String>,
+    err: Error,
+    check: impl Fn(&dyn Fn(&str) -> bool) -> Result<()>,
+) -> Error {
+    match check(&|f: &str| known.contains(f)) {
+        Err(family_err @ Error::FamilyNotFound { .. }) => family_err,
+        _ => err,
     }
 }
 
@@ -253,11 +268,9 @@ impl Table for BigtableTable {
         match result {
             // Servers word this failure differently (the emulator says
             // "unknown: increment on non-64-bit value"): look at the row.
-            Err(err) if !err.is_retryable() && !matches!(err, Error::TableNotFound { .. }) => {
-                Err(self
-                    .explain_increment_failure(row_key, rules)
-                    .unwrap_or(err))
-            }
+            Err(err) if may_be_unknown_family(&err) => Err(self
+                .explain_increment_failure(row_key, rules)
+                .unwrap_or(err)),
             other => other,
         }
     }
