@@ -142,10 +142,10 @@ impl Table for EmbeddedTable {
     ) -> Result<bool> {
         // Same order of checks as the reference model.
         let meta = self.meta()?;
-        let predicate = predicate.map(CompiledFilter::compile).transpose()?;
         check_check_and_mutate(&self.name, row_key, true_mutations, false_mutations, &|f| {
             meta.has_family(f)
         })?;
+        let predicate = predicate.map(CompiledFilter::compile).transpose()?;
         let inner = &*self.inner;
         let stripe = inner.locks.stripe(&self.name, row_key);
         let _guard = inner.locks.lock(stripe, Mode::Exclusive);
