@@ -1,0 +1,88 @@
+//! The engine's error type.
+
+/// What went wrong in the engine. Validation variants carry the field at
+/// fault; their message is the API's (Algolia-style) message.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An Insights event that breaks a field rule of the API.
+    #[error("{message}")]
+    InvalidEvent {
+        field: &'static str,
+        message: String,
+    },
+    /// A strategy that breaks a field rule of the API.
+    #[error("{message}")]
+    InvalidStrategy {
+        field: &'static str,
+        message: String,
+    },
+    /// A catalog object that cannot be loaded.
+    #[error("invalid catalog object: {reason}")]
+    InvalidObject { reason: String },
+    /// A line of a JSON-lines input that is not valid.
+    #[error("line {line}: {source}")]
+    AtLine { line: usize, source: Box<Error> },
+    /// Text that is not JSON (or not the expected shape).
+    #[error("invalid json: {reason}")]
+    Json { reason: String },
+    /// An application id that cannot name tables.
+    #[error("invalid application id {app:?}: must match [A-Za-z0-9_-]{{1,32}}")]
+    InvalidApp { app: String },
+    /// An argument outside what the engine accepts.
+    #[error("invalid {name}: {reason}")]
+    InvalidArgument { name: &'static str, reason: String },
+    /// Stored data the engine did not write in this shape.
+    #[error("corrupt {what}: {reason}")]
+    Corrupt { what: &'static str, reason: String },
+    /// A thread of a parallel job died.
+    #[error("worker failed: {0}")]
+    Worker(String),
+    #[error(transparent)]
+    Store(#[from] affinity_model::Error),
+    #[error(transparent)]
+    Key(#[from] affinity_rowkey::Error),
+}
+
+impl Error {
+    pub(crate) fn event(field: &'static str, message: impl Into<String>) -> Error {
+        Error::InvalidEvent {
+            field,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn strategy(field: &'static str, message: impl Into<String>) -> Error {
+        Error::InvalidStrategy {
+            field,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn corrupt(what: &'static str, reason: impl Into<String>) -> Error {
+        Error::Corrupt {
+            what,
+            reason: reason.into(),
+        }
+    }
+
+    /// The field at fault, for validation errors.
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            Error::InvalidEvent { field, .. } | Error::InvalidStrategy { field, .. } => Some(field),
+            Error::AtLine { source, .. } => source.field(),
+            _ => None,
+        }
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(err: serde_json::Error) -> Error {
+        Error::Json {
+            reason: err.to_string(),
+        }
+    }
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

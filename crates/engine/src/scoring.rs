@@ -1,0 +1,400 @@
+//! Profile scoring, implemented once for every path.
+//!
+//! For user `u` and facet value `(f, v)`:
+//!
+//! ```text
+//! raw(f, v) = sum over u's distinct events e within retention
+//!             whose (type, name) is in eventsScoring
+//!             of eventScore(e) * facetScore(f) * count_e(f, v)
+//! ```
+//!
+//! where `count_e(f, v)` is how many times `f:v` is among the event's
+//! filters (or the facets of its objects). Only facets of `facetsScoring`
+//! count. The profile keeps, per facet, the 100 values with the highest raw
+//! score (ties: smaller value first), drops values whose raw score is 0, and
+//! reports `score = max(1, round(20 * raw / R))` where `R` is the highest
+//! raw score of the user, rounding half away from zero (exact integer
+//! arithmetic: `(40 * raw + R) / (2 * R)`).
+//!
+//! A *scoring event* is one whose `(type, name)` is in eventsScoring and
+//! which has at least one filter on a facet of facetsScoring. A user has a
+//! profile when they have a scoring event within retention; `lastEventAt` is
+//! the time of their latest scoring event. (The wide schema's batch reader
+//! sees only scoring cells, so this is the definition every path can meet.)
+//!
+//! Identical events (a retry: same key) count once. "Within retention"
+//! means `timestamp >= now - retention`.
+//!
+//! [`Accumulator`] is the one implementation; [`reference`] is the naive
+//! version over a plain list, for tests.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::Value;
+
+use crate::event::EventType;
+use crate::strategy::Weights;
+
+/// Values kept per facet in a profile.
+pub const MAX_VALUES_PER_FACET: usize = 100;
+/// The highest score.
+pub const MAX_SCORE: i64 = 20;
+
+/// `facet -> value -> count` of one event (or of several).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FacetCounts(pub BTreeMap<String, BTreeMap<String, u32>>);
+
+impl FacetCounts {
+    pub fn add(&mut self, facet: &str, value: &str, n: u32) {
+        *self
+            .0
+            .entry(facet.to_string())
+            .or_default()
+            .entry(value.to_string())
+            .or_default() += n;
+    }
+
+    pub fn get(&self, facet: &str, value: &str) -> u32 {
+        self.0
+            .get(facet)
+            .and_then(|m| m.get(value))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Every `(facet, value, count)`.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, u32)> {
+        self.0
+            .iter()
+            .flat_map(|(f, m)| m.iter().map(move |(v, n)| (f.as_str(), v.as_str(), *n)))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// From `(facet, value)` pairs, one count each.
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = &'a (String, String)>) -> FacetCounts {
+        let mut out = FacetCounts::default();
+        for (f, v) in pairs {
+            out.add(f, v, 1);
+        }
+        out
+    }
+}
+
+/// An event as the profile paths see it: what it is, when, and the facet
+/// counts it resolved to at ingestion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScoredEvent {
+    pub event_type: EventType,
+    pub event_name: String,
+    pub timestamp_millis: i64,
+    pub counts: FacetCounts,
+}
+
+/// A user's scored profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    pub user_token: String,
+    pub last_event_millis: i64,
+    /// `facet -> value -> score (1..=20)`.
+    pub scores: BTreeMap<String, BTreeMap<String, u32>>,
+}
+
+impl Profile {
+    /// The API's profile JSON:
+    /// `{"userToken","lastEventAt":"2024-05-21T01:15:35Z","scores":{..}}`.
+    pub fn to_json(&self) -> Value {
+        let last = affinity_rowkey::time::format_millis(self.last_event_millis)
+            .map(|t| format!("{}Z", &t[..19]))
+            .unwrap_or_default();
+        serde_json::json!({"userToken": self.user_token, "lastEventAt": last, "scores": self.scores})
+    }
+}
+
+/// Sums raw scores of one user; every path feeds one of these.
+#[derive(Debug)]
+pub struct Accumulator<'w> {
+    weights: &'w Weights,
+    raw: HashMap<String, HashMap<String, i64>>,
+    last_event_millis: Option<i64>,
+}
+
+impl<'w> Accumulator<'w> {
+    pub fn new(weights: &'w Weights) -> Accumulator<'w> {
+        Accumulator {
+            weights,
+            raw: HashMap::new(),
+            last_event_millis: None,
+        }
+    }
+
+    /// Whether an event of this kind with these counts is a scoring event.
+    pub fn is_scoring(&self, ty: EventType, name: &str, counts: &FacetCounts) -> bool {
+        self.weights.event(ty, name).is_some()
+            && counts
+                .0
+                .iter()
+                .any(|(f, vs)| self.weights.facet(f).is_some() && vs.values().any(|n| *n > 0))
+    }
+
+    /// Add `multiplicity` copies of `count` occurrences of `facet:value` in
+    /// events of `(ty, name)` (negative to take them back).
+    pub fn add_count(&mut self, ty: EventType, name: &str, facet: &str, value: &str, count: i64) {
+        let (Some(es), Some(fs)) = (self.weights.event(ty, name), self.weights.facet(facet)) else {
+            return;
+        };
+        let add = i64::from(es) * i64::from(fs) * count;
+        if let Some(m) = self.raw.get_mut(facet) {
+            if let Some(r) = m.get_mut(value) {
+                *r += add;
+                return;
+            }
+            m.insert(value.to_string(), add);
+        } else {
+            self.raw
+                .entry(facet.to_string())
+                .or_default()
+                .insert(value.to_string(), add);
+        }
+    }
+
+    /// Note that a scoring event happened at `millis`.
+    pub fn note_event_time(&mut self, millis: i64) {
+        self.last_event_millis = Some(self.last_event_millis.map_or(millis, |l| l.max(millis)));
+    }
+
+    /// Add one event `multiplicity` times (its time is noted when it is a
+    /// scoring event and multiplicity is positive).
+    pub fn add_event(&mut self, event: &ScoredEvent, multiplicity: i64) {
+        if multiplicity > 0 && self.is_scoring(event.event_type, &event.event_name, &event.counts) {
+            self.note_event_time(event.timestamp_millis);
+        }
+        for (f, v, n) in event.counts.iter() {
+            self.add_count(
+                event.event_type,
+                &event.event_name,
+                f,
+                v,
+                i64::from(n) * multiplicity,
+            );
+        }
+    }
+
+    /// The profile, `None` without a scoring event.
+    pub fn finish(self, user_token: &str) -> Option<Profile> {
+        let last_event_millis = self.last_event_millis?;
+        let mut kept: Vec<(String, Vec<(String, i64)>)> = Vec::new();
+        for (facet, values) in self.raw {
+            let mut values: Vec<(String, i64)> =
+                values.into_iter().filter(|(_, r)| *r > 0).collect();
+            values.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            values.truncate(MAX_VALUES_PER_FACET);
+            if !values.is_empty() {
+                kept.push((facet, values));
+            }
+        }
+        let max = kept
+            .iter()
+            .flat_map(|(_, vs)| vs.first().map(|v| v.1))
+            .max()
+            .unwrap_or(0);
+        let mut scores = BTreeMap::new();
+        for (facet, values) in kept {
+            let m: BTreeMap<String, u32> = values
+                .into_iter()
+                .map(|(v, r)| (v, scale(r, max)))
+                .collect();
+            scores.insert(facet, m);
+        }
+        Some(Profile {
+            user_token: user_token.to_string(),
+            last_event_millis,
+            scores,
+        })
+    }
+}
+
+/// `max(1, round(20 * raw / max))`, half away from zero, for `0 < raw <= max`.
+pub fn scale(raw: i64, max: i64) -> u32 {
+    let (raw, max) = (i128::from(raw), i128::from(max.max(1)));
+    let s = (2 * MAX_SCORE as i128 * raw + max) / (2 * max);
+    s.clamp(1, MAX_SCORE as i128) as u32
+}
+
+/// The naive reference: profiles straight from a list of events, for tests.
+pub mod reference {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::{Accumulator, Profile, ScoredEvent};
+    use crate::strategy::Strategy;
+
+    /// One event of the list: its user, its identity (the row key: equal
+    /// for a retry) and what it scores.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ListedEvent {
+        pub user: String,
+        pub id: String,
+        pub event: ScoredEvent,
+    }
+
+    /// Every user's profile: drop duplicates by id and events older than
+    /// `now - retention`, then score each user's events one by one.
+    pub fn profiles(
+        events: &[ListedEvent],
+        strategy: &Strategy,
+        now_millis: i64,
+        retention_millis: i64,
+    ) -> BTreeMap<String, Profile> {
+        let weights = strategy.weights();
+        let mut seen = BTreeSet::new();
+        let mut by_user: BTreeMap<&str, Vec<&ScoredEvent>> = BTreeMap::new();
+        for e in events {
+            if e.event.timestamp_millis < now_millis - retention_millis {
+                continue;
+            }
+            if seen.insert((e.user.as_str(), e.id.as_str())) {
+                by_user.entry(&e.user).or_default().push(&e.event);
+            }
+        }
+        let mut out = BTreeMap::new();
+        for (user, list) in by_user {
+            let mut acc = Accumulator::new(&weights);
+            for e in list {
+                acc.add_event(e, 1);
+            }
+            if let Some(p) = acc.finish(user) {
+                out.insert(user.to_string(), p);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reference::{profiles, ListedEvent};
+    use super::*;
+    use crate::strategy::Strategy;
+    use serde_json::json;
+
+    fn strategy() -> Strategy {
+        Strategy::from_json(
+            &json!({"eventsScoring":[{"eventName":"click","eventType":"click","score":10},
+            {"eventName":"buy","eventType":"conversion","score":50}],
+            "facetsScoring":[{"facetName":"brand","score":100},{"facetName":"color","score":10}],
+            "personalizationImpact":50}),
+        )
+        .unwrap()
+    }
+
+    fn ev(
+        user: &str,
+        id: &str,
+        ty: EventType,
+        name: &str,
+        ts: i64,
+        filters: &[(&str, &str)],
+    ) -> ListedEvent {
+        let pairs: Vec<(String, String)> = filters
+            .iter()
+            .map(|(f, v)| (f.to_string(), v.to_string()))
+            .collect();
+        ListedEvent {
+            user: user.into(),
+            id: id.into(),
+            event: ScoredEvent {
+                event_type: ty,
+                event_name: name.into(),
+                timestamp_millis: ts,
+                counts: FacetCounts::from_pairs(&pairs),
+            },
+        }
+    }
+
+    #[test]
+    fn scale_rounds_half_away_from_zero() {
+        assert_eq!(scale(10, 10), 20);
+        assert_eq!(scale(1, 40), 1); // 0.5 -> 1
+        assert_eq!(scale(3, 40), 2); // 1.5 -> 2
+        assert_eq!(scale(5, 40), 3); // 2.5 -> 3
+        assert_eq!(scale(1, 1000), 1); // 0.02 -> max(1, 0)
+        assert_eq!(scale(13, 40), 7); // 6.5 -> 7
+    }
+
+    #[test]
+    fn worked_example() {
+        let events = vec![
+            ev(
+                "u",
+                "1",
+                EventType::Click,
+                "click",
+                100,
+                &[("brand", "Apple"), ("color", "Black")],
+            ),
+            ev(
+                "u",
+                "2",
+                EventType::Conversion,
+                "buy",
+                200,
+                &[("brand", "Samsung")],
+            ),
+            ev(
+                "u",
+                "2",
+                EventType::Conversion,
+                "buy",
+                200,
+                &[("brand", "Samsung")],
+            ), // retry
+            ev(
+                "u",
+                "3",
+                EventType::View,
+                "view",
+                300,
+                &[("brand", "Apple")],
+            ), // not in strategy
+            ev("u", "4", EventType::Click, "click", 5, &[("brand", "Old")]), // expired
+            ev("v", "5", EventType::Click, "click", 150, &[("size", "L")]),  // no scored facet
+        ];
+        let out = profiles(&events, &strategy(), 1000, 990);
+        assert_eq!(out.len(), 1);
+        let p = &out["u"];
+        // raw: Apple 10*100 = 1000, Black 10*10 = 100, Samsung 50*100 = 5000.
+        assert_eq!(p.scores["brand"]["Samsung"], 20);
+        assert_eq!(p.scores["brand"]["Apple"], 4);
+        assert_eq!(p.scores["color"]["Black"], 1); // 0.4 -> max(1, 0)
+        assert!(!p.scores["brand"].contains_key("Old"));
+        assert_eq!(p.last_event_millis, 200);
+        assert_eq!(p.to_json()["lastEventAt"], "1970-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn keeps_top_100_values_per_facet() {
+        let mut events = Vec::new();
+        for i in 0..150 {
+            let value = format!("v{i:03}");
+            for k in 0..=(i / 10) {
+                events.push(ev(
+                    "u",
+                    &format!("{i}-{k}"),
+                    EventType::Click,
+                    "click",
+                    10,
+                    &[("brand", &value)],
+                ));
+            }
+        }
+        let p = &profiles(&events, &strategy(), 100, 1000)["u"];
+        assert_eq!(p.scores["brand"].len(), 100);
+        assert!(p.scores["brand"].contains_key("v149"));
+        assert!(!p.scores["brand"].contains_key("v000"));
+        // Ties at the cut keep the smaller values: 50..=149 have the top counts.
+        assert!(p.scores["brand"].contains_key("v050"));
+        assert!(!p.scores["brand"].contains_key("v049"));
+    }
+}
