@@ -301,7 +301,7 @@ fn format_duration(d: Duration) -> String {
         (1000, "s"),
     ];
     for (size, unit) in units {
-        if ms >= size && ms % size == 0 {
+        if ms >= size && ms.is_multiple_of(size) {
             return format!("{}{unit}", ms / size);
         }
     }
