@@ -60,12 +60,14 @@ impl CatalogObject {
                         (Some(lat), Some(lng)) if lat.abs() <= 90.0 && lng.abs() <= 180.0 => {
                             out.geoloc = Some((lat, lng));
                         }
-                        _ => return Err(Error::InvalidObject {
-                            reason: format!(
+                        _ => {
+                            return Err(Error::InvalidObject {
+                                reason: format!(
                                 "_geoloc of {:?} must be {{\"lat\":..,\"lng\":..}} within range",
                                 out.object_id
                             ),
-                        }),
+                            })
+                        }
                     }
                 }
                 _ => match v {

@@ -16,11 +16,23 @@
 //! [`Store`]: affinity_model::Store
 //! [`Table`]: affinity_model::Table
 
+pub mod batch;
 pub mod catalog;
 pub mod csv;
+pub mod engine;
 pub mod error;
 pub mod event;
+pub mod ingest;
+pub mod profile;
+pub mod schema;
 pub mod scoring;
 pub mod strategy;
 
+pub use batch::{Progress, ProgressSnapshot, RecomputeOptions, RecomputeReport};
+pub use engine::{App, AppConfig, Clock, Engine};
 pub use error::{Error, Result};
+pub use event::{Event, EventType, Limits};
+pub use ingest::IngestReport;
+pub use schema::Schema;
+pub use scoring::Profile;
+pub use strategy::Strategy;

@@ -165,12 +165,9 @@ impl<'w> Accumulator<'w> {
         self.last_event_millis = Some(self.last_event_millis.map_or(millis, |l| l.max(millis)));
     }
 
-    /// Add one event `multiplicity` times (its time is noted when it is a
-    /// scoring event and multiplicity is positive).
+    /// Add one event's counts `multiplicity` times (negative to take them
+    /// back). Its time is not noted: see [`Accumulator::note_event_time`].
     pub fn add_event(&mut self, event: &ScoredEvent, multiplicity: i64) {
-        if multiplicity > 0 && self.is_scoring(event.event_type, &event.event_name, &event.counts) {
-            self.note_event_time(event.timestamp_millis);
-        }
         for (f, v, n) in event.counts.iter() {
             self.add_count(
                 event.event_type,
@@ -263,6 +260,9 @@ pub mod reference {
             let mut acc = Accumulator::new(&weights);
             for e in list {
                 acc.add_event(e, 1);
+                if acc.is_scoring(e.event_type, &e.event_name, &e.counts) {
+                    acc.note_event_time(e.timestamp_millis);
+                }
             }
             if let Some(p) = acc.finish(user) {
                 out.insert(user.to_string(), p);

@@ -1,0 +1,362 @@
+//! Batch recompute: every profile of an application from its events,
+//! after a strategy change.
+//!
+//! The application's key range is split at the table's `sample_row_keys`,
+//! each split moved back to the start of its user (`app,user,`), so no
+//! user spans two ranges. Ranges are scanned by parallel threads; in the
+//! wide schema the store returns only the strategy's qualifiers (see
+//! [`crate::schema::wide_filter`]), in the narrow one only the strategy's
+//! `(type, name)` columns; both with a timestamp filter at the retention
+//! cutoff, so expired cells never count even where GC lags. Each user's
+//! profile is written to family `b` of `profiles.<app>` with the strategy
+//! version. [`Progress`] counters are readable while it runs.
+//!
+//! Shards: with `shard = (i, n)`, a process takes ranges `i, i + n, ...`
+//! of the same split, so `n` processes cover the application once.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use affinity_model::{
+    Bytes, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowSet, Table,
+};
+use affinity_rowkey::composite::app_prefix;
+
+use crate::engine::{App, Engine};
+use crate::error::{Error, Result};
+use crate::schema::{decode_row, narrow_filter, since, wide_filter, Schema};
+use crate::scoring::{Accumulator, Profile};
+use crate::strategy::{Strategy, Weights};
+
+/// Live counters of a recompute, shared with whoever watches it.
+#[derive(Debug)]
+pub struct Progress {
+    pub events: AtomicU64,
+    pub users: AtomicU64,
+    pub ranges_done: AtomicUsize,
+    pub ranges_total: AtomicUsize,
+    started: Instant,
+}
+
+impl Default for Progress {
+    fn default() -> Progress {
+        Progress {
+            events: AtomicU64::new(0),
+            users: AtomicU64::new(0),
+            ranges_done: AtomicUsize::new(0),
+            ranges_total: AtomicUsize::new(0),
+            started: Instant::now(),
+        }
+    }
+}
+
+/// A consistent-enough reading of [`Progress`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProgressSnapshot {
+    pub events: u64,
+    pub users: u64,
+    pub ranges_done: usize,
+    pub ranges_total: usize,
+    pub elapsed: Duration,
+    /// Events per second so far.
+    pub rate: f64,
+    /// Estimated time left, from the share of ranges done.
+    pub eta: Option<Duration>,
+}
+
+impl Progress {
+    pub fn snapshot(&self) -> ProgressSnapshot {
+        let elapsed = self.started.elapsed();
+        let events = self.events.load(Ordering::Relaxed);
+        let done = self.ranges_done.load(Ordering::Relaxed);
+        let total = self.ranges_total.load(Ordering::Relaxed);
+        let secs = elapsed.as_secs_f64();
+        let eta = (done > 0 && total >= done)
+            .then(|| Duration::from_secs_f64(secs * (total - done) as f64 / done as f64));
+        ProgressSnapshot {
+            events,
+            users: self.users.load(Ordering::Relaxed),
+            ranges_done: done,
+            ranges_total: total,
+            elapsed,
+            rate: if secs > 0.0 {
+                events as f64 / secs
+            } else {
+                0.0
+            },
+            eta,
+        }
+    }
+}
+
+/// How to run a recompute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecomputeOptions {
+    /// Scanning threads (default 2).
+    pub threads: usize,
+    /// `(i, n)`: take only shard `i` of `n`.
+    pub shard: Option<(usize, usize)>,
+}
+
+impl Default for RecomputeOptions {
+    fn default() -> RecomputeOptions {
+        RecomputeOptions {
+            threads: 2,
+            shard: None,
+        }
+    }
+}
+
+/// What a recompute did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecomputeReport {
+    pub events: u64,
+    pub profiles: u64,
+    pub ranges: usize,
+    pub strategy_version: i64,
+}
+
+/// The user token of an events key `app,user,...`.
+fn user_of(key: &[u8]) -> Option<&[u8]> {
+    let mut parts = key.splitn(3, |b| *b == b',');
+    parts.next()?;
+    parts.next()
+}
+
+/// The app's key range cut at sample keys moved to user starts.
+pub fn split_ranges(table: &dyn Table, app: &str) -> Result<Vec<RowRange>> {
+    let whole = app_prefix(app)?;
+    let (std::ops::Bound::Included(start), std::ops::Bound::Excluded(end)) =
+        (&whole.start, &whole.end)
+    else {
+        return Ok(vec![whole]);
+    };
+    let mut cuts: Vec<Bytes> = Vec::new();
+    for sample in table.sample_row_keys()? {
+        let key = &sample.row_key;
+        if !whole.contains(key) {
+            continue;
+        }
+        let Some(user) = user_of(key) else { continue };
+        let mut cut = format!("{app},").into_bytes();
+        cut.extend_from_slice(user);
+        cut.push(b',');
+        if cut.as_slice() > start.as_ref()
+            && cuts.last().is_none_or(|c| c.as_ref() < cut.as_slice())
+        {
+            cuts.push(Bytes::from(cut));
+        }
+    }
+    let mut out = Vec::with_capacity(cuts.len() + 1);
+    let mut lo = start.clone();
+    for cut in cuts {
+        out.push(RowRange::closed_open(lo, cut.clone()));
+        lo = cut;
+    }
+    out.push(RowRange::closed_open(lo, end.clone()));
+    Ok(out)
+}
+
+struct Writer<'a> {
+    table: &'a dyn Table,
+    version: i64,
+    pending: Vec<RowMutations>,
+}
+
+impl Writer<'_> {
+    fn push(&mut self, profile: &Profile) -> Result<()> {
+        let mut json = profile.to_json();
+        json["lastEventMillis"] = profile.last_event_millis.into();
+        json["strategyVersion"] = self.version.into();
+        self.pending.push(RowMutations::new(
+            profile.user_token.clone().into_bytes(),
+            vec![Mutation::set_cell(
+                "b",
+                "profile",
+                0,
+                serde_json::to_vec(&json)?,
+            )],
+        ));
+        if self.pending.len() >= 500 {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if !self.pending.is_empty() {
+            for status in self.table.mutate_rows(&self.pending)? {
+                status?;
+            }
+            self.pending.clear();
+        }
+        Ok(())
+    }
+}
+
+fn scan_range(
+    app: &App,
+    range: RowRange,
+    filter: &RowFilter,
+    weights: &Weights,
+    writer: &mut Writer<'_>,
+    progress: &Progress,
+) -> Result<()> {
+    let request = ReadRowsRequest::new(RowSet::from_range(range)).with_filter(filter.clone());
+    let mut current: Option<(Bytes, Accumulator<'_>)> = None;
+    let mut events = 0u64;
+    for row in app.events.read_rows(&request)? {
+        let row = row?;
+        let user = user_of(&row.key)
+            .ok_or_else(|| Error::corrupt("event key", format!("{:?}", row.key)))?;
+        if current.as_ref().is_none_or(|(u, _)| u.as_ref() != user) {
+            if let Some((u, acc)) = current.take() {
+                finish_user(&u, acc, writer, progress)?;
+            }
+            current = Some((Bytes::copy_from_slice(user), Accumulator::new(weights)));
+        }
+        if let (Some(e), Some((_, acc))) = (decode_row(&row)?, current.as_mut()) {
+            acc.add_event(&e, 1);
+            if acc.is_scoring(e.event_type, &e.event_name, &e.counts) {
+                acc.note_event_time(e.timestamp_millis);
+            }
+        }
+        events += 1;
+        if events.is_multiple_of(4096) {
+            progress.events.fetch_add(4096, Ordering::Relaxed);
+        }
+    }
+    progress.events.fetch_add(events % 4096, Ordering::Relaxed);
+    if let Some((u, acc)) = current.take() {
+        finish_user(&u, acc, writer, progress)?;
+    }
+    Ok(())
+}
+
+fn finish_user(
+    user: &[u8],
+    acc: Accumulator<'_>,
+    writer: &mut Writer<'_>,
+    progress: &Progress,
+) -> Result<()> {
+    let user = std::str::from_utf8(user)
+        .map_err(|_| Error::corrupt("event key", "user token not utf-8"))?;
+    if let Some(p) = acc.finish(user) {
+        writer.push(&p)?;
+    }
+    progress.users.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+impl Engine {
+    /// Recompute the profiles of an application with its current strategy.
+    pub fn recompute(
+        &self,
+        app: &str,
+        options: RecomputeOptions,
+        progress: &Progress,
+    ) -> Result<RecomputeReport> {
+        let (strategy, version) =
+            self.strategy_version(app)?
+                .ok_or_else(|| Error::InvalidArgument {
+                    name: "strategy",
+                    reason: format!("application {app:?} has no strategy"),
+                })?;
+        let app = self.app(app)?;
+        let mut ranges = split_ranges(app.events.as_ref(), &app.id)?;
+        if let Some((i, n)) = options.shard {
+            if n == 0 || i >= n {
+                return Err(Error::InvalidArgument {
+                    name: "shard",
+                    reason: format!("{i}/{n}: need 0 <= i < n"),
+                });
+            }
+            ranges = ranges
+                .into_iter()
+                .enumerate()
+                .filter(|(k, _)| k % n == i)
+                .map(|(_, r)| r)
+                .collect();
+        }
+        progress.ranges_total.store(ranges.len(), Ordering::Relaxed);
+        let cutoff = self.now_millis() - app.config.retention_millis();
+        let filter = RowFilter::Chain(vec![
+            since(cutoff),
+            self.schema_filter(app.config.schema, &strategy),
+        ]);
+        let weights = strategy.weights();
+        let queue = Mutex::new(ranges.clone().into_iter());
+        let results: Vec<Result<()>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..options.threads.max(1))
+                .map(|_| {
+                    let (app, filter, weights, queue) = (&app, &filter, &weights, &queue);
+                    s.spawn(move || -> Result<()> {
+                        let mut writer = Writer {
+                            table: app.profiles.as_ref(),
+                            version,
+                            pending: Vec::new(),
+                        };
+                        loop {
+                            let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
+                            let Some(range) = next else { break };
+                            scan_range(app, range, filter, weights, &mut writer, progress)?;
+                            writer.flush()?;
+                            progress.ranges_done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::Worker("recompute worker panicked".into())))
+                })
+                .collect()
+        });
+        for r in results {
+            r?;
+        }
+        let snap = progress.snapshot();
+        Ok(RecomputeReport {
+            events: snap.events,
+            profiles: snap.users,
+            ranges: ranges.len(),
+            strategy_version: version,
+        })
+    }
+
+    fn schema_filter(&self, schema: Schema, strategy: &Strategy) -> RowFilter {
+        match schema {
+            Schema::Narrow => narrow_filter(strategy),
+            Schema::Wide => wide_filter(strategy),
+        }
+    }
+
+    /// The profile the last batch recompute wrote for a user, with the
+    /// strategy version it used.
+    pub fn batch_profile(&self, app: &str, user: &str) -> Result<Option<(Profile, i64)>> {
+        let app = self.app(app)?;
+        let filter = RowFilter::exact_family("b");
+        let Some(row) = app.profiles.read_row(user.as_bytes(), Some(&filter))? else {
+            return Ok(None);
+        };
+        let Some(cell) = row.cells.first() else {
+            return Ok(None);
+        };
+        let json: serde_json::Value = serde_json::from_slice(&cell.value)?;
+        let bad = || Error::corrupt("batch profile", json.to_string());
+        let scores = serde_json::from_value(json["scores"].clone()).map_err(|_| bad())?;
+        let profile = Profile {
+            user_token: user.to_string(),
+            last_event_millis: json["lastEventMillis"].as_i64().ok_or_else(bad)?,
+            scores,
+        };
+        Ok(Some((
+            profile,
+            json["strategyVersion"].as_i64().ok_or_else(bad)?,
+        )))
+    }
+}

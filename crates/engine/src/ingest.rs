@@ -1,0 +1,435 @@
+//! Streaming ingestion: a batch of events -> the events table + each user's
+//! profile state, updated with read-modify-write increments, never by
+//! reading the user's events.
+//!
+//! # Profile state (table `profiles.<app>`, row = user token)
+//!
+//! - family `c`: one counter per `(day, type, name, facet, value)`,
+//!   qualifier CSV(day, type, name, facet, value) where `day` is the
+//!   event's UTC day number (`timestamp div 86400000`), value a 64-bit
+//!   big-endian count (an increment target);
+//! - family `l`: the applied log, one cell per day, qualifier = the day
+//!   number; value = 17-byte records `sign (+/-) | timestamp i64 BE |
+//!   suffix u64 BE` naming events by their row key.
+//!
+//! Both families keep one version and expire `retention + 2 days` after
+//! their last write, when their day is past retention (events are at most
+//! one hour in the future).
+//!
+//! # Protocol and guarantee
+//!
+//! For a batch: (1) every event row is written (idempotent: a retry writes
+//! the same cells at the same key); (2) per user, one read of the log cells
+//! of the batch's days drops events already applied (a `+` record present);
+//! (3) one `read_modify_write_row` adds the remaining events' counts and
+//! appends a `+` record per event, atomically; (4) if the returned log
+//! shows an event applied more than once (two ingesters raced between (2)
+//! and (3)), a second read-modify-write takes the surplus back and appends
+//! `-` records.
+//!
+//! Invariant, at every instant, because counters and log change in the
+//! same atomic call: each day's counters equal the sum over its log
+//! records of `sign * counts(event)`. The profile reader corrects any event
+//! whose net record count is not 1 by reading that one event row, so a
+//! profile read is exact whatever crashed where:
+//! - crash before (3): nothing counted; the batch was not acknowledged and
+//!   its retry applies it (the event rows are already there);
+//! - crash after (3): the retry finds the `+` records and skips;
+//! - concurrent ingesters of the same event: the surplus is taken back by
+//!   (4), or, if that crashes, corrected at read time;
+//! - concurrent ingesters of different events lose nothing: increments
+//!   are atomic.
+//!
+//! A profile read reflects an event as soon as its ingestion returns.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::io::BufRead;
+
+use affinity_model::{ReadModifyWriteRule, Row, RowFilter, RowMutations};
+use affinity_rowkey::composite::EventKey;
+use serde_json::Value;
+
+use crate::engine::{App, Engine, DAY_MILLIS};
+use crate::error::{Error, Result};
+use crate::event::{Event, Limits, MAX_SKEW_MILLIS};
+use crate::scoring::{FacetCounts, ScoredEvent};
+use crate::{csv, event::EventType};
+
+/// Size of one applied-log record.
+pub const RECORD_LEN: usize = 17;
+/// Events per batch of [`Engine::ingest_json_lines`] (the API's limit).
+pub const BATCH_EVENTS: usize = 1000;
+/// Threads applying one batch's users concurrently.
+const WORKERS: usize = 8;
+
+/// An event id within a user: its timestamp and key suffix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EventId {
+    pub timestamp_millis: i64,
+    pub suffix: u64,
+}
+
+impl EventId {
+    pub fn day(&self) -> i64 {
+        self.timestamp_millis.div_euclid(DAY_MILLIS)
+    }
+
+    fn record(&self, sign: u8) -> [u8; RECORD_LEN] {
+        let mut out = [0u8; RECORD_LEN];
+        out[0] = sign;
+        out[1..9].copy_from_slice(&self.timestamp_millis.to_be_bytes());
+        out[9..].copy_from_slice(&self.suffix.to_be_bytes());
+        out
+    }
+
+    /// The event's row key in the events table.
+    pub fn row_key(&self, app: &str, user: &str) -> Result<String> {
+        let mut key = EventKey::new(app, user, self.timestamp_millis)?;
+        key.suffix = Some(format!("{:016x}", self.suffix));
+        Ok(key.encode()?)
+    }
+}
+
+/// Net record count per event of a log cell.
+pub fn parse_log(value: &[u8]) -> Result<HashMap<EventId, i64>> {
+    if !value.len().is_multiple_of(RECORD_LEN) {
+        return Err(Error::corrupt(
+            "applied log",
+            format!("{} bytes", value.len()),
+        ));
+    }
+    let mut out = HashMap::new();
+    for rec in value.chunks_exact(RECORD_LEN) {
+        let mut ts = [0u8; 8];
+        ts.copy_from_slice(&rec[1..9]);
+        let mut sfx = [0u8; 8];
+        sfx.copy_from_slice(&rec[9..]);
+        let id = EventId {
+            timestamp_millis: i64::from_be_bytes(ts),
+            suffix: u64::from_be_bytes(sfx),
+        };
+        let delta = match rec[0] {
+            b'+' => 1,
+            b'-' => -1,
+            other => {
+                return Err(Error::corrupt(
+                    "applied log",
+                    format!("record sign {other}"),
+                ))
+            }
+        };
+        *out.entry(id).or_default() += delta;
+    }
+    Ok(out)
+}
+
+/// The counter qualifier of `(day, type, name, facet, value)`.
+pub fn counter_qualifier(day: i64, ty: EventType, name: &str, facet: &str, value: &str) -> String {
+    csv::encode(&[day.to_string().as_str(), ty.as_str(), name, facet, value])
+}
+
+/// Parse a counter qualifier.
+pub fn parse_counter_qualifier(q: &[u8]) -> Result<(i64, EventType, String, String, String)> {
+    let bad = || Error::corrupt("counter qualifier", String::from_utf8_lossy(q).into_owned());
+    let text = std::str::from_utf8(q).map_err(|_| bad())?;
+    let fields = csv::decode(text).ok_or_else(bad)?;
+    let [day, ty, name, facet, value] = fields.as_slice() else {
+        return Err(bad());
+    };
+    let day = day.parse().map_err(|_| bad())?;
+    let ty = EventType::parse(ty).ok_or_else(bad)?;
+    Ok((day, ty, name.clone(), facet.clone(), value.clone()))
+}
+
+/// An event ready to store.
+#[derive(Debug, Clone)]
+struct Prepared {
+    user: String,
+    key: String,
+    id: EventId,
+    event: ScoredEvent,
+}
+
+/// What an ingestion did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngestReport {
+    /// Events received.
+    pub events: usize,
+    /// Events newly counted in profiles.
+    pub applied: usize,
+    /// Events already counted (a retry) or repeated within the batch.
+    pub duplicates: usize,
+    /// Object ids not found in the catalog.
+    pub unknown_objects: usize,
+    /// Events counted twice by racing ingesters and taken back.
+    pub compensated: usize,
+}
+
+impl IngestReport {
+    fn merge(&mut self, other: &IngestReport) {
+        self.events += other.events;
+        self.applied += other.applied;
+        self.duplicates += other.duplicates;
+        self.unknown_objects += other.unknown_objects;
+        self.compensated += other.compensated;
+    }
+}
+
+fn apply_rules(counts: &mut BTreeMap<String, i64>, e: &Prepared, multiplicity: i64) {
+    for (f, v, n) in e.event.counts.iter() {
+        let q = counter_qualifier(e.id.day(), e.event.event_type, &e.event.event_name, f, v);
+        *counts.entry(q).or_default() += i64::from(n) * multiplicity;
+    }
+}
+
+fn rmw(
+    app: &App,
+    user: &str,
+    counts: BTreeMap<String, i64>,
+    logs: BTreeMap<i64, Vec<u8>>,
+) -> Result<Row> {
+    let mut rules: Vec<ReadModifyWriteRule> = counts
+        .into_iter()
+        .filter(|(_, n)| *n != 0)
+        .map(|(q, n)| ReadModifyWriteRule::increment("c", q, n))
+        .collect();
+    rules.extend(
+        logs.into_iter()
+            .map(|(day, recs)| ReadModifyWriteRule::append("l", day.to_string(), recs)),
+    );
+    Ok(app
+        .profiles
+        .read_modify_write_row(user.as_bytes(), &rules)?)
+}
+
+fn log_filter(days: &BTreeSet<i64>) -> RowFilter {
+    RowFilter::Chain(vec![
+        RowFilter::exact_family("l"),
+        RowFilter::interleave(
+            days.iter()
+                .map(|d| RowFilter::exact_qualifier(d.to_string().as_bytes()))
+                .collect(),
+        ),
+    ])
+}
+
+/// Steps (2) to (4) for one user.
+fn apply_user(app: &App, user: &str, events: &[&Prepared]) -> Result<IngestReport> {
+    let mut report = IngestReport::default();
+    let days: BTreeSet<i64> = events.iter().map(|e| e.id.day()).collect();
+    let mut present = HashSet::new();
+    if let Some(row) = app
+        .profiles
+        .read_row(user.as_bytes(), Some(&log_filter(&days)))?
+    {
+        for cell in &row.cells {
+            present.extend(parse_log(&cell.value)?.into_keys());
+        }
+    }
+    let todo: Vec<&Prepared> = events
+        .iter()
+        .copied()
+        .filter(|e| !present.contains(&e.id))
+        .collect();
+    report.duplicates += events.len() - todo.len();
+    if todo.is_empty() {
+        return Ok(report);
+    }
+    let mut counts = BTreeMap::new();
+    let mut logs: BTreeMap<i64, Vec<u8>> = BTreeMap::new();
+    for e in &todo {
+        apply_rules(&mut counts, e, 1);
+        logs.entry(e.id.day())
+            .or_default()
+            .extend_from_slice(&e.id.record(b'+'));
+    }
+    let written = rmw(app, user, counts, logs)?;
+    report.applied += todo.len();
+    let mut net = HashMap::new();
+    for cell in written.cells.iter().filter(|c| c.family == "l") {
+        net.extend(parse_log(&cell.value)?);
+    }
+    let mut counts = BTreeMap::new();
+    let mut logs: BTreeMap<i64, Vec<u8>> = BTreeMap::new();
+    for e in &todo {
+        let surplus = net.get(&e.id).copied().unwrap_or(1) - 1;
+        if surplus > 0 {
+            apply_rules(&mut counts, e, -surplus);
+            let log = logs.entry(e.id.day()).or_default();
+            for _ in 0..surplus {
+                log.extend_from_slice(&e.id.record(b'-'));
+            }
+            report.compensated += 1;
+            report.applied -= 1;
+            report.duplicates += 1;
+        }
+    }
+    if !logs.is_empty() {
+        rmw(app, user, counts, logs)?;
+    }
+    Ok(report)
+}
+
+impl Engine {
+    /// The limits of the CLI: history back to the application's retention.
+    pub fn retention_limits(&self, app: &str) -> Result<Limits> {
+        let config = self.app(app)?.config;
+        Ok(Limits {
+            now_millis: self.now_millis(),
+            max_age_millis: config.retention_millis(),
+            max_skew_millis: MAX_SKEW_MILLIS,
+        })
+    }
+
+    fn prepare(
+        &self,
+        app: &App,
+        events: &[Event],
+        report: &mut IngestReport,
+    ) -> Result<Vec<Prepared>> {
+        let now = self.now_millis();
+        let oldest = now - app.config.retention_millis();
+        let mut out = Vec::with_capacity(events.len());
+        for e in events {
+            if e.timestamp_millis < oldest {
+                return Err(Error::event(
+                    "timestamp",
+                    "The timestamp is too far in the past",
+                ));
+            }
+            if e.timestamp_millis > now + MAX_SKEW_MILLIS {
+                return Err(Error::event(
+                    "timestamp",
+                    "The timestamp is too far in the future",
+                ));
+            }
+            let counts = if e.object_ids.is_empty() {
+                FacetCounts::from_pairs(&e.filters)
+            } else {
+                let resolved = self.catalog(&app.id, &e.index)?.resolve(&e.object_ids);
+                report.unknown_objects += resolved.unknown;
+                resolved.counts
+            };
+            let key = EventKey::for_event(&app.id, e.identity(), e.timestamp_millis, &e.content())?;
+            let suffix = key.suffix.as_deref().unwrap_or_default();
+            let suffix = u64::from_str_radix(suffix, 16)
+                .map_err(|_| Error::corrupt("event key suffix", suffix.to_string()))?;
+            out.push(Prepared {
+                user: e.identity().to_string(),
+                key: key.encode()?,
+                id: EventId {
+                    timestamp_millis: e.timestamp_millis,
+                    suffix,
+                },
+                event: ScoredEvent {
+                    event_type: e.event_type,
+                    event_name: e.event_name.clone(),
+                    timestamp_millis: e.timestamp_millis,
+                    counts,
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    /// Ingest validated events: store them and update their users' profile
+    /// state (see the module docs for the guarantee). Events older than the
+    /// application's retention are refused; nothing is stored then.
+    pub fn ingest(&self, app: &str, events: &[Event]) -> Result<IngestReport> {
+        let app = self.app(app)?;
+        let mut report = IngestReport {
+            events: events.len(),
+            ..IngestReport::default()
+        };
+        let prepared = self.prepare(&app, events, &mut report)?;
+        let mut seen = HashSet::new();
+        let unique: Vec<&Prepared> = prepared
+            .iter()
+            .filter(|p| seen.insert(p.key.as_str()))
+            .collect();
+        report.duplicates += prepared.len() - unique.len();
+        let entries: Vec<RowMutations> = unique
+            .iter()
+            .map(|p| {
+                RowMutations::new(
+                    p.key.clone().into_bytes(),
+                    app.config.schema.mutations(&p.event),
+                )
+            })
+            .collect();
+        for status in app.events.mutate_rows(&entries)? {
+            status?;
+        }
+        let mut by_user: BTreeMap<&str, Vec<&Prepared>> = BTreeMap::new();
+        for p in unique {
+            by_user.entry(p.user.as_str()).or_default().push(p);
+        }
+        let users: Vec<(&str, Vec<&Prepared>)> = by_user.into_iter().collect();
+        let workers = WORKERS.min(users.len()).max(1);
+        let chunk = users.len().div_ceil(workers).max(1);
+        let results: Vec<Result<IngestReport>> = std::thread::scope(|s| {
+            let handles: Vec<_> = users
+                .chunks(chunk)
+                .map(|part| {
+                    let app = &app;
+                    s.spawn(move || {
+                        let mut r = IngestReport::default();
+                        for (user, events) in part {
+                            r.merge(&apply_user(app, user, events)?);
+                        }
+                        Ok(r)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::Worker("ingest worker panicked".into())))
+                })
+                .collect()
+        });
+        for r in results {
+            report.merge(&r?);
+        }
+        Ok(report)
+    }
+
+    /// Ingest JSON lines (one Insights event per line, blank lines
+    /// skipped) in batches of [`BATCH_EVENTS`]. A batch is validated whole
+    /// before any of it is stored; an invalid line stops the run with its
+    /// line number (earlier batches stay stored; rerunning is safe).
+    pub fn ingest_json_lines(
+        &self,
+        app: &str,
+        input: impl BufRead,
+        limits: &Limits,
+    ) -> Result<IngestReport> {
+        let mut report = IngestReport::default();
+        let mut batch = Vec::with_capacity(BATCH_EVENTS);
+        for (i, line) in input.lines().enumerate() {
+            let at = |e: Error| Error::AtLine {
+                line: i + 1,
+                source: Box::new(e),
+            };
+            let line = line.map_err(|e| {
+                at(Error::Json {
+                    reason: e.to_string(),
+                })
+            })?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let value: Value = serde_json::from_str(&line).map_err(|e| at(e.into()))?;
+            batch.push(Event::from_json(&value, limits).map_err(at)?);
+            if batch.len() == BATCH_EVENTS {
+                report.merge(&self.ingest(app, &batch)?);
+                batch.clear();
+            }
+        }
+        if !batch.is_empty() {
+            report.merge(&self.ingest(app, &batch)?);
+        }
+        Ok(report)
+    }
+}

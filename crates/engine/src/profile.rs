@@ -1,0 +1,195 @@
+//! Reading profiles: the streaming profile from the profile state (see
+//! [`crate::ingest`]), stored batch profiles, and GDPR deletion.
+//!
+//! The streaming read, for cutoff `C = now - retention`:
+//! - days entirely within retention: their counters, plus a correction for
+//!   each event whose net applied-log count is not 1 (that one event row
+//!   is read and added `1 - net` times);
+//! - the day containing `C`: counters ignored; its events at or after `C`
+//!   are read from the events table (retention is exact to the
+//!   millisecond);
+//! - older days: ignored (and expired by GC);
+//! - `lastEventAt`: the newest day holding state is read from the events
+//!   table, then older ones until a scoring event is found.
+
+use std::collections::{BTreeSet, HashMap};
+
+use affinity_model::{Mutation, ReadRowsRequest, RowFilter, RowMutations, RowSet};
+use affinity_rowkey::composite::{user_prefix, user_time_range};
+
+use crate::engine::{App, Engine, DAY_MILLIS};
+use crate::error::{Error, Result};
+use crate::ingest::{parse_counter_qualifier, parse_log, EventId};
+use crate::schema::{decode_row, since};
+use crate::scoring::{Accumulator, Profile, ScoredEvent};
+use crate::strategy::Strategy;
+
+/// What a user deletion removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Deleted {
+    pub event_rows: usize,
+    pub profile_rows: usize,
+}
+
+impl Engine {
+    /// The user's events with `from <= timestamp < to` (cells older than the
+    /// retention excluded).
+    pub fn user_events(
+        &self,
+        app: &App,
+        user: &str,
+        from_millis: i64,
+        to_millis: i64,
+    ) -> Result<Vec<ScoredEvent>> {
+        let cutoff = self.now_millis() - app.config.retention_millis();
+        let from = from_millis.max(cutoff);
+        if from >= to_millis {
+            return Ok(Vec::new());
+        }
+        let range = user_time_range(&app.id, user, from, to_millis)?;
+        let request = ReadRowsRequest::new(RowSet::from_range(range)).with_filter(since(cutoff));
+        let mut out = Vec::new();
+        for row in app.events.read_rows(&request)? {
+            if let Some(e) = decode_row(&row?)? {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    }
+
+    fn event_by_id(&self, app: &App, user: &str, id: &EventId) -> Result<Option<ScoredEvent>> {
+        let cutoff = self.now_millis() - app.config.retention_millis();
+        let key = id.row_key(&app.id, user)?;
+        match app.events.read_row(key.as_bytes(), Some(&since(cutoff)))? {
+            Some(row) => decode_row(&row),
+            None => Ok(None),
+        }
+    }
+
+    /// The user's profile scored with the application's current strategy,
+    /// from the streaming state; `None` without a strategy or without a
+    /// scoring event.
+    pub fn profile(&self, app: &str, user: &str) -> Result<Option<Profile>> {
+        match self.strategy(app)? {
+            Some(strategy) => self.profile_with(app, user, &strategy),
+            None => Ok(None),
+        }
+    }
+
+    /// The user's streaming profile under `strategy`.
+    pub fn profile_with(
+        &self,
+        app: &str,
+        user: &str,
+        strategy: &Strategy,
+    ) -> Result<Option<Profile>> {
+        let app = self.app(app)?;
+        let weights = strategy.weights();
+        let mut acc = Accumulator::new(&weights);
+        let cutoff = self.now_millis() - app.config.retention_millis();
+        let boundary = cutoff.div_euclid(DAY_MILLIS);
+        let filter = RowFilter::FamilyNameRegex("[cl]".into());
+        let mut days = BTreeSet::new();
+        if let Some(row) = app.profiles.read_row(user.as_bytes(), Some(&filter))? {
+            for cell in &row.cells {
+                if cell.family == "c" {
+                    let (day, ty, name, facet, value) = parse_counter_qualifier(&cell.qualifier)?;
+                    if day > boundary {
+                        let n =
+                            affinity_model::apply::decode_i64(&cell.value).ok_or_else(|| {
+                                Error::corrupt("counter", format!("{} bytes", cell.value.len()))
+                            })?;
+                        acc.add_count(ty, &name, &facet, &value, n);
+                    }
+                    if day >= boundary {
+                        days.insert(day);
+                    }
+                } else if cell.family == "l" {
+                    let day: i64 = std::str::from_utf8(&cell.qualifier)
+                        .ok()
+                        .and_then(|d| d.parse().ok())
+                        .ok_or_else(|| {
+                            Error::corrupt("log qualifier", format!("{:?}", cell.qualifier))
+                        })?;
+                    if day <= boundary {
+                        continue;
+                    }
+                    days.insert(day);
+                    let net: HashMap<EventId, i64> = parse_log(&cell.value)?;
+                    for (id, n) in net.into_iter().filter(|(_, n)| *n != 1) {
+                        if let Some(e) = self.event_by_id(&app, user, &id)? {
+                            acc.add_event(&e, 1 - n);
+                        }
+                    }
+                }
+            }
+        }
+        if days.is_empty() {
+            return Ok(None);
+        }
+        days.insert(boundary);
+        for e in self.user_events(&app, user, cutoff, (boundary + 1) * DAY_MILLIS)? {
+            acc.add_event(&e, 1);
+        }
+        for day in days.iter().rev() {
+            let events = self.user_events(&app, user, day * DAY_MILLIS, (day + 1) * DAY_MILLIS)?;
+            let last = events
+                .iter()
+                .filter(|e| acc.is_scoring(e.event_type, &e.event_name, &e.counts))
+                .map(|e| e.timestamp_millis)
+                .max();
+            if let Some(t) = last {
+                acc.note_event_time(t);
+                break;
+            }
+        }
+        Ok(acc.finish(user))
+    }
+
+    /// Delete every event and the profile of a user (GDPR).
+    pub fn delete_user(&self, app: &str, user: &str) -> Result<Deleted> {
+        let app = self.app(app)?;
+        let range = user_prefix(&app.id, user)?;
+        let request =
+            ReadRowsRequest::new(RowSet::from_range(range)).with_filter(RowFilter::Chain(vec![
+                RowFilter::CellsPerRowLimit(1),
+                RowFilter::StripValue,
+            ]));
+        let keys: Vec<_> = app
+            .events
+            .read_rows(&request)?
+            .map(|r| r.map(|r| r.key))
+            .collect::<Result<_, _>>()?;
+        for chunk in keys.chunks(1000) {
+            let entries: Vec<RowMutations> = chunk
+                .iter()
+                .map(|k| RowMutations::new(k.clone(), vec![Mutation::DeleteFromRow]))
+                .collect();
+            for status in app.events.mutate_rows(&entries)? {
+                status?;
+            }
+        }
+        let had_profile = app.profiles.read_row(user.as_bytes(), None)?.is_some();
+        if had_profile {
+            app.profiles
+                .mutate_row(user.as_bytes(), &[Mutation::DeleteFromRow])?;
+        }
+        Ok(Deleted {
+            event_rows: keys.len(),
+            profile_rows: usize::from(had_profile),
+        })
+    }
+
+    /// Rows a scan still finds for a user (events and profile), to verify a
+    /// deletion.
+    pub fn user_row_count(&self, app: &str, user: &str) -> Result<usize> {
+        let app = self.app(app)?;
+        let range = user_prefix(&app.id, user)?;
+        let events = app
+            .events
+            .read_rows(&ReadRowsRequest::new(RowSet::from_range(range)))?
+            .count();
+        let profile = usize::from(app.profiles.read_row(user.as_bytes(), None)?.is_some());
+        Ok(events + profile)
+    }
+}

@@ -1,0 +1,256 @@
+//! The two events-table schemas, one row per event, keyed
+//! `app_id,user_token,timestamp,suffix` (see `affinity_rowkey::composite`),
+//! every cell stamped with the event's time:
+//!
+//! - *narrow*: family = event type (`view`, `click`, `conversion`),
+//!   qualifier = event name, value = JSON of the event's filter counts,
+//!   `{"brand":{"Apple":2},"color":{"Black":1}}`;
+//! - *wide*: family `e`, one cell per facet, qualifier =
+//!   CSV(event_type, event_name, facet) (RFC 4180 quoting), value = one CSV
+//!   line `operator,value,count` per facet value (`:,Apple,2`), lines
+//!   joined by `\n`. An event without facets gets one marker cell,
+//!   qualifier CSV(event_type, event_name), empty value.
+//!
+//! [`wide_filter`] is the batch reader's filter: an interleave of exact
+//! qualifier filters, one per (event, facet) pair of the strategy, so the
+//! store returns only the cells the strategy scores.
+
+use affinity_model::{Bytes, Mutation, Row, RowFilter, TimestampRange};
+
+use crate::csv;
+use crate::error::{Error, Result};
+use crate::event::EventType;
+use crate::scoring::{FacetCounts, ScoredEvent};
+use crate::strategy::Strategy;
+
+/// The wide schema's family.
+pub const WIDE_FAMILY: &str = "e";
+/// The filter operator of facet filters.
+pub const FACET_OPERATOR: &str = ":";
+
+/// How an application's events are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Schema {
+    Narrow,
+    Wide,
+}
+
+impl Schema {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Schema::Narrow => "narrow",
+            Schema::Wide => "wide",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Schema> {
+        match text {
+            "narrow" => Ok(Schema::Narrow),
+            "wide" => Ok(Schema::Wide),
+            other => Err(Error::InvalidArgument {
+                name: "schema",
+                reason: format!("{other:?} is not narrow or wide"),
+            }),
+        }
+    }
+
+    /// The cells of one event.
+    pub fn mutations(self, event: &ScoredEvent) -> Vec<Mutation> {
+        let ts = event.timestamp_millis * 1000;
+        match self {
+            Schema::Narrow => {
+                let json = serde_json::to_vec(&event.counts.0).unwrap_or_default();
+                vec![Mutation::set_cell(
+                    event.event_type.as_str(),
+                    event.event_name.clone(),
+                    ts,
+                    json,
+                )]
+            }
+            Schema::Wide => {
+                let ty = event.event_type.as_str();
+                let mut out: Vec<Mutation> = event
+                    .counts
+                    .0
+                    .iter()
+                    .map(|(facet, values)| {
+                        let lines: Vec<String> = values
+                            .iter()
+                            .map(|(v, n)| {
+                                csv::encode(&[FACET_OPERATOR, v.as_str(), &n.to_string()])
+                            })
+                            .collect();
+                        Mutation::set_cell(
+                            WIDE_FAMILY,
+                            csv::encode(&[ty, event.event_name.as_str(), facet.as_str()]),
+                            ts,
+                            lines.join("\n"),
+                        )
+                    })
+                    .collect();
+                if out.is_empty() {
+                    out.push(Mutation::set_cell(
+                        WIDE_FAMILY,
+                        csv::encode(&[ty, event.event_name.as_str()]),
+                        ts,
+                        Bytes::new(),
+                    ));
+                }
+                out
+            }
+        }
+    }
+}
+
+fn utf8<'a>(bytes: &'a [u8], what: &'static str) -> Result<&'a str> {
+    std::str::from_utf8(bytes).map_err(|_| Error::corrupt(what, "not utf-8"))
+}
+
+/// Decode one event row (either schema; a filtered read may hold only
+/// some of the event's facets). `None` for a row without event cells.
+pub fn decode_row(row: &Row) -> Result<Option<ScoredEvent>> {
+    let mut out: Option<ScoredEvent> = None;
+    for cell in &row.cells {
+        let ts = cell.timestamp_micros.div_euclid(1000);
+        if cell.family == WIDE_FAMILY {
+            let q = utf8(&cell.qualifier, "wide qualifier")?;
+            let fields = csv::decode(q).ok_or_else(|| Error::corrupt("wide qualifier", q))?;
+            let ty = fields
+                .first()
+                .and_then(|t| EventType::parse(t))
+                .ok_or_else(|| Error::corrupt("wide qualifier", q))?;
+            let name = fields
+                .get(1)
+                .ok_or_else(|| Error::corrupt("wide qualifier", q))?;
+            let e = out.get_or_insert_with(|| ScoredEvent {
+                event_type: ty,
+                event_name: name.clone(),
+                timestamp_millis: ts,
+                counts: FacetCounts::default(),
+            });
+            let Some(facet) = fields.get(2) else { continue };
+            let value = utf8(&cell.value, "wide value")?;
+            for line in value.split('\n').filter(|l| !l.is_empty()) {
+                let parts = csv::decode(line).ok_or_else(|| Error::corrupt("wide value", line))?;
+                let [op, v, n] = parts.as_slice() else {
+                    return Err(Error::corrupt("wide value", line));
+                };
+                let n: u32 = n.parse().map_err(|_| Error::corrupt("wide value", line))?;
+                if op == FACET_OPERATOR {
+                    e.counts.add(facet, v, n);
+                }
+            }
+        } else if let Some(ty) = EventType::parse(&cell.family) {
+            let counts: std::collections::BTreeMap<
+                String,
+                std::collections::BTreeMap<String, u32>,
+            > = serde_json::from_slice(&cell.value)
+                .map_err(|e| Error::corrupt("narrow value", e.to_string()))?;
+            out = Some(ScoredEvent {
+                event_type: ty,
+                event_name: utf8(&cell.qualifier, "narrow qualifier")?.to_string(),
+                timestamp_millis: ts,
+                counts: FacetCounts(counts),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Cells at or after `from_millis`.
+pub fn since(from_millis: i64) -> RowFilter {
+    RowFilter::TimestampRange(TimestampRange::new(from_millis.saturating_mul(1000), 0))
+}
+
+/// The narrow batch filter: the strategy's `(type, name)` columns.
+pub fn narrow_filter(strategy: &Strategy) -> RowFilter {
+    RowFilter::interleave(
+        strategy
+            .events
+            .keys()
+            .map(|(ty, name)| {
+                RowFilter::Chain(vec![
+                    RowFilter::exact_family(ty.as_str()),
+                    RowFilter::exact_qualifier(name.as_bytes()),
+                ])
+            })
+            .collect(),
+    )
+}
+
+/// The wide batch filter: family `e` and an interleave of exact qualifier
+/// filters, one per (event, facet) of the strategy.
+pub fn wide_filter(strategy: &Strategy) -> RowFilter {
+    let mut qualifiers = Vec::new();
+    for (ty, name) in strategy.events.keys() {
+        for facet in strategy.facets.keys() {
+            let q = csv::encode(&[ty.as_str(), name.as_str(), facet.as_str()]);
+            qualifiers.push(RowFilter::exact_qualifier(q.as_bytes()));
+        }
+    }
+    RowFilter::Chain(vec![
+        RowFilter::exact_family(WIDE_FAMILY),
+        RowFilter::interleave(qualifiers),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use affinity_model::Cell;
+
+    fn sample() -> ScoredEvent {
+        let mut counts = FacetCounts::default();
+        counts.add("brand", "Apple, Inc", 2);
+        counts.add("color", "\"Black\"", 1);
+        counts.add("color", "White", 1);
+        ScoredEvent {
+            event_type: EventType::Click,
+            event_name: "Product, Clicked".into(),
+            timestamp_millis: 1_700_000_000_123,
+            counts,
+        }
+    }
+
+    fn row_of(muts: Vec<Mutation>) -> Row {
+        let mut cells = Vec::new();
+        for m in muts {
+            if let Mutation::SetCell {
+                family,
+                qualifier,
+                timestamp_micros,
+                value,
+            } = m
+            {
+                cells.push(Cell::new(family, qualifier, timestamp_micros, value));
+            }
+        }
+        cells.sort_by(|a, b| a.canonical_cmp(b));
+        Row {
+            key: Bytes::from_static(b"k"),
+            cells,
+        }
+    }
+
+    #[test]
+    fn both_schemas_round_trip() {
+        for schema in [Schema::Narrow, Schema::Wide] {
+            let e = sample();
+            assert_eq!(
+                decode_row(&row_of(schema.mutations(&e))).unwrap(),
+                Some(e.clone())
+            );
+            let empty = ScoredEvent {
+                counts: FacetCounts::default(),
+                ..e
+            };
+            assert_eq!(
+                decode_row(&row_of(schema.mutations(&empty))).unwrap(),
+                Some(empty)
+            );
+        }
+        let wide = Schema::Wide.mutations(&sample());
+        assert!(matches!(&wide[0], Mutation::SetCell { qualifier, .. }
+            if qualifier.as_ref() == b"click,\"Product, Clicked\",brand"));
+    }
+}

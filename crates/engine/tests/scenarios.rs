@@ -1,0 +1,222 @@
+//! End-to-end scenarios on the in-memory store with a fake clock.
+
+mod common;
+
+use std::sync::Arc;
+
+use affinity_engine::{AppConfig, Engine, Progress, RecomputeOptions, Schema};
+use common::*;
+use serde_json::json;
+
+fn setup(schema: Schema, retention_days: u32, now: i64) -> (FakeClock, Engine) {
+    let clock = FakeClock::new(now);
+    let engine = Engine::with_clock(clock.memory_store(), clock.engine_clock()).unwrap();
+    engine
+        .configure_app(
+            "app1",
+            AppConfig {
+                schema,
+                retention_days,
+            },
+        )
+        .unwrap();
+    engine
+        .put_objects("app1", "products", &catalog_objects())
+        .unwrap();
+    engine.set_strategy("app1", &strategy()).unwrap();
+    (clock, engine)
+}
+
+#[test]
+fn same_millisecond_events_both_count_and_retries_do_not() {
+    let now = 1_700_000_000_000;
+    for schema in [Schema::Narrow, Schema::Wide] {
+        let (_clock, engine) = setup(schema, 90, now);
+        let values = vec![
+            event_json(0, 1, now - 10, &[0], false),
+            event_json(0, 1, now - 10, &[2], false),
+            event_json(0, 1, now - 10, &[0], false), // identical: counts once
+        ];
+        let events = parse_all(&values, now);
+        let report = engine.ingest("app1", &events).unwrap();
+        assert_eq!((report.applied, report.duplicates), (2, 1));
+        let retry = engine.ingest("app1", &events).unwrap();
+        assert_eq!((retry.applied, retry.duplicates), (0, 3));
+        let expected = reference_profiles("app1", &events, now, 90 * DAY);
+        assert_eq!(streaming_profiles(&engine, "app1", &users()), expected);
+        let p = &expected["user-1"];
+        assert_eq!(p.scores["brand"]["Apple"], 20);
+        assert_eq!(p.scores["color"]["Black"], 1);
+        engine
+            .recompute("app1", RecomputeOptions::default(), &Progress::default())
+            .unwrap();
+        assert_eq!(batch_profiles(&engine, "app1", &users()), expected);
+    }
+}
+
+#[test]
+fn objects_resolve_through_the_catalog_and_unknown_ones_are_counted() {
+    let now = 1_700_000_000_000;
+    let (_clock, engine) = setup(Schema::Wide, 90, now);
+    let events = parse_all(&[event_json(2, 0, now - 5, &[1, 3, 5], true)], now);
+    let report = engine.ingest("app1", &events).unwrap();
+    assert_eq!(report.unknown_objects, 1);
+    let p = engine.profile("app1", "user-0").unwrap().unwrap();
+    assert_eq!(p.scores["brand"]["Apple"], 20);
+    assert_eq!(p.scores["brand"]["Apple, Inc"], 20);
+    assert_eq!(p.scores["color"]["\"Red\""], 1);
+    assert_eq!(p.to_json()["userToken"], "user-0");
+}
+
+#[test]
+fn expired_events_stop_counting_to_the_millisecond() {
+    let now = 1_700_000_000_000;
+    for schema in [Schema::Narrow, Schema::Wide] {
+        let (clock, engine) = setup(schema, 3, now);
+        let values: Vec<_> = (0..40)
+            .map(|i| event_json(i as u8, 1, now - i * 6_400_000 - 13, &[i as u8, 2], false))
+            .collect();
+        let events = parse_all(&values, now);
+        engine.ingest("app1", &events).unwrap();
+        for advance in [
+            0,
+            3_600_000,
+            DAY / 2 + 17,
+            DAY + 1,
+            2 * DAY + 5,
+            3 * DAY,
+            4 * DAY,
+        ] {
+            clock.set(now + advance);
+            let expected = reference_profiles("app1", &events, now + advance, 3 * DAY);
+            assert_eq!(
+                streaming_profiles(&engine, "app1", &users()),
+                expected,
+                "{schema:?} +{advance}"
+            );
+            engine
+                .recompute("app1", RecomputeOptions::default(), &Progress::default())
+                .unwrap();
+            let batch = batch_profiles(&engine, "app1", &users());
+            for (user, p) in &expected {
+                assert_eq!(batch.get(user), Some(p), "{schema:?} +{advance}");
+            }
+        }
+        clock.set(now);
+    }
+}
+
+#[test]
+fn old_events_are_refused_and_change_nothing() {
+    let now = 1_700_000_000_000;
+    let (_clock, engine) = setup(Schema::Narrow, 3, now);
+    let events = parse_all(
+        &[
+            event_json(0, 1, now - 1, &[0], false),
+            event_json(0, 1, now - 4 * DAY, &[0], false),
+        ],
+        now,
+    );
+    let err = engine.ingest("app1", &events).unwrap_err();
+    assert_eq!(err.field(), Some("timestamp"));
+    assert_eq!(engine.user_row_count("app1", "user-1").unwrap(), 0);
+}
+
+#[test]
+fn concurrent_ingesters_lose_nothing_and_double_count_nothing() {
+    let now = 1_700_000_000_000;
+    for schema in [Schema::Narrow, Schema::Wide] {
+        let (_clock, engine) = setup(schema, 90, now);
+        let engine = Arc::new(engine);
+        let values: Vec<_> = (0..200)
+            .map(|i| {
+                event_json(
+                    (i % 3) as u8,
+                    (i % 4) as u8,
+                    now - i * 1000,
+                    &[(i % 5) as u8, (i % 7) as u8],
+                    false,
+                )
+            })
+            .collect();
+        let events = parse_all(&values, now);
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let (engine, events) = (&engine, &events);
+                s.spawn(move || {
+                    // Every thread sends every event, in its own batches.
+                    for chunk in events.chunks(7 + t * 3) {
+                        engine.ingest("app1", chunk).unwrap();
+                    }
+                });
+            }
+        });
+        let expected = reference_profiles("app1", &events, now, 90 * DAY);
+        assert_eq!(
+            streaming_profiles(&engine, "app1", &users()),
+            expected,
+            "{schema:?}"
+        );
+    }
+}
+
+#[test]
+fn deleting_a_user_removes_events_and_profile() {
+    let now = 1_700_000_000_000;
+    let (_clock, engine) = setup(Schema::Wide, 90, now);
+    let values: Vec<_> = (0..30)
+        .map(|i| event_json(i as u8, (i % 2) as u8, now - i * 1000, &[0, 2], false))
+        .collect();
+    let events = parse_all(&values, now);
+    engine.ingest("app1", &events).unwrap();
+    engine
+        .recompute("app1", RecomputeOptions::default(), &Progress::default())
+        .unwrap();
+    assert!(engine.user_row_count("app1", "user-1").unwrap() > 0);
+    let deleted = engine.delete_user("app1", "user-1").unwrap();
+    assert_eq!(deleted.event_rows, 15);
+    assert_eq!(engine.user_row_count("app1", "user-1").unwrap(), 0);
+    assert_eq!(engine.profile("app1", "user-1").unwrap(), None);
+    engine
+        .recompute("app1", RecomputeOptions::default(), &Progress::default())
+        .unwrap();
+    assert_eq!(engine.batch_profile("app1", "user-1").unwrap(), None);
+    assert!(engine.profile("app1", "user-0").unwrap().is_some());
+}
+
+#[test]
+fn strategies_are_versioned() {
+    let now = 1_700_000_000_000;
+    let (_clock, engine) = setup(Schema::Narrow, 90, now);
+    let mut second = strategy();
+    second.personalization_impact = 10;
+    let v2 = engine.set_strategy("app1", &second).unwrap();
+    let history = engine.strategy_history("app1", 10).unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[0], (second, v2));
+    assert_eq!(history[1].0, strategy());
+    assert!(history[1].1 < v2);
+    assert!(engine.set_strategy("bad app", &strategy()).is_err());
+}
+
+#[test]
+fn ingest_json_lines_names_the_bad_line() {
+    let now = 1_700_000_000_000;
+    let (_clock, engine) = setup(Schema::Narrow, 90, now);
+    let good = event_json(0, 0, now - 1, &[0], false).to_string();
+    let bad = json!({"eventType":"buy"}).to_string();
+    let input = format!("{good}\n\n{bad}\n");
+    let limits = engine.retention_limits("app1").unwrap();
+    let err = engine
+        .ingest_json_lines("app1", input.as_bytes(), &limits)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "line 3: EventType must be one of view, click, conversion"
+    );
+    assert_eq!(err.field(), Some("eventType"));
+    let report = engine
+        .ingest_json_lines("app1", good.as_bytes(), &limits)
+        .unwrap();
+    assert_eq!(report.applied, 1);
+}
