@@ -339,7 +339,10 @@ impl Engine {
     /// strategy version it used.
     pub fn batch_profile(&self, app: &str, user: &str) -> Result<Option<(Profile, i64)>> {
         let app = self.app(app)?;
-        let filter = RowFilter::exact_family("b");
+        let filter = RowFilter::Chain(vec![
+            RowFilter::exact_family("b"),
+            RowFilter::CellsPerColumnLimit(1),
+        ]);
         let Some(row) = app.profiles.read_row(user.as_bytes(), Some(&filter))? else {
             return Ok(None);
         };

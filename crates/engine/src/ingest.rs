@@ -74,7 +74,8 @@ impl EventId {
         self.timestamp_millis.div_euclid(DAY_MILLIS)
     }
 
-    fn record(&self, sign: u8) -> [u8; RECORD_LEN] {
+    /// The applied-log record of this event (`sign` is `b'+'` or `b'-'`).
+    pub fn record(&self, sign: u8) -> [u8; RECORD_LEN] {
         let mut out = [0u8; RECORD_LEN];
         out[0] = sign;
         out[1..9].copy_from_slice(&self.timestamp_millis.to_be_bytes());
@@ -205,6 +206,7 @@ fn rmw(
 fn log_filter(days: &BTreeSet<i64>) -> RowFilter {
     RowFilter::Chain(vec![
         RowFilter::exact_family("l"),
+        RowFilter::CellsPerColumnLimit(1),
         RowFilter::interleave(
             days.iter()
                 .map(|d| RowFilter::exact_qualifier(d.to_string().as_bytes()))

@@ -88,7 +88,12 @@ impl Engine {
         let mut acc = Accumulator::new(&weights);
         let cutoff = self.now_millis() - app.config.retention_millis();
         let boundary = cutoff.div_euclid(DAY_MILLIS);
-        let filter = RowFilter::FamilyNameRegex("[cl]".into());
+        // Latest versions only: a store may return versions its GC rule
+        // (one version) has not collected yet.
+        let filter = RowFilter::Chain(vec![
+            RowFilter::FamilyNameRegex("[cl]".into()),
+            RowFilter::CellsPerColumnLimit(1),
+        ]);
         let mut days = BTreeSet::new();
         if let Some(row) = app.profiles.read_row(user.as_bytes(), Some(&filter))? {
             for cell in &row.cells {

@@ -1,0 +1,154 @@
+//! Property tests: for random event sets, the streaming profile and the
+//! batch profiles (narrow and wide schema) equal the naive reference, on
+//! the in-memory store, the embedded store and the Bigtable emulator.
+
+mod common;
+
+use std::sync::Arc;
+
+use affinity_engine::{AppConfig, Engine, Progress, RecomputeOptions, Schema};
+use affinity_model::Store;
+use common::*;
+use proptest::prelude::*;
+use serde_json::Value;
+
+const RETENTION_DAYS: u32 = 3;
+
+#[derive(Debug, Clone)]
+struct Case {
+    events: Vec<(u8, u8, i64, Vec<u8>, bool)>,
+    chunk: usize,
+    retry: usize,
+    advance: i64,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        proptest::collection::vec(
+            (
+                any::<u8>(),
+                any::<u8>(),
+                0i64..24,
+                proptest::collection::vec(any::<u8>(), 1..4),
+                any::<bool>(),
+            ),
+            1..40,
+        ),
+        1usize..12,
+        any::<usize>(),
+        prop_oneof![Just(0i64), 0i64..(2 * DAY)],
+    )
+        .prop_map(|(events, chunk, retry, advance)| Case {
+            events,
+            chunk,
+            retry,
+            advance,
+        })
+}
+
+fn values(case: &Case, now: i64) -> Vec<Value> {
+    let span = i64::from(RETENTION_DAYS) * DAY - 120_000;
+    case.events
+        .iter()
+        .map(|(kind, user, slot, items, objects)| {
+            event_json(
+                *kind,
+                *user,
+                now - 60_000 - slot * span / 23,
+                items,
+                *objects,
+            )
+        })
+        .collect()
+}
+
+/// Ingest the case into a narrow and a wide app; check every path.
+fn check(store: Arc<dyn Store>, clock: &FakeClock, case: &Case) -> Result<(), TestCaseError> {
+    let now = clock.now();
+    let engine = Engine::with_clock(store, clock.engine_clock()).unwrap();
+    let events = parse_all(&values(case, now), now);
+    for (app, schema) in [("narrow", Schema::Narrow), ("wide", Schema::Wide)] {
+        engine
+            .configure_app(
+                app,
+                AppConfig {
+                    schema,
+                    retention_days: RETENTION_DAYS,
+                },
+            )
+            .unwrap();
+        engine
+            .put_objects(app, "products", &catalog_objects())
+            .unwrap();
+        engine.set_strategy(app, &strategy()).unwrap();
+        let chunks: Vec<_> = events.chunks(case.chunk).collect();
+        for chunk in &chunks {
+            engine.ingest(app, chunk).unwrap();
+        }
+        // A retried batch.
+        let again = engine
+            .ingest(app, chunks[case.retry % chunks.len()])
+            .unwrap();
+        prop_assert_eq!(again.applied, 0);
+    }
+    clock.set(now + case.advance);
+    let expected = reference_profiles(
+        "x",
+        &events,
+        now + case.advance,
+        i64::from(RETENTION_DAYS) * DAY,
+    );
+    for app in ["narrow", "wide"] {
+        prop_assert_eq!(
+            &streaming_profiles(&engine, app, &users()),
+            &expected,
+            "streaming {}",
+            app
+        );
+        let options = RecomputeOptions {
+            threads: 2,
+            shard: None,
+        };
+        engine
+            .recompute(app, options, &Progress::default())
+            .unwrap();
+        prop_assert_eq!(
+            &batch_profiles(&engine, app, &users()),
+            &expected,
+            "batch {}",
+            app
+        );
+    }
+    clock.set(now);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn memory_store_paths_equal_the_reference(case in case()) {
+        let clock = FakeClock::new(1_700_000_000_000);
+        check(clock.memory_store(), &clock, &case)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn embedded_store_paths_equal_the_reference(case in case()) {
+        // The embedded store collects garbage on the real clock: no advance.
+        let case = Case { advance: 0, ..case };
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(affinity_embedded::EmbeddedStore::open(dir.path()).unwrap());
+        check(store, &FakeClock::new(real_now()), &case)?;
+    }
+
+    #[test]
+    fn emulator_paths_equal_the_reference(case in case()) {
+        let Some(store) = affinity_bigtable::emulator::test_store() else { return Ok(()) };
+        let case = Case { advance: 0, ..case };
+        check(store, &FakeClock::new(real_now()), &case)?;
+    }
+}
