@@ -25,7 +25,7 @@ use affinity_rowkey::composite::app_prefix;
 
 use crate::engine::{App, Engine};
 use crate::error::{Error, Result};
-use crate::schema::{decode_row, narrow_filter, since, wide_filter, Schema};
+use crate::schema::{narrow_filter, since, visit_row, wide_filter, Schema};
 use crate::scoring::{Accumulator, Profile};
 use crate::strategy::{Strategy, Weights};
 
@@ -216,10 +216,15 @@ fn scan_range(
             }
             current = Some((Bytes::copy_from_slice(user), Accumulator::new(weights)));
         }
-        if let (Some(e), Some((_, acc))) = (decode_row(&row)?, current.as_mut()) {
-            acc.add_event(&e, 1);
-            if acc.is_scoring(e.event_type, &e.event_name, &e.counts) {
-                acc.note_event_time(e.timestamp_millis);
+        if let Some((_, acc)) = current.as_mut() {
+            let mut scoring = false;
+            let ts = visit_row(&row, |ty, name, facet, value, n| {
+                scoring |=
+                    n > 0 && weights.event(ty, name).is_some() && weights.facet(facet).is_some();
+                acc.add_count(ty, name, facet, value, i64::from(n));
+            })?;
+            if let (true, Some(ts)) = (scoring, ts) {
+                acc.note_event_time(ts);
             }
         }
         events += 1;

@@ -76,6 +76,20 @@ pub fn decode(record: &str) -> Option<Vec<String>> {
     }
 }
 
+/// [`decode`] without allocating when the record has no quotes.
+pub fn decode_cow(record: &str) -> Option<Vec<std::borrow::Cow<'_, str>>> {
+    if record.contains('"') {
+        Some(
+            decode(record)?
+                .into_iter()
+                .map(std::borrow::Cow::Owned)
+                .collect(),
+        )
+    } else {
+        Some(record.split(',').map(std::borrow::Cow::Borrowed).collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,6 +113,8 @@ mod tests {
             let text = encode(&fields);
             assert_eq!(decode(&text).unwrap(), fields, "{text}");
         }
+        assert_eq!(decode_cow("a,\"b,c\"").unwrap(), vec!["a", "b,c"]);
+        assert_eq!(decode_cow("a,,b").unwrap(), vec!["a", "", "b"]);
         assert_eq!(decode("a\"b"), None);
         assert_eq!(decode("\"ab"), None);
         assert_eq!(decode("\"a\"b"), None);

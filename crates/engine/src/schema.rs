@@ -15,6 +15,7 @@
 //! qualifier filters, one per (event, facet) pair of the strategy, so the
 //! store returns only the cells the strategy scores.
 
+use affinity_model::filter::escape_regex_bytes;
 use affinity_model::{Bytes, Mutation, Row, RowFilter, TimestampRange};
 
 use crate::csv;
@@ -157,6 +158,50 @@ pub fn decode_row(row: &Row) -> Result<Option<ScoredEvent>> {
     Ok(out)
 }
 
+/// Visit the counts of one event row without building a [`ScoredEvent`]
+/// (the batch reader's hot path): `visit(type, name, facet, value, count)`
+/// per count. Returns the event's time, `None` for a row without event
+/// cells.
+pub fn visit_row(
+    row: &Row,
+    mut visit: impl FnMut(EventType, &str, &str, &str, u32),
+) -> Result<Option<i64>> {
+    if row.cells.iter().any(|c| c.family != WIDE_FAMILY) {
+        let Some(e) = decode_row(row)? else {
+            return Ok(None);
+        };
+        for (f, v, n) in e.counts.iter() {
+            visit(e.event_type, &e.event_name, f, v, n);
+        }
+        return Ok(Some(e.timestamp_millis));
+    }
+    let mut ts = None;
+    for cell in &row.cells {
+        ts = Some(cell.timestamp_micros.div_euclid(1000));
+        let q = utf8(&cell.qualifier, "wide qualifier")?;
+        let fields = csv::decode_cow(q).ok_or_else(|| Error::corrupt("wide qualifier", q))?;
+        let (Some(ty), Some(name)) = (
+            fields.first().and_then(|t| EventType::parse(t)),
+            fields.get(1),
+        ) else {
+            return Err(Error::corrupt("wide qualifier", q));
+        };
+        let Some(facet) = fields.get(2) else { continue };
+        let value = utf8(&cell.value, "wide value")?;
+        for line in value.split('\n').filter(|l| !l.is_empty()) {
+            let parts = csv::decode_cow(line).ok_or_else(|| Error::corrupt("wide value", line))?;
+            let [op, v, n] = parts.as_slice() else {
+                return Err(Error::corrupt("wide value", line));
+            };
+            let n: u32 = n.parse().map_err(|_| Error::corrupt("wide value", line))?;
+            if op == FACET_OPERATOR {
+                visit(ty, name, facet, v, n);
+            }
+        }
+    }
+    Ok(ts)
+}
+
 /// Cells at or after `from_millis`.
 pub fn since(from_millis: i64) -> RowFilter {
     RowFilter::TimestampRange(TimestampRange::new(from_millis.saturating_mul(1000), 0))
@@ -178,15 +223,25 @@ pub fn narrow_filter(strategy: &Strategy) -> RowFilter {
     )
 }
 
-/// The wide batch filter: family `e` and an interleave of exact qualifier
-/// filters, one per (event, facet) of the strategy.
+/// The wide batch filter: family `e` and an interleave of qualifier
+/// regexes, one per event of the strategy, each matching exactly the
+/// qualifiers CSV(type, name, facet) of the strategy's facets.
 pub fn wide_filter(strategy: &Strategy) -> RowFilter {
     let mut qualifiers = Vec::new();
     for (ty, name) in strategy.events.keys() {
-        for facet in strategy.facets.keys() {
-            let q = csv::encode(&[ty.as_str(), name.as_str(), facet.as_str()]);
-            qualifiers.push(RowFilter::exact_qualifier(q.as_bytes()));
-        }
+        let alternatives: Vec<Vec<u8>> = strategy
+            .facets
+            .keys()
+            .map(|facet| {
+                escape_regex_bytes(
+                    csv::encode(&[ty.as_str(), name.as_str(), facet.as_str()]).as_bytes(),
+                )
+            })
+            .collect();
+        let mut regex = b"(?:".to_vec();
+        regex.extend_from_slice(&alternatives.join(&b'|'));
+        regex.push(b')');
+        qualifiers.push(RowFilter::ColumnQualifierRegex(Bytes::from(regex)));
     }
     RowFilter::Chain(vec![
         RowFilter::exact_family(WIDE_FAMILY),

@@ -159,12 +159,12 @@ impl Strategy {
 
     /// A lookup table for hot loops.
     pub fn weights(&self) -> Weights {
+        let mut events: HashMap<EventType, HashMap<String, u32>> = HashMap::new();
+        for ((t, n), s) in &self.events {
+            events.entry(*t).or_default().insert(n.clone(), *s);
+        }
         Weights {
-            events: self
-                .events
-                .iter()
-                .map(|((t, n), s)| ((*t, n.clone()), *s))
-                .collect(),
+            events,
             facets: self.facets.iter().map(|(f, s)| (f.clone(), *s)).collect(),
         }
     }
@@ -173,13 +173,14 @@ impl Strategy {
 /// Hash-map view of a strategy's weights.
 #[derive(Debug, Clone, Default)]
 pub struct Weights {
-    pub events: HashMap<(EventType, String), u32>,
+    /// `type -> name -> score` (looked up by `&str`, without allocating).
+    pub events: HashMap<EventType, HashMap<String, u32>>,
     pub facets: HashMap<String, u32>,
 }
 
 impl Weights {
     pub fn event(&self, ty: EventType, name: &str) -> Option<u32> {
-        self.events.get(&(ty, name.to_string())).copied()
+        self.events.get(&ty).and_then(|m| m.get(name)).copied()
     }
 
     pub fn facet(&self, facet: &str) -> Option<u32> {
