@@ -146,13 +146,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 for (label, filter) in [
                     ("no filter", None),
                     ("family", Some(RowFilter::exact_family("e"))),
-                    ("strategy", Some(affinity_engine::schema::wide_filter(&strategy))),
+                    (
+                        "strategy",
+                        Some(affinity_engine::schema::wide_filter(&strategy)),
+                    ),
                 ] {
                     let t = Instant::now();
                     let mut request = ReadRowsRequest::all();
                     request.filter = filter;
                     let rows = app.events.read_rows(&request)?.count();
-                    println!("scan {label}: {rows} rows in {:.2}s", t.elapsed().as_secs_f64());
+                    println!(
+                        "scan {label}: {rows} rows in {:.2}s",
+                        t.elapsed().as_secs_f64()
+                    );
                 }
             }
             for threads in [2, 4] {

@@ -2,7 +2,12 @@
 //! profile state, updated with read-modify-write increments, never by
 //! reading the user's events.
 //!
-//! # Profile state (table `profiles.<app>`, row = user token)
+//! # Profile state (table `profiles.<app>`, one row per user and day,
+//! key `user,DDDDDDDD`, see [`state_row_key`])
+//!
+//! Per-day rows keep each read-modify-write small (a store rewrites from
+//! the row it reads) and let a profile read scan only the days within
+//! retention.
 //!
 //! - family `c`: one counter per `(day, type, name, facet, value)`,
 //!   qualifier CSV(day, type, name, facet, value) where `day` is the
@@ -42,10 +47,11 @@
 //!
 //! A profile read reflects an event as soon as its ingestion returns.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
+use std::ops::Bound;
 
-use affinity_model::{ReadModifyWriteRule, Row, RowFilter, RowMutations};
+use affinity_model::{ColumnRange, ReadModifyWriteRule, Row, RowFilter, RowMutations};
 use affinity_rowkey::composite::EventKey;
 use serde_json::Value;
 
@@ -60,7 +66,7 @@ pub const RECORD_LEN: usize = 17;
 /// Events per batch of [`Engine::ingest_json_lines`] (the API's limit).
 pub const BATCH_EVENTS: usize = 1000;
 /// Threads applying one batch's users concurrently.
-const WORKERS: usize = 8;
+const WORKERS: usize = 32;
 
 /// An event id within a user: its timestamp and key suffix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -185,7 +191,7 @@ fn apply_rules(counts: &mut BTreeMap<String, i64>, e: &Prepared, multiplicity: i
 
 fn rmw(
     app: &App,
-    user: &str,
+    row_key: &[u8],
     counts: BTreeMap<String, i64>,
     logs: BTreeMap<i64, Vec<u8>>,
 ) -> Result<Row> {
@@ -198,32 +204,47 @@ fn rmw(
         logs.into_iter()
             .map(|(day, recs)| ReadModifyWriteRule::append("l", day.to_string(), recs)),
     );
-    Ok(app
-        .profiles
-        .read_modify_write_row(user.as_bytes(), &rules)?)
+    Ok(app.profiles.read_modify_write_row(row_key, &rules)?)
 }
 
-fn log_filter(days: &BTreeSet<i64>) -> RowFilter {
+/// The log cells of a state row. A column range rather than a regex
+/// filter: nothing to compile per read.
+fn log_filter() -> RowFilter {
     RowFilter::Chain(vec![
-        RowFilter::exact_family("l"),
+        RowFilter::ColumnRange(ColumnRange {
+            family: "l".into(),
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
+        }),
         RowFilter::CellsPerColumnLimit(1),
-        RowFilter::interleave(
-            days.iter()
-                .map(|d| RowFilter::exact_qualifier(d.to_string().as_bytes()))
-                .collect(),
-        ),
     ])
 }
 
-/// Steps (2) to (4) for one user.
+/// The row of a user's profile state for one day: `user,DDDDDDDD` (the
+/// day number, zero-padded, so a user's days sort in order after the
+/// user's batch-profile row `user`).
+pub fn state_row_key(user: &str, day: i64) -> String {
+    format!("{user},{day:08}")
+}
+
+/// Steps (2) to (4) for one user, one day row at a time.
 fn apply_user(app: &App, user: &str, events: &[&Prepared]) -> Result<IngestReport> {
+    let mut by_day: BTreeMap<i64, Vec<&Prepared>> = BTreeMap::new();
+    for e in events {
+        by_day.entry(e.id.day()).or_default().push(e);
+    }
     let mut report = IngestReport::default();
-    let days: BTreeSet<i64> = events.iter().map(|e| e.id.day()).collect();
+    for (day, events) in by_day {
+        report.merge(&apply_day(app, &state_row_key(user, day), &events)?);
+    }
+    Ok(report)
+}
+
+fn apply_day(app: &App, row_key: &str, events: &[&Prepared]) -> Result<IngestReport> {
+    let row_key = row_key.as_bytes();
+    let mut report = IngestReport::default();
     let mut present = HashSet::new();
-    if let Some(row) = app
-        .profiles
-        .read_row(user.as_bytes(), Some(&log_filter(&days)))?
-    {
+    if let Some(row) = app.profiles.read_row(row_key, Some(&log_filter()))? {
         for cell in &row.cells {
             present.extend(parse_log(&cell.value)?.into_keys());
         }
@@ -245,7 +266,7 @@ fn apply_user(app: &App, user: &str, events: &[&Prepared]) -> Result<IngestRepor
             .or_default()
             .extend_from_slice(&e.id.record(b'+'));
     }
-    let written = rmw(app, user, counts, logs)?;
+    let written = rmw(app, row_key, counts, logs)?;
     report.applied += todo.len();
     let mut net = HashMap::new();
     for cell in written.cells.iter().filter(|c| c.family == "l") {
@@ -267,7 +288,7 @@ fn apply_user(app: &App, user: &str, events: &[&Prepared]) -> Result<IngestRepor
         }
     }
     if !logs.is_empty() {
-        rmw(app, user, counts, logs)?;
+        rmw(app, row_key, counts, logs)?;
     }
     Ok(report)
 }

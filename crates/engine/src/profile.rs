@@ -14,12 +14,14 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use affinity_model::{Mutation, ReadRowsRequest, RowFilter, RowMutations, RowSet};
+use affinity_model::{
+    prefix_successor, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowSet, Table,
+};
 use affinity_rowkey::composite::{user_prefix, user_time_range};
 
 use crate::engine::{App, Engine, DAY_MILLIS};
 use crate::error::{Error, Result};
-use crate::ingest::{parse_counter_qualifier, parse_log, EventId};
+use crate::ingest::{parse_counter_qualifier, parse_log, state_row_key, EventId};
 use crate::schema::{decode_row, since};
 use crate::scoring::{Accumulator, Profile, ScoredEvent};
 use crate::strategy::Strategy;
@@ -95,7 +97,12 @@ impl Engine {
             RowFilter::CellsPerColumnLimit(1),
         ]);
         let mut days = BTreeSet::new();
-        if let Some(row) = app.profiles.read_row(user.as_bytes(), Some(&filter))? {
+        let first = state_row_key(user, boundary);
+        let end = prefix_successor(format!("{user},").as_bytes()).unwrap_or_default();
+        let request = ReadRowsRequest::new(RowSet::from_range(RowRange::closed_open(first, end)))
+            .with_filter(filter);
+        for row in app.profiles.read_rows(&request)? {
+            let row = row?;
             for cell in &row.cells {
                 if cell.family == "c" {
                     let (day, ty, name, facet, value) = parse_counter_qualifier(&cell.qualifier)?;
@@ -165,23 +172,12 @@ impl Engine {
             .read_rows(&request)?
             .map(|r| r.map(|r| r.key))
             .collect::<Result<_, _>>()?;
-        for chunk in keys.chunks(1000) {
-            let entries: Vec<RowMutations> = chunk
-                .iter()
-                .map(|k| RowMutations::new(k.clone(), vec![Mutation::DeleteFromRow]))
-                .collect();
-            for status in app.events.mutate_rows(&entries)? {
-                status?;
-            }
-        }
-        let had_profile = app.profiles.read_row(user.as_bytes(), None)?.is_some();
-        if had_profile {
-            app.profiles
-                .mutate_row(user.as_bytes(), &[Mutation::DeleteFromRow])?;
-        }
+        delete_rows(app.events.as_ref(), &keys)?;
+        let profile_keys = profile_row_keys(app.profiles.as_ref(), user)?;
+        delete_rows(app.profiles.as_ref(), &profile_keys)?;
         Ok(Deleted {
             event_rows: keys.len(),
-            profile_rows: usize::from(had_profile),
+            profile_rows: profile_keys.len(),
         })
     }
 
@@ -194,7 +190,34 @@ impl Engine {
             .events
             .read_rows(&ReadRowsRequest::new(RowSet::from_range(range)))?
             .count();
-        let profile = usize::from(app.profiles.read_row(user.as_bytes(), None)?.is_some());
-        Ok(events + profile)
+        Ok(events + profile_row_keys(app.profiles.as_ref(), user)?.len())
     }
+}
+
+/// Keys of a user's rows in `profiles.<app>`: the batch profile `user` and
+/// the state rows `user,DAY`.
+fn profile_row_keys(table: &dyn Table, user: &str) -> Result<Vec<affinity_model::Bytes>> {
+    let mut rows = RowSet::from_keys([user.as_bytes().to_vec()]);
+    rows.ranges.push(RowRange::prefix(format!("{user},")));
+    let request = ReadRowsRequest::new(rows).with_filter(RowFilter::Chain(vec![
+        RowFilter::CellsPerRowLimit(1),
+        RowFilter::StripValue,
+    ]));
+    Ok(table
+        .read_rows(&request)?
+        .map(|r| r.map(|r| r.key))
+        .collect::<Result<_, _>>()?)
+}
+
+fn delete_rows(table: &dyn Table, keys: &[affinity_model::Bytes]) -> Result<()> {
+    for chunk in keys.chunks(1000) {
+        let entries: Vec<RowMutations> = chunk
+            .iter()
+            .map(|k| RowMutations::new(k.clone(), vec![Mutation::DeleteFromRow]))
+            .collect();
+        for status in table.mutate_rows(&entries)? {
+            status?;
+        }
+    }
+    Ok(())
 }

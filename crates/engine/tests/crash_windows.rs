@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use affinity_embedded::EmbeddedStore;
-use affinity_engine::ingest::{counter_qualifier, EventId};
+use affinity_engine::ingest::{counter_qualifier, state_row_key, EventId};
 use affinity_engine::{AppConfig, Engine, Schema};
 use affinity_model::{ReadModifyWriteRule, Store};
 use common::*;
@@ -87,7 +87,9 @@ fn a_racer_that_crashed_before_compensating_is_corrected_at_read_time() {
                 id.record(b'+').to_vec(),
             ));
             let profiles = store.open_table("profiles.app1").unwrap();
-            profiles.read_modify_write_row(b"user-1", &rules).unwrap();
+            profiles
+                .read_modify_write_row(state_row_key("user-1", id.day()).as_bytes(), &rules)
+                .unwrap();
         }
         let expected = reference_profiles("app1", &events, now, 90 * DAY);
         assert_eq!(
