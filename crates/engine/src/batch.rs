@@ -341,7 +341,10 @@ impl Engine {
     }
 
     /// The profile the last batch recompute wrote for a user, with the
-    /// strategy version it used.
+    /// strategy version it used; `None` once all its scoring events have
+    /// expired. A user who no longer has a scoring event under a new
+    /// strategy keeps the old version's profile: callers compare the version
+    /// with [`Engine::strategy_version`].
     pub fn batch_profile(&self, app: &str, user: &str) -> Result<Option<(Profile, i64)>> {
         let app = self.app(app)?;
         let filter = RowFilter::Chain(vec![
@@ -362,6 +365,10 @@ impl Engine {
             last_event_millis: json["lastEventMillis"].as_i64().ok_or_else(bad)?,
             scores,
         };
+        if profile.last_event_millis < self.now_millis() - app.config.retention_millis() {
+            // Every scoring event has expired since the recompute.
+            return Ok(None);
+        }
         Ok(Some((
             profile,
             json["strategyVersion"].as_i64().ok_or_else(bad)?,

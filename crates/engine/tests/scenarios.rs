@@ -98,9 +98,7 @@ fn expired_events_stop_counting_to_the_millisecond() {
                 .recompute("app1", RecomputeOptions::default(), &Progress::default())
                 .unwrap();
             let batch = batch_profiles(&engine, "app1", &users());
-            for (user, p) in &expected {
-                assert_eq!(batch.get(user), Some(p), "{schema:?} +{advance}");
-            }
+            assert_eq!(batch, expected, "{schema:?} +{advance}");
         }
         clock.set(now);
     }
@@ -219,4 +217,96 @@ fn ingest_json_lines_names_the_bad_line() {
         .ingest_json_lines("app1", good.as_bytes(), &limits)
         .unwrap();
     assert_eq!(report.applied, 1);
+}
+
+#[test]
+fn shards_cover_the_application_once_and_progress_counts_it() {
+    let now = 1_700_000_000_000;
+    let (_clock, engine) = setup(Schema::Wide, 90, now);
+    let values: Vec<_> = (0..400)
+        .map(|i| {
+            event_json(
+                i as u8,
+                (i % 4) as u8,
+                now - i * 60_000,
+                &[i as u8, 2],
+                false,
+            )
+        })
+        .collect();
+    let events = parse_all(&values, now);
+    // More users than the 4 of the helpers, so the split has ranges.
+    let mut many = Vec::new();
+    for u in 0..60 {
+        let mut v = event_json(0, 0, now - u * 1000, &[0], false);
+        v["userToken"] = json!(format!("bulk-{u}"));
+        many.push(v);
+    }
+    engine.ingest("app1", &events).unwrap();
+    engine.ingest("app1", &parse_all(&many, now)).unwrap();
+    let app = engine.app("app1").unwrap();
+    let ranges = affinity_engine::batch::split_ranges(app.events.as_ref(), "app1").unwrap();
+    assert!(ranges.len() > 3, "{} ranges", ranges.len());
+    let mut total = 0;
+    let mut profiles = 0;
+    for i in 0..3 {
+        let progress = Progress::default();
+        let report = engine
+            .recompute(
+                "app1",
+                RecomputeOptions {
+                    threads: 2,
+                    shard: Some((i, 3)),
+                },
+                &progress,
+            )
+            .unwrap();
+        let snap = progress.snapshot();
+        assert_eq!(snap.events, report.events);
+        assert_eq!(snap.ranges_done, snap.ranges_total);
+        assert_eq!(snap.eta, Some(std::time::Duration::ZERO));
+        total += report.events;
+        profiles += report.profiles;
+    }
+    // The wide reader sees only scoring events (the store filters the rest).
+    let weights = strategy().weights();
+    let acc = affinity_engine::scoring::Accumulator::new(&weights);
+    let all = parse_all(&many, now)
+        .into_iter()
+        .chain(events.iter().cloned())
+        .collect::<Vec<_>>();
+    let scoring = listed("app1", &all)
+        .iter()
+        .filter(|e| acc.is_scoring(e.event.event_type, &e.event.event_name, &e.event.counts))
+        .map(|e| e.id.clone())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    assert_eq!(total, scoring as u64);
+    assert_eq!(profiles, 64);
+    let expected = reference_profiles("app1", &events, now, 90 * DAY);
+    assert_eq!(batch_profiles(&engine, "app1", &users()), expected);
+    assert!(engine
+        .recompute(
+            "app1",
+            RecomputeOptions {
+                threads: 1,
+                shard: Some((3, 3))
+            },
+            &Progress::default()
+        )
+        .is_err());
+}
+
+#[test]
+fn profile_json_is_the_api_shape() {
+    let now = 1_716_254_135_000; // 2024-05-21T01:15:35Z
+    let (_clock, engine) = setup(Schema::Narrow, 90, now);
+    let events = parse_all(&[event_json(0, 1, now, &[0, 0, 1], false)], now);
+    engine.ingest("app1", &events).unwrap();
+    let p = engine.profile("app1", "user-1").unwrap().unwrap();
+    assert_eq!(
+        p.to_json(),
+        json!({"userToken":"user-1","lastEventAt":"2024-05-21T01:15:35Z",
+               "scores":{"brand":{"Apple":20,"Sam,sung":10}}})
+    );
 }

@@ -35,9 +35,9 @@ impl FakeClock {
     }
     pub fn memory_store(&self) -> Arc<dyn Store> {
         let c = self.0.clone();
-        Arc::new(MemoryStore::with_clock(Arc::new(move || {
-            c.load(Ordering::SeqCst) * 1000
-        })))
+        // Small split spacing, so batch jobs get several ranges.
+        let store = MemoryStore::with_clock(Arc::new(move || c.load(Ordering::SeqCst) * 1000));
+        Arc::new(store.with_sample_spacing(512))
     }
 }
 
