@@ -3,6 +3,7 @@
 
 mod backend;
 mod bench;
+mod engine_cmds;
 mod keys;
 mod table;
 
@@ -20,6 +21,20 @@ struct Cli {
 enum Command {
     /// Look inside any backend, like `cbt`: create tables, write and read cells.
     Table(table::TableArgs),
+    /// Catalog objects and their facets.
+    #[command(subcommand)]
+    Catalog(engine_cmds::CatalogCommand),
+    /// The application's personalization strategy.
+    #[command(subcommand)]
+    Strategy(engine_cmds::StrategyCommand),
+    /// Ingest Insights events (JSON lines) into the events table and profiles.
+    Ingest(engine_cmds::IngestArgs),
+    /// Recompute every profile of an application with its current strategy.
+    Recompute(engine_cmds::RecomputeArgs),
+    /// Print a user's profile.
+    Profile(engine_cmds::ProfileArgs),
+    /// Delete a user's events and profile (GDPR), verified by a scan.
+    DeleteUser(engine_cmds::DeleteUserArgs),
     /// Row keys: salted keys, Hilbert indexes and area + time range covers.
     #[command(subcommand)]
     Keys(keys::KeysCommand),
@@ -32,6 +47,12 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Table(args) => table::run(args),
+        Command::Catalog(cmd) => engine_cmds::catalog(cmd),
+        Command::Strategy(cmd) => engine_cmds::strategy(cmd),
+        Command::Ingest(args) => engine_cmds::ingest(args),
+        Command::Recompute(args) => engine_cmds::recompute(args),
+        Command::Profile(args) => engine_cmds::profile(args),
+        Command::DeleteUser(args) => engine_cmds::delete_user(args),
         Command::Keys(cmd) => keys::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
     };

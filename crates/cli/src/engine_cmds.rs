@@ -1,0 +1,336 @@
+//! The engine's commands: catalog, strategy, ingest, recompute, profile,
+//! delete-user. Each opens the backend, calls one engine function and
+//! prints its result.
+
+use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use affinity_engine::{AppConfig, Engine, Progress, RecomputeOptions, Schema, Strategy};
+use affinity_model::ReadRowsRequest;
+use anyhow::{bail, Context};
+
+use crate::backend::BackendArgs;
+
+/// Flags every engine command shares: the backend and the application.
+#[derive(clap::Args)]
+pub struct AppArgs {
+    #[command(flatten)]
+    backend: BackendArgs,
+    /// Application id (the tenant).
+    #[arg(long)]
+    app: String,
+}
+
+impl AppArgs {
+    fn engine(&self) -> anyhow::Result<Engine> {
+        Ok(Engine::open(self.backend.open()?)?)
+    }
+}
+
+/// `FILE` or `-` for stdin.
+fn open_input(path: &PathBuf) -> anyhow::Result<Box<dyn BufRead>> {
+    if path.as_os_str() == "-" {
+        return Ok(Box::new(BufReader::new(std::io::stdin())));
+    }
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    Ok(Box::new(BufReader::new(file)))
+}
+
+#[derive(clap::Subcommand)]
+pub enum CatalogCommand {
+    /// Load objects from JSON lines (`{"objectID":..,"brand":..,..}` a line).
+    Load {
+        #[command(flatten)]
+        app: AppArgs,
+        /// Index (catalog) name the objects belong to.
+        #[arg(long)]
+        index: String,
+        /// JSON lines file, or `-` for stdin.
+        file: PathBuf,
+    },
+}
+
+pub fn catalog(cmd: CatalogCommand) -> anyhow::Result<()> {
+    match cmd {
+        CatalogCommand::Load { app, index, file } => {
+            let engine = app.engine()?;
+            let n = engine.load_catalog(&app.app, &index, open_input(&file)?)?;
+            println!("loaded {n} objects into index {index} of app {}", app.app);
+        }
+    }
+    Ok(())
+}
+
+#[derive(clap::Subcommand)]
+pub enum StrategyCommand {
+    /// Store a new strategy (the Algolia strategy JSON) from FILE or `-`.
+    Set {
+        #[command(flatten)]
+        app: AppArgs,
+        file: PathBuf,
+    },
+    /// Print the current strategy as JSON.
+    Get {
+        #[command(flatten)]
+        app: AppArgs,
+    },
+}
+
+pub fn strategy(cmd: StrategyCommand) -> anyhow::Result<()> {
+    match cmd {
+        StrategyCommand::Set { app, file } => {
+            let mut text = String::new();
+            open_input(&file)?.read_to_string(&mut text)?;
+            let json: serde_json::Value = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not JSON", file.display()))?;
+            let strategy = Strategy::from_json(&json)?;
+            let updated_at = app.engine()?.set_strategy(&app.app, &strategy)?;
+            println!(
+                "{}",
+                serde_json::json!({"message": "Strategy was successfully updated.", "updatedAt": updated_at})
+            );
+            eprintln!(
+                "run `affinity recompute --app {}` to rescore every profile",
+                app.app
+            );
+        }
+        StrategyCommand::Get { app } => match app.engine()?.strategy(&app.app)? {
+            Some(strategy) => println!("{}", serde_json::to_string_pretty(&strategy.to_json())?),
+            None => bail!("application {:?} has no strategy", app.app),
+        },
+    }
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct IngestArgs {
+    #[command(flatten)]
+    app: AppArgs,
+    /// Events schema of the application (set on its first use; changing it
+    /// later is a migration).
+    #[arg(long, value_parser = ["narrow", "wide"])]
+    schema: Option<String>,
+    /// Retention in days for a new application (default 90).
+    #[arg(long)]
+    retention_days: Option<u32>,
+    /// JSON lines, one Insights event per line, or `-` for stdin.
+    file: PathBuf,
+}
+
+pub fn ingest(args: IngestArgs) -> anyhow::Result<()> {
+    let engine = args.app.engine()?;
+    let app_id = &args.app.app;
+    if args.schema.is_some() || args.retention_days.is_some() {
+        let current = engine.app(app_id)?.config;
+        let schema = match &args.schema {
+            Some(s) => Schema::parse(s)?,
+            None => current.schema,
+        };
+        if schema != current.schema && has_events(&engine, app_id)? {
+            bail!(
+                "application {app_id:?} already holds {} events; moving it to {} is a migration",
+                current.schema.as_str(),
+                schema.as_str()
+            );
+        }
+        let config = AppConfig {
+            schema,
+            retention_days: args.retention_days.unwrap_or(current.retention_days),
+        };
+        if config != current {
+            engine.configure_app(app_id, config)?;
+        }
+    }
+    let limits = engine.retention_limits(app_id)?;
+    let report = engine.ingest_json_lines(app_id, open_input(&args.file)?, &limits)?;
+    println!(
+        "ingested {} events: {} counted, {} duplicates, {} unknown objects",
+        report.events, report.applied, report.duplicates, report.unknown_objects
+    );
+    Ok(())
+}
+
+/// True when the application's events table holds any row.
+fn has_events(engine: &Engine, app: &str) -> anyhow::Result<bool> {
+    let events = engine.app(app)?.events;
+    let mut rows = events.read_rows(&ReadRowsRequest::all().with_limit(1))?;
+    Ok(rows.next().transpose()?.is_some())
+}
+
+#[derive(clap::Args)]
+pub struct RecomputeArgs {
+    #[command(flatten)]
+    app: AppArgs,
+    /// Take only shard I of N (`I/N`, 0-based), so N processes split a job.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    shard: Option<(usize, usize)>,
+    /// Scanning threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+}
+
+fn parse_shard(text: &str) -> Result<(usize, usize), String> {
+    let (i, n) = text
+        .split_once('/')
+        .ok_or_else(|| format!("shard must be I/N, got {text:?}"))?;
+    let i: usize = i
+        .parse()
+        .map_err(|_| format!("shard index {i:?} is not a number"))?;
+    let n: usize = n
+        .parse()
+        .map_err(|_| format!("shard count {n:?} is not a number"))?;
+    if n == 0 || i >= n {
+        return Err(format!("shard {i}/{n}: need 0 <= I < N"));
+    }
+    Ok((i, n))
+}
+
+pub fn recompute(args: RecomputeArgs) -> anyhow::Result<()> {
+    let engine = args.app.engine()?;
+    let progress = Progress::default();
+    let done = AtomicBool::new(false);
+    let options = RecomputeOptions {
+        threads: args.threads.max(1),
+        shard: args.shard,
+    };
+    let report = std::thread::scope(|s| {
+        s.spawn(|| show_progress(&progress, &done));
+        let report = engine.recompute(&args.app.app, options, &progress);
+        done.store(true, Ordering::Relaxed);
+        report
+    })?;
+    let snap = progress.snapshot();
+    println!(
+        "recomputed {} profiles from {} events in {:.2} s ({:.0} events/s, {} ranges, strategy version {})",
+        report.profiles,
+        report.events,
+        snap.elapsed.as_secs_f64(),
+        report.events as f64 / snap.elapsed.as_secs_f64().max(1e-9),
+        report.ranges,
+        report.strategy_version
+    );
+    Ok(())
+}
+
+/// A progress line on stderr while `done` is false, redrawn in place on a
+/// terminal, once every 5 s otherwise.
+fn show_progress(progress: &Progress, done: &AtomicBool) {
+    let tty = std::io::stderr().is_terminal();
+    let every = if tty {
+        Duration::from_millis(200)
+    } else {
+        Duration::from_secs(5)
+    };
+    let mut waited = Duration::ZERO;
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+        waited += Duration::from_millis(50);
+        if waited < every {
+            continue;
+        }
+        waited = Duration::ZERO;
+        let s = progress.snapshot();
+        let width = 30;
+        let filled = (width * s.ranges_done)
+            .checked_div(s.ranges_total)
+            .unwrap_or(0);
+        let eta = s
+            .eta
+            .map_or_else(|| "?".to_string(), |d| format!("{}s", d.as_secs()));
+        let line = format!(
+            "[{}{}] {}/{} ranges, {} events, {} users, {:.0} events/s, ETA {eta}",
+            "#".repeat(filled),
+            "-".repeat(width - filled),
+            s.ranges_done,
+            s.ranges_total,
+            s.events,
+            s.users,
+            s.rate
+        );
+        let mut err = std::io::stderr().lock();
+        let _ = if tty {
+            write!(err, "\r{line}\x1b[K")
+        } else {
+            writeln!(err, "{line}")
+        };
+        let _ = err.flush();
+    }
+    if tty {
+        eprintln!();
+    }
+}
+
+#[derive(clap::Args)]
+pub struct ProfileArgs {
+    #[command(flatten)]
+    app: AppArgs,
+    /// The user token (or authenticated user token).
+    user: String,
+    /// Print exactly the API's profile JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn profile(args: ProfileArgs) -> anyhow::Result<()> {
+    let engine = args.app.engine()?;
+    let Some(profile) = engine.profile(&args.app.app, &args.user)? else {
+        bail!(
+            "no profile for user {:?} in app {:?}",
+            args.user,
+            args.app.app
+        );
+    };
+    if args.json {
+        println!("{}", profile.to_json());
+        return Ok(());
+    }
+    let json = profile.to_json();
+    println!(
+        "user {}  (last event {})",
+        profile.user_token,
+        json["lastEventAt"].as_str().unwrap_or("?")
+    );
+    for (facet, values) in &profile.scores {
+        let mut values: Vec<_> = values.iter().collect();
+        values.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+        println!("  {facet}");
+        for (value, score) in values.iter().take(10) {
+            println!(
+                "    {:<28} {:>2} {}",
+                value,
+                score,
+                "█".repeat(**score as usize)
+            );
+        }
+        if values.len() > 10 {
+            println!("    ... {} more", values.len() - 10);
+        }
+    }
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct DeleteUserArgs {
+    #[command(flatten)]
+    app: AppArgs,
+    user: String,
+}
+
+pub fn delete_user(args: DeleteUserArgs) -> anyhow::Result<()> {
+    let engine = args.app.engine()?;
+    let deleted = engine.delete_user(&args.app.app, &args.user)?;
+    let left = engine.user_row_count(&args.app.app, &args.user)?;
+    if left != 0 {
+        bail!(
+            "{left} rows of user {:?} remain after the delete",
+            args.user
+        );
+    }
+    println!(
+        "deleted user {}: {} event rows, {} profile rows (verified by a scan: none left)",
+        args.user, deleted.event_rows, deleted.profile_rows
+    );
+    Ok(())
+}
