@@ -6,12 +6,40 @@
 //! Everything is written against the `affinity_model` [`Store`] and
 //! [`Table`] traits only, so it runs unchanged on the embedded store, the
 //! in-memory reference store and Cloud Bigtable. It is not an HTTP server
-//! and not a CLI: those call the functions here.
+//! and not a CLI: those call the functions here (they map
+//! [`Error::InvalidEvent`] to 422 and the rest through the model's
+//! `ErrorCode`).
 //!
 //! Where to start reading:
 //! - [`event`], [`catalog`], [`strategy`]: the domain and its validation;
-//! - [`scoring`]: the formula (written out there) and its one
-//!   implementation, plus the naive reference used by tests.
+//! - [`scoring`]: the formula (written out there), its one implementation
+//!   ([`scoring::Accumulator`]) and the naive reference used by tests;
+//! - [`engine`]: the handle, its tables and per-application configuration;
+//! - [`schema`]: the narrow and wide events layouts and the batch filters;
+//! - [`ingest`]: the streaming path and its exactly-once guarantee;
+//!   [`profile`]: reading profiles, GDPR deletion;
+//! - [`batch`]: the parallel recompute, its progress and shards.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use affinity_engine::{Engine, Event, Limits, Progress, RecomputeOptions, Strategy};
+//! use serde_json::json;
+//!
+//! let engine = Engine::open(Arc::new(affinity_model::MemoryStore::new()))?;
+//! engine.set_strategy("app1", &Strategy::from_json(&json!({
+//!     "eventsScoring": [{"eventName": "Product Clicked", "eventType": "click", "score": 10}],
+//!     "facetsScoring": [{"facetName": "brand", "score": 100}],
+//!     "personalizationImpact": 50}))?)?;
+//! let limits = Limits::api(engine.now_millis());
+//! let event = Event::from_json(&json!({"eventType": "click", "eventName": "Product Clicked",
+//!     "index": "products", "userToken": "u1", "filters": ["brand:Apple"]}), &limits)?;
+//! engine.ingest("app1", &[event])?;
+//! let profile = engine.profile("app1", "u1")?.expect("u1 has a scoring event");
+//! assert_eq!(profile.to_json()["scores"], json!({"brand": {"Apple": 20}}));
+//! engine.recompute("app1", RecomputeOptions::default(), &Progress::default())?;
+//! assert_eq!(engine.batch_profile("app1", "u1")?.map(|(p, _)| p), Some(profile));
+//! # Ok::<(), affinity_engine::Error>(())
+//! ```
 //!
 //! [`Store`]: affinity_model::Store
 //! [`Table`]: affinity_model::Table
