@@ -1,0 +1,1 @@
+//! Located points on the Bigtable data model (in progress).
