@@ -353,32 +353,18 @@ fn quote_bytes(bytes: &[u8]) -> String {
 
 /// `YYYY/MM/DD-HH:MM:SS.ffffff` in UTC, as `cbt` prints cell timestamps.
 fn format_cbt_time(micros: i64) -> String {
-    let secs = micros.div_euclid(1_000_000);
-    let frac = micros.rem_euclid(1_000_000);
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}/{m:02}/{d:02}-{:02}:{:02}:{:02}.{frac:06}",
-        sod / 3600,
-        sod % 3600 / 60,
-        sod % 60
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
-/// (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    match affinity_rowkey::time::format_millis(micros.div_euclid(1000)) {
+        // `YYYY-MM-DDTHH:MM:SS.mmmZ`
+        Ok(iso) => format!(
+            "{}/{}/{}-{}{:03}",
+            &iso[0..4],
+            &iso[5..7],
+            &iso[8..10],
+            &iso[11..23],
+            micros.rem_euclid(1000)
+        ),
+        Err(_) => format!("{micros}us"),
+    }
 }
 
 #[cfg(test)]
@@ -419,6 +405,10 @@ mod tests {
         assert_eq!(
             format_cbt_time(1_716_254_135_000_000),
             "2024/05/21-01:15:35.000000"
+        );
+        assert_eq!(
+            format_cbt_time(1_716_254_135_123_456),
+            "2024/05/21-01:15:35.123456"
         );
     }
 
