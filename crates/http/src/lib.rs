@@ -1,0 +1,1 @@
+//! The HTTP API (in progress).
