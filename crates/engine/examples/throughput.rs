@@ -169,6 +169,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     RecomputeOptions {
                         threads,
                         shard: None,
+                        ..RecomputeOptions::default()
                     },
                     &progress,
                 )?;

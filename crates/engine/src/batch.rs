@@ -25,6 +25,7 @@ use affinity_rowkey::composite::app_prefix;
 
 use crate::engine::{App, Engine};
 use crate::error::{Error, Result};
+use crate::job;
 use crate::schema::{narrow_filter, since, visit_row, wide_filter, Schema};
 use crate::scoring::{Accumulator, Profile};
 use crate::strategy::{Strategy, Weights};
@@ -91,12 +92,16 @@ impl Progress {
 }
 
 /// How to run a recompute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecomputeOptions {
     /// Scanning threads (default 2).
     pub threads: usize,
     /// `(i, n)`: take only shard `i` of `n`.
     pub shard: Option<(usize, usize)>,
+    /// A persistent job name (see [`crate::job`]): the split is shared by
+    /// every process using the name and finished ranges are skipped on a
+    /// restart. `None`: a one-off run with its own split.
+    pub job: Option<String>,
 }
 
 impl Default for RecomputeOptions {
@@ -104,6 +109,7 @@ impl Default for RecomputeOptions {
         RecomputeOptions {
             threads: 2,
             shard: None,
+            job: None,
         }
     }
 }
@@ -112,6 +118,8 @@ impl Default for RecomputeOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RecomputeReport {
     pub events: u64,
+    /// Users scanned (each got a profile written, unless it had no
+    /// scoring event).
     pub profiles: u64,
     pub ranges: usize,
     pub strategy_version: i64,
@@ -269,22 +277,33 @@ impl Engine {
                     reason: format!("application {app:?} has no strategy"),
                 })?;
         let app = self.app(app)?;
-        let mut ranges = split_ranges(app.events.as_ref(), &app.id)?;
-        if let Some((i, n)) = options.shard {
-            if n == 0 || i >= n {
-                return Err(Error::InvalidArgument {
-                    name: "shard",
-                    reason: format!("{i}/{n}: need 0 <= i < n"),
-                });
-            }
-            ranges = ranges
-                .into_iter()
-                .enumerate()
-                .filter(|(k, _)| k % n == i)
-                .map(|(_, r)| r)
-                .collect();
+        let (i, n) = options.shard.unwrap_or((0, 1));
+        if n == 0 || i >= n {
+            return Err(Error::InvalidArgument {
+                name: "shard",
+                reason: format!("{i}/{n}: need 0 <= i < n"),
+            });
         }
-        progress.ranges_total.store(ranges.len(), Ordering::Relaxed);
+        let mut ranges = split_ranges(app.events.as_ref(), &app.id)?;
+        let mut finished = std::collections::BTreeSet::new();
+        if let Some(name) = &options.job {
+            ranges = job::plan(&app, name, ranges)?;
+            finished = job::done(&app, name)?;
+        }
+        let mine: Vec<(usize, RowRange)> = ranges
+            .into_iter()
+            .enumerate()
+            .filter(|(k, _)| k % n == i)
+            .collect();
+        let total = mine.len();
+        let ranges: Vec<(usize, RowRange)> = mine
+            .into_iter()
+            .filter(|(k, _)| !finished.contains(k))
+            .collect();
+        progress.ranges_total.store(total, Ordering::Relaxed);
+        progress
+            .ranges_done
+            .store(total - ranges.len(), Ordering::Relaxed);
         let cutoff = self.now_millis() - app.config.retention_millis();
         let filter = RowFilter::Chain(vec![
             since(cutoff),
@@ -296,6 +315,7 @@ impl Engine {
             let handles: Vec<_> = (0..options.threads.max(1))
                 .map(|_| {
                     let (app, filter, weights, queue) = (&app, &filter, &weights, &queue);
+                    let job = options.job.as_deref();
                     s.spawn(move || -> Result<()> {
                         let mut writer = Writer {
                             table: app.profiles.as_ref(),
@@ -304,9 +324,12 @@ impl Engine {
                         };
                         loop {
                             let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
-                            let Some(range) = next else { break };
+                            let Some((index, range)) = next else { break };
                             scan_range(app, range, filter, weights, &mut writer, progress)?;
                             writer.flush()?;
+                            if let Some(name) = job {
+                                job::mark_done(app, name, index)?;
+                            }
                             progress.ranges_done.fetch_add(1, Ordering::Relaxed);
                         }
                         Ok(())
@@ -328,7 +351,7 @@ impl Engine {
         Ok(RecomputeReport {
             events: snap.events,
             profiles: snap.users,
-            ranges: ranges.len(),
+            ranges: total,
             strategy_version: version,
         })
     }

@@ -18,7 +18,8 @@
 //! - [`schema`]: the narrow and wide events layouts and the batch filters;
 //! - [`ingest`]: the streaming path and its exactly-once guarantee;
 //!   [`profile`]: reading profiles, GDPR deletion;
-//! - [`batch`]: the parallel recompute, its progress and shards.
+//! - [`batch`]: the parallel recompute, its progress and shards;
+//!   [`job`]: persistent, restartable recompute jobs.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -51,6 +52,7 @@ pub mod engine;
 pub mod error;
 pub mod event;
 pub mod ingest;
+pub mod job;
 pub mod profile;
 pub mod schema;
 pub mod scoring;

@@ -108,6 +108,7 @@ fn check(store: Arc<dyn Store>, clock: &FakeClock, case: &Case) -> Result<(), Te
         let options = RecomputeOptions {
             threads: 2,
             shard: None,
+            ..RecomputeOptions::default()
         };
         engine
             .recompute(app, options, &Progress::default())

@@ -257,6 +257,7 @@ fn shards_cover_the_application_once_and_progress_counts_it() {
                 RecomputeOptions {
                     threads: 2,
                     shard: Some((i, 3)),
+                    ..RecomputeOptions::default()
                 },
                 &progress,
             )
@@ -290,7 +291,8 @@ fn shards_cover_the_application_once_and_progress_counts_it() {
             "app1",
             RecomputeOptions {
                 threads: 1,
-                shard: Some((3, 3))
+                shard: Some((3, 3)),
+                ..RecomputeOptions::default()
             },
             &Progress::default()
         )
@@ -309,4 +311,49 @@ fn profile_json_is_the_api_shape() {
         json!({"userToken":"user-1","lastEventAt":"2024-05-21T01:15:35Z",
                "scores":{"brand":{"Apple":20,"Sam,sung":10}}})
     );
+}
+
+#[test]
+fn a_named_job_shares_its_split_and_resumes_where_it_stopped() {
+    let now = 1_700_000_000_000;
+    let (_clock, engine) = setup(Schema::Narrow, 90, now);
+    let mut values = Vec::new();
+    for u in 0..80 {
+        let mut v = event_json(0, 0, now - u * 1000, &[u as u8], false);
+        v["userToken"] = json!(format!("bulk-{u:02}"));
+        values.push(v);
+    }
+    let events = parse_all(&values, now);
+    engine.ingest("app1", &events).unwrap();
+    let job = |shard| RecomputeOptions {
+        threads: 2,
+        shard,
+        job: Some("v1".to_string()),
+    };
+    // Shard 0 of 2 runs, then the job "crashes".
+    let first = engine
+        .recompute("app1", job(Some((0, 2))), &Progress::default())
+        .unwrap();
+    assert!(first.ranges > 1);
+    assert!(first.profiles > 0 && first.profiles < 80);
+    // The restarted job (all shards) keeps the stored split and skips the
+    // ranges shard 0 finished.
+    let progress = Progress::default();
+    let rest = engine.recompute("app1", job(None), &progress).unwrap();
+    assert!(rest.ranges == 2 * first.ranges || rest.ranges == 2 * first.ranges - 1);
+    assert_eq!(progress.snapshot().ranges_done, rest.ranges);
+    // Together they saw every user exactly once.
+    assert_eq!(first.profiles + rest.profiles, 80);
+    assert_eq!(first.events + rest.events, 80);
+    for u in [0, 40, 78] {
+        assert!(engine
+            .batch_profile("app1", &format!("bulk-{u:02}"))
+            .unwrap()
+            .is_some());
+    }
+    // Running it again does nothing.
+    let again = engine
+        .recompute("app1", job(None), &Progress::default())
+        .unwrap();
+    assert_eq!((again.events, again.profiles), (0, 0));
 }

@@ -1,0 +1,110 @@
+//! Persistent recompute jobs: a named job stores its split and the ranges
+//! it has finished, in row `~job,<name>` of `profiles.<app>` (no user token
+//! contains `~`), so N shard processes share one split and a job restarted
+//! after a crash skips the ranges already written. A recompute writes
+//! absolute profiles, never increments, so redoing a range that was cut
+//! short never double counts.
+
+use affinity_model::{Mutation, RowFilter, RowRange};
+use serde_json::Value;
+
+use crate::engine::App;
+use crate::error::{Error, Result};
+
+fn job_row(name: &str) -> Result<Vec<u8>> {
+    if name.is_empty() || name.len() > 200 {
+        return Err(Error::InvalidArgument {
+            name: "job",
+            reason: format!("{name:?} must be 1 to 200 bytes"),
+        });
+    }
+    Ok(format!("~job,{name}").into_bytes())
+}
+
+fn bound_key(bound: &std::ops::Bound<affinity_model::Bytes>) -> Value {
+    match bound {
+        std::ops::Bound::Included(k) | std::ops::Bound::Excluded(k) => {
+            Value::from(String::from_utf8_lossy(k).into_owned())
+        }
+        std::ops::Bound::Unbounded => Value::Null,
+    }
+}
+
+fn ranges_to_json(ranges: &[RowRange]) -> Value {
+    Value::from(
+        ranges
+            .iter()
+            .map(|r| Value::from(vec![bound_key(&r.start), bound_key(&r.end)]))
+            .collect::<Vec<_>>(),
+    )
+}
+
+fn ranges_from_json(value: &Value) -> Result<Vec<RowRange>> {
+    let bad = || Error::corrupt("job split", value.to_string());
+    let list = value.as_array().ok_or_else(bad)?;
+    list.iter()
+        .map(|pair| {
+            let start = pair.get(0).and_then(Value::as_str).ok_or_else(bad)?;
+            let end = pair.get(1).and_then(Value::as_str).ok_or_else(bad)?;
+            Ok(RowRange::closed_open(start.to_string(), end.to_string()))
+        })
+        .collect()
+}
+
+/// The job's split: the stored one, or `fresh` stored atomically by the
+/// first process to get here.
+pub(crate) fn plan(app: &App, name: &str, fresh: Vec<RowRange>) -> Result<Vec<RowRange>> {
+    let row = job_row(name)?;
+    let split = RowFilter::Chain(vec![
+        RowFilter::exact_family("b"),
+        RowFilter::exact_qualifier(b"split"),
+        RowFilter::CellsPerColumnLimit(1),
+    ]);
+    let json = serde_json::to_vec(&ranges_to_json(&fresh))?;
+    app.profiles.check_and_mutate_row(
+        &row,
+        Some(&split),
+        &[],
+        &[Mutation::set_cell("b", "split", 0, json)],
+    )?;
+    let stored = app
+        .profiles
+        .read_row(&row, Some(&split))?
+        .and_then(|r| r.cells.into_iter().next())
+        .ok_or_else(|| Error::corrupt("job split", "missing after write"))?;
+    ranges_from_json(&serde_json::from_slice(&stored.value)?)
+}
+
+/// Indexes of the job's finished ranges.
+pub(crate) fn done(app: &App, name: &str) -> Result<std::collections::BTreeSet<usize>> {
+    let filter = RowFilter::Chain(vec![
+        RowFilter::exact_family("b"),
+        RowFilter::CellsPerColumnLimit(1),
+    ]);
+    let mut out = std::collections::BTreeSet::new();
+    if let Some(row) = app.profiles.read_row(&job_row(name)?, Some(&filter))? {
+        for cell in row.cells {
+            if let Some(i) = cell.qualifier.strip_prefix(b"done,") {
+                let i = std::str::from_utf8(i).ok().and_then(|i| i.parse().ok());
+                out.insert(
+                    i.ok_or_else(|| Error::corrupt("job mark", format!("{:?}", cell.qualifier)))?,
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Mark range `index` finished (after its profiles are written).
+pub(crate) fn mark_done(app: &App, name: &str, index: usize) -> Result<()> {
+    app.profiles.mutate_row(
+        &job_row(name)?,
+        &[Mutation::set_cell(
+            "b",
+            format!("done,{index}"),
+            0,
+            Vec::new(),
+        )],
+    )?;
+    Ok(())
+}
