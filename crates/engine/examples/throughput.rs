@@ -89,6 +89,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 AppConfig {
                     schema,
                     retention_days: 90,
+                    ..AppConfig::default()
                 },
             )?;
             engine.set_strategy("bench", &strategy())?;
@@ -192,6 +193,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 AppConfig {
                     schema,
                     retention_days: 90,
+                    ..AppConfig::default()
                 },
             )?;
             engine.set_strategy("bench", &strategy())?;

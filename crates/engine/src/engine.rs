@@ -47,8 +47,11 @@ pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 /// Per-application configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppConfig {
+    /// The schema readers use.
     pub schema: Schema,
     pub retention_days: u32,
+    /// During a migration: the schema events are also written in.
+    pub dual_write: Option<Schema>,
 }
 
 impl Default for AppConfig {
@@ -56,17 +59,32 @@ impl Default for AppConfig {
         AppConfig {
             schema: Schema::Narrow,
             retention_days: DEFAULT_RETENTION_DAYS,
+            dual_write: None,
         }
     }
 }
 
 impl AppConfig {
+    /// The cells of one event: the schema's, plus the dual-write schema's
+    /// during a migration (same row, so both land atomically).
+    pub fn event_mutations(
+        &self,
+        event: &crate::scoring::ScoredEvent,
+    ) -> Vec<affinity_model::Mutation> {
+        let mut out = self.schema.mutations(event);
+        if let Some(other) = self.dual_write.filter(|s| *s != self.schema) {
+            out.extend(other.mutations(event));
+        }
+        out
+    }
+
     pub fn retention_millis(&self) -> i64 {
         i64::from(self.retention_days) * DAY_MILLIS
     }
 
     fn to_json(self) -> Value {
-        serde_json::json!({"schema": self.schema.as_str(), "retentionDays": self.retention_days})
+        serde_json::json!({"schema": self.schema.as_str(), "retentionDays": self.retention_days,
+            "dualWrite": self.dual_write.map(Schema::as_str)})
     }
 
     fn from_json(v: &Value) -> Result<AppConfig> {
@@ -76,9 +94,14 @@ impl AppConfig {
             .and_then(Value::as_u64)
             .and_then(|d| u32::try_from(d).ok())
             .ok_or_else(|| Error::corrupt("app config", v.to_string()))?;
+        let dual_write = match v.get("dualWrite").and_then(Value::as_str) {
+            Some(s) => Some(Schema::parse(s)?),
+            None => None,
+        };
         Ok(AppConfig {
             schema,
             retention_days,
+            dual_write,
         })
     }
 }

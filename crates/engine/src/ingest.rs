@@ -376,7 +376,7 @@ impl Engine {
             .map(|p| {
                 RowMutations::new(
                     p.key.clone().into_bytes(),
-                    app.config.schema.mutations(&p.event),
+                    app.config.event_mutations(&p.event),
                 )
             })
             .collect();

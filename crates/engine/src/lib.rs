@@ -19,7 +19,9 @@
 //! - [`ingest`]: the streaming path and its exactly-once guarantee;
 //!   [`profile`]: reading profiles, GDPR deletion;
 //! - [`batch`]: the parallel recompute, its progress and shards;
-//!   [`job`]: persistent, restartable recompute jobs.
+//!   [`job`]: persistent, restartable recompute jobs;
+//! - [`migrate`]: narrow -> wide migration (dual-write, backfill, verify,
+//!   cut over).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -53,6 +55,7 @@ pub mod error;
 pub mod event;
 pub mod ingest;
 pub mod job;
+pub mod migrate;
 pub mod profile;
 pub mod schema;
 pub mod scoring;

@@ -107,11 +107,18 @@ fn utf8<'a>(bytes: &'a [u8], what: &'static str) -> Result<&'a str> {
     std::str::from_utf8(bytes).map_err(|_| Error::corrupt(what, "not utf-8"))
 }
 
-/// Decode one event row (either schema; a filtered read may hold only
-/// some of the event's facets). `None` for a row without event cells.
+/// Decode one event row (either schema, the narrow cell when it holds
+/// both; a filtered read may hold only some of the event's facets). `None`
+/// for a row without event cells.
 pub fn decode_row(row: &Row) -> Result<Option<ScoredEvent>> {
     let mut out: Option<ScoredEvent> = None;
-    for cell in &row.cells {
+    // A row written during a migration holds both layouts: read one.
+    let narrow = row.cells.iter().any(|c| c.family != WIDE_FAMILY);
+    for cell in row
+        .cells
+        .iter()
+        .filter(|c| narrow != (c.family == WIDE_FAMILY))
+    {
         let ts = cell.timestamp_micros.div_euclid(1000);
         if cell.family == WIDE_FAMILY {
             let q = utf8(&cell.qualifier, "wide qualifier")?;

@@ -20,6 +20,7 @@ fn engine(store: Arc<dyn Store>, now: i64, schema: Schema) -> Engine {
             AppConfig {
                 schema,
                 retention_days: 90,
+                ..AppConfig::default()
             },
         )
         .unwrap();

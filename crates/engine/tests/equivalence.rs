@@ -74,6 +74,7 @@ fn check(store: Arc<dyn Store>, clock: &FakeClock, case: &Case) -> Result<(), Te
                 AppConfig {
                     schema,
                     retention_days: RETENTION_DAYS,
+                    ..AppConfig::default()
                 },
             )
             .unwrap();

@@ -17,6 +17,7 @@ fn setup(schema: Schema, retention_days: u32, now: i64) -> (FakeClock, Engine) {
             AppConfig {
                 schema,
                 retention_days,
+                ..AppConfig::default()
             },
         )
         .unwrap();
