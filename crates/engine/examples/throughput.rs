@@ -8,7 +8,8 @@
 //! `batch`: bulk-loads N events (100 per user, 6 facets each, spread over
 //! 90 days) straight into the events table, then times `recompute` with a
 //! strategy scoring 2 of the 6 facets. `ingest`: times `Engine::ingest` of
-//! N events in API-sized batches of 1000 (synced writes).
+//! N events of 10,000 users in API-sized batches of 1000 (synced writes;
+//! `NO_SYNC=1` to measure without syncing).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -186,7 +187,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         "ingest" => {
-            let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&dir)?);
+            let mut options = EmbeddedOptions::default();
+            // NO_SYNC=1: measure without the WAL sync (not durable).
+            options.sync_writes = std::env::var_os("NO_SYNC").is_none();
+            let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open_with(&dir, options)?);
             let engine = Engine::open(store)?;
             engine.configure_app(
                 "bench",
