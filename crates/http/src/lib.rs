@@ -1,1 +1,57 @@
-//! The HTTP API (in progress).
+//! Affinity's HTTP API: Algolia Insights- and Personalization-compatible
+//! JSON over HTTP (see `shared/API.md`), with Affinity's additions
+//! (catalog objects, recompute jobs, health, Prometheus metrics and the
+//! OpenAPI document at `/openapi.json`).
+//!
+//! This crate is the transport only: authentication (`x-algolia-*`
+//! headers or query parameters, keys with ACLs per application), request
+//! limits (2 MB bodies, 1000 events a batch, both checked before any work),
+//! the one mapping from errors to statuses ([`Error::status`]) and the
+//! routes. It is not the engine: every request calls the synchronous
+//! [`affinity_engine::Engine`] on a blocking thread, and the server keeps
+//! no state of its own beyond metrics and the jobs it started, so many
+//! servers can share one store. It is not the CLI either: `affinity serve`
+//! parses flags and calls [`serve`].
+//!
+//! Where to start reading: [`server`] (routes and middleware), [`auth`],
+//! [`error`], then one module per group of endpoints ([`insights`],
+//! [`personalization`], [`catalog`], [`ops`]).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use affinity_http::{auth::Acl, auth::Keys, serve, State};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let engine = affinity_engine::Engine::open(Arc::new(affinity_model::MemoryStore::new()))?;
+//! let mut keys = Keys::default();
+//! keys.add("app1", "secret", [Acl::Admin])?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! let server = tokio::spawn(serve(listener, State::new(Arc::new(engine), keys), async {
+//!     let _ = stopped.await;
+//! }));
+//! // ... point Algolia's clients at the listener's address ...
+//! let _ = stop.send(());
+//! server.await??;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod auth;
+pub mod catalog;
+pub mod config;
+pub mod error;
+pub mod insights;
+pub mod jobs;
+pub mod metrics;
+pub mod ops;
+pub mod personalization;
+pub mod server;
+pub mod state;
+pub mod time;
+
+pub use config::Config;
+pub use error::{Error, Result, MAX_BATCH_EVENTS, MAX_BODY_BYTES};
+pub use server::{router, serve, shutdown_signal};
+pub use state::State;

@@ -1,0 +1,128 @@
+//! Prometheus metrics: events ingested and rejected, requests and their
+//! latency per route, and the progress of recompute jobs, rendered in the
+//! Prometheus text format at `/metrics`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::jobs::Jobs;
+
+/// Upper bounds (seconds) of the latency histogram buckets.
+pub const BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+#[derive(Debug, Default, Clone)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+impl Histogram {
+    fn observe(&mut self, secs: f64) {
+        if let Some(i) = BUCKETS.iter().position(|b| secs <= *b) {
+            self.counts[i] += 1;
+        }
+        self.count += 1;
+        self.sum += secs;
+    }
+}
+
+/// The server's counters.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub events_ingested: AtomicU64,
+    pub events_rejected: AtomicU64,
+    /// `(method, route, status) -> count`.
+    requests: Mutex<BTreeMap<(String, String, u16), u64>>,
+    /// `(method, route) -> latency`.
+    latency: Mutex<BTreeMap<(String, String), Histogram>>,
+}
+
+/// Escape a label value.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+impl Metrics {
+    /// Count a finished request.
+    pub fn observe(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
+        *self
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((method.to_string(), route.to_string(), status))
+            .or_default() += 1;
+        self.latency
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((method.to_string(), route.to_string()))
+            .or_default()
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self, jobs: &Jobs) -> String {
+        let mut out = String::new();
+        let counter = |out: &mut String, name: &str, help: &str, value: u64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+            );
+        };
+        counter(
+            &mut out,
+            "affinity_events_ingested_total",
+            "Events acknowledged (stored durably).",
+            self.events_ingested.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "affinity_events_rejected_total",
+            "Events of rejected POST /1/events requests.",
+            self.events_rejected.load(Ordering::Relaxed),
+        );
+        out.push_str("# HELP affinity_http_requests_total HTTP requests by route and status.\n");
+        out.push_str("# TYPE affinity_http_requests_total counter\n");
+        for ((method, route, status), n) in self
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let _ = writeln!(
+                out,
+                "affinity_http_requests_total{{method=\"{method}\",route=\"{}\",status=\"{status}\"}} {n}",
+                label(route)
+            );
+        }
+        let name = "affinity_http_request_duration_seconds";
+        let _ = writeln!(out, "# HELP {name} HTTP request latency by route.");
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        for ((method, route), h) in self
+            .latency
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let labels = format!("method=\"{method}\",route=\"{}\"", label(route));
+            let mut cumulative = 0;
+            for (bound, n) in BUCKETS.iter().zip(h.counts) {
+                cumulative += n;
+                let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
+            }
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", h.count);
+            let _ = writeln!(out, "{name}_sum{{{labels}}} {}", h.sum);
+            let _ = writeln!(out, "{name}_count{{{labels}}} {}", h.count);
+        }
+        jobs.render_metrics(&mut out);
+        out
+    }
+}

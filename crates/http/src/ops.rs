@@ -1,0 +1,81 @@
+//! Operations: jobs, health, metrics and the OpenAPI document.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State as Shared};
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use axum::Json;
+use serde_json::{json, Value};
+
+use crate::auth::{Acl, Caller};
+use crate::error::{Error, Result};
+use crate::state::State;
+
+/// The OpenAPI 3 document of the whole API.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// `GET /1/jobs`: the application's recompute jobs on this server, newest
+/// first.
+pub async fn list_jobs(Shared(state): Shared<Arc<State>>, caller: Caller) -> Result<Json<Value>> {
+    caller.require(Acl::Profiles)?;
+    let jobs: Vec<Value> = state
+        .jobs
+        .of_app(&caller.app)
+        .iter()
+        .map(|j| j.to_json())
+        .collect();
+    Ok(Json(json!({ "jobs": jobs })))
+}
+
+/// `GET /1/jobs/{jobID}`.
+pub async fn get_job(
+    Shared(state): Shared<Arc<State>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>> {
+    caller.require(Acl::Profiles)?;
+    let missing = || Error::not_found(format!("Job {id:?} not found"));
+    let n: u64 = id.parse().map_err(|_| missing())?;
+    let job = state.jobs.get(&caller.app, n).ok_or_else(missing)?;
+    Ok(Json(job.to_json()))
+}
+
+/// `GET /health`: the process is up and the store answers.
+pub async fn health(Shared(state): Shared<Arc<State>>) -> Result<Json<Value>> {
+    crate::error::blocking(move || {
+        state
+            .engine
+            .store()
+            .list_tables()
+            .map_err(|e| Error::Engine(affinity_engine::Error::Store(e)))?;
+        Ok(Json(json!({"status": "ok"})))
+    })
+    .await
+}
+
+/// `GET /metrics`: Prometheus text format.
+pub async fn metrics(Shared(state): Shared<Arc<State>>) -> impl IntoResponse {
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        state.metrics.render(&state.jobs),
+    )
+}
+
+/// `GET /openapi.json`.
+pub async fn openapi() -> impl IntoResponse {
+    ([(CONTENT_TYPE, "application/json")], OPENAPI)
+}
+
+/// Unknown routes.
+pub async fn not_found() -> Error {
+    Error::not_found("Path not found")
+}
+
+/// Known routes, wrong method.
+pub async fn method_not_allowed() -> impl IntoResponse {
+    (
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        Json(json!({"status": 405, "message": "Method not allowed"})),
+    )
+}

@@ -1,0 +1,93 @@
+//! Personalization: the strategy, profiles and profile deletion.
+
+use std::sync::Arc;
+
+use affinity_engine::Strategy;
+use axum::extract::{Path, State as Shared};
+use axum::http::HeaderName;
+use axum::Json;
+use serde_json::{json, Value};
+
+use crate::auth::{Acl, Caller};
+use crate::error::{blocking, Error, Result};
+use crate::insights::check_user_token;
+use crate::state::{Body, State};
+use crate::time::iso;
+
+/// The header naming the recompute job a strategy change started.
+pub const JOB_HEADER: HeaderName = HeaderName::from_static("x-affinity-job-id");
+
+/// `GET /1/strategies/personalization`.
+pub async fn get_strategy(
+    Shared(state): Shared<Arc<State>>,
+    caller: Caller,
+) -> Result<Json<Value>> {
+    caller.require_any(&[Acl::Profiles, Acl::Search])?;
+    let strategy = blocking(move || Ok(state.engine.strategy(&caller.app)?)).await?;
+    match strategy {
+        Some(s) => Ok(Json(s.to_json())),
+        None => Err(Error::not_found(
+            "No personalization strategy is set for this application",
+        )),
+    }
+}
+
+/// `POST /1/strategies/personalization`: validate, store, then start the
+/// batch recompute in the background (its id in `x-affinity-job-id`).
+pub async fn post_strategy(
+    Shared(state): Shared<Arc<State>>,
+    caller: Caller,
+    body: Body,
+) -> Result<([(HeaderName, String); 1], Json<Value>)> {
+    caller.require(Acl::Admin)?;
+    let engine = Arc::clone(&state.engine);
+    let app = caller.app.clone();
+    let updated_at = blocking(move || {
+        let strategy = Strategy::from_json(&body.json()?)?;
+        Ok(engine.set_strategy(&app, &strategy)?)
+    })
+    .await?;
+    let job = state
+        .jobs
+        .start(Arc::clone(&state.engine), &caller.app, updated_at);
+    tracing::info!(app = %caller.app, job = job.id, "strategy updated, recompute started");
+    Ok((
+        [(JOB_HEADER, job.id.to_string())],
+        Json(json!({
+            "message": "Strategy was successfully updated.",
+            "updatedAt": iso(updated_at),
+        })),
+    ))
+}
+
+/// `GET /1/profiles/personalization/{userToken}`: 404 for a user without
+/// a profile.
+pub async fn get_profile(
+    Shared(state): Shared<Arc<State>>,
+    caller: Caller,
+    Path(user): Path<String>,
+) -> Result<Json<Value>> {
+    caller.require_any(&[Acl::Profiles, Acl::Search])?;
+    check_user_token(&user)?;
+    let profile = blocking(move || Ok(state.engine.profile(&caller.app, &user)?)).await?;
+    match profile {
+        Some(p) => Ok(Json(p.to_json())),
+        None => Err(Error::not_found("User not found")),
+    }
+}
+
+/// `DELETE /1/profiles/{userToken}`: the user's profile and events.
+pub async fn delete_profile(
+    Shared(state): Shared<Arc<State>>,
+    caller: Caller,
+    Path(user): Path<String>,
+) -> Result<Json<Value>> {
+    caller.require(Acl::Admin)?;
+    check_user_token(&user)?;
+    let (user, now) = blocking(move || {
+        state.engine.delete_user(&caller.app, &user)?;
+        Ok((user, state.engine.now_millis()))
+    })
+    .await?;
+    Ok(Json(json!({"userToken": user, "deletedUntil": iso(now)})))
+}

@@ -1,0 +1,127 @@
+//! The router, its middleware, and serving with graceful shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State as Shared};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::net::TcpListener;
+use tower_http::cors::{Any, CorsLayer};
+
+use crate::error::MAX_BODY_BYTES;
+use crate::state::State;
+use crate::{catalog, insights, ops, personalization};
+
+/// Every route of the API on `state`.
+pub fn router(state: Arc<State>) -> Router {
+    let cors = CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods(Any)
+        .allow_headers(Any)
+        .expose_headers(Any)
+        .max_age(Duration::from_secs(86_400));
+    Router::new()
+        .route("/1/events", post(insights::post_events))
+        .route(
+            "/1/usertokens/{userToken}",
+            axum::routing::delete(insights::delete_user_token),
+        )
+        .route(
+            "/1/strategies/personalization",
+            get(personalization::get_strategy).post(personalization::post_strategy),
+        )
+        .route(
+            "/1/profiles/personalization/{userToken}",
+            get(personalization::get_profile),
+        )
+        .route(
+            "/1/profiles/{userToken}",
+            axum::routing::delete(personalization::delete_profile),
+        )
+        .route(
+            "/1/indexes/{indexName}/objects",
+            post(catalog::post_objects),
+        )
+        .route(
+            "/1/indexes/{indexName}/objects/{objectID}",
+            get(catalog::get_object)
+                .put(catalog::put_object)
+                .delete(catalog::delete_object),
+        )
+        .route("/1/jobs", get(ops::list_jobs))
+        .route("/1/jobs/{jobID}", get(ops::get_job))
+        .route("/health", get(ops::health))
+        .route("/metrics", get(ops::metrics))
+        .route("/openapi.json", get(ops::openapi))
+        .fallback(ops::not_found)
+        .method_not_allowed_fallback(ops::method_not_allowed)
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), observe))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(cors)
+        .with_state(state)
+}
+
+/// Time every request, count it and log it.
+async fn observe(Shared(state): Shared<Arc<State>>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |p| p.as_str())
+        .to_string();
+    let response = next.run(request).await;
+    let elapsed = started.elapsed();
+    let status = response.status().as_u16();
+    state
+        .metrics
+        .observe(method.as_str(), &route, status, elapsed);
+    tracing::debug!(%method, route, status, micros = elapsed.as_micros() as u64, "request");
+    response
+}
+
+/// Serve `state` on `listener` until `shutdown` resolves; requests in
+/// flight then finish before this returns.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<State>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "affinity http api listening");
+    }
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    tracing::info!("server stopped");
+    Ok(())
+}
+
+/// Resolves on ctrl-c or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown requested: finishing requests in flight");
+}
