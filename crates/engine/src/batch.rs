@@ -132,37 +132,48 @@ fn user_of(key: &[u8]) -> Option<&[u8]> {
     parts.next()
 }
 
-/// The app's key range cut at sample keys moved to user starts.
-pub fn split_ranges(table: &dyn Table, app: &str) -> Result<Vec<RowRange>> {
-    let whole = app_prefix(app)?;
-    let (std::ops::Bound::Included(start), std::ops::Bound::Excluded(end)) =
-        (&whole.start, &whole.end)
-    else {
-        return Ok(vec![whole]);
-    };
-    let mut cuts: Vec<Bytes> = Vec::new();
-    for sample in table.sample_row_keys()? {
-        let key = &sample.row_key;
-        if !whole.contains(key) {
+/// The app's key range (one per salt bucket when salted) cut at the
+/// table's sample keys, each cut moved back to the start of its user.
+pub fn split_ranges(app: &App) -> Result<Vec<RowRange>> {
+    let samples = app.events.sample_row_keys()?;
+    let mut out = Vec::new();
+    for (salt, whole) in app.physical_ranges(&app_prefix(&app.id)?) {
+        let (std::ops::Bound::Included(start), end) = (&whole.start, &whole.end) else {
+            out.push(whole);
             continue;
+        };
+        let mut cuts: Vec<Bytes> = Vec::new();
+        for sample in &samples {
+            let key = &sample.row_key;
+            if !whole.contains(key) || key.len() < salt.len() {
+                continue;
+            }
+            let Some(user) = user_of(&key[salt.len()..]) else {
+                continue;
+            };
+            let mut cut = salt.clone();
+            cut.extend_from_slice(format!("{},", app.id).as_bytes());
+            cut.extend_from_slice(user);
+            cut.push(b',');
+            if cut.as_slice() > start.as_ref()
+                && cuts.last().is_none_or(|c| c.as_ref() < cut.as_slice())
+            {
+                cuts.push(Bytes::from(cut));
+            }
         }
-        let Some(user) = user_of(key) else { continue };
-        let mut cut = format!("{app},").into_bytes();
-        cut.extend_from_slice(user);
-        cut.push(b',');
-        if cut.as_slice() > start.as_ref()
-            && cuts.last().is_none_or(|c| c.as_ref() < cut.as_slice())
-        {
-            cuts.push(Bytes::from(cut));
+        let mut lo = std::ops::Bound::Included(start.clone());
+        for cut in cuts {
+            out.push(RowRange {
+                start: lo,
+                end: std::ops::Bound::Excluded(cut.clone()),
+            });
+            lo = std::ops::Bound::Included(cut);
         }
+        out.push(RowRange {
+            start: lo,
+            end: end.clone(),
+        });
     }
-    let mut out = Vec::with_capacity(cuts.len() + 1);
-    let mut lo = start.clone();
-    for cut in cuts {
-        out.push(RowRange::closed_open(lo, cut.clone()));
-        lo = cut;
-    }
-    out.push(RowRange::closed_open(lo, end.clone()));
     Ok(out)
 }
 
@@ -216,7 +227,7 @@ fn scan_range(
     let mut events = 0u64;
     for row in app.events.read_rows(&request)? {
         let row = row?;
-        let user = user_of(&row.key)
+        let user = user_of(app.logical_key(&row.key)?)
             .ok_or_else(|| Error::corrupt("event key", format!("{:?}", row.key)))?;
         if current.as_ref().is_none_or(|(u, _)| u.as_ref() != user) {
             if let Some((u, acc)) = current.take() {
@@ -284,7 +295,7 @@ impl Engine {
                 reason: format!("{i}/{n}: need 0 <= i < n"),
             });
         }
-        let mut ranges = split_ranges(app.events.as_ref(), &app.id)?;
+        let mut ranges = split_ranges(&app)?;
         let mut finished = std::collections::BTreeSet::new();
         if let Some(name) = &options.job {
             ranges = job::plan(&app, name, ranges)?;

@@ -52,6 +52,9 @@ pub struct AppConfig {
     pub retention_days: u32,
     /// During a migration: the schema events are also written in.
     pub dual_write: Option<Schema>,
+    /// Salt the events table over this many buckets (see
+    /// [`crate::salting`]); fixed at creation.
+    pub salt_buckets: Option<u32>,
 }
 
 impl Default for AppConfig {
@@ -60,6 +63,7 @@ impl Default for AppConfig {
             schema: Schema::Narrow,
             retention_days: DEFAULT_RETENTION_DAYS,
             dual_write: None,
+            salt_buckets: None,
         }
     }
 }
@@ -84,7 +88,7 @@ impl AppConfig {
 
     fn to_json(self) -> Value {
         serde_json::json!({"schema": self.schema.as_str(), "retentionDays": self.retention_days,
-            "dualWrite": self.dual_write.map(Schema::as_str)})
+            "dualWrite": self.dual_write.map(Schema::as_str), "saltBuckets": self.salt_buckets})
     }
 
     fn from_json(v: &Value) -> Result<AppConfig> {
@@ -98,10 +102,15 @@ impl AppConfig {
             Some(s) => Some(Schema::parse(s)?),
             None => None,
         };
+        let salt_buckets = v
+            .get("saltBuckets")
+            .and_then(Value::as_u64)
+            .and_then(|b| u32::try_from(b).ok());
         Ok(AppConfig {
             schema,
             retention_days,
             dual_write,
+            salt_buckets,
         })
     }
 }
@@ -111,8 +120,10 @@ impl AppConfig {
 pub struct App {
     pub id: String,
     pub config: AppConfig,
+    /// The events table (physical keys: see [`App::event_key`]).
     pub events: Arc<dyn Table>,
     pub profiles: Arc<dyn Table>,
+    pub(crate) salter: Option<affinity_rowkey::salt::Salter>,
 }
 
 /// The engine: everything goes through one of these.
@@ -240,6 +251,18 @@ impl Engine {
                 reason: "must be at least 1 day".into(),
             });
         }
+        crate::salting::validate_buckets(config.salt_buckets)?;
+        if let Some(stored) = self.stored_config(app)? {
+            if stored.salt_buckets != config.salt_buckets {
+                return Err(Error::InvalidArgument {
+                    name: "salt buckets",
+                    reason: format!(
+                        "application {app:?} is salted over {:?} buckets; that cannot change",
+                        stored.salt_buckets
+                    ),
+                });
+            }
+        }
         let handle = self.open_tables(app, config)?;
         let json = serde_json::to_vec(&config.to_json())?;
         self.apps_table.mutate_row(
@@ -287,11 +310,16 @@ impl Engine {
                 self.store.modify_families(name, &updates)?;
             }
         }
+        let salter = config
+            .salt_buckets
+            .map(crate::salting::events_salter)
+            .transpose()?;
         Ok(App {
             id: app.to_string(),
             config,
             events,
             profiles,
+            salter,
         })
     }
 

@@ -375,7 +375,7 @@ impl Engine {
             .iter()
             .map(|p| {
                 RowMutations::new(
-                    p.key.clone().into_bytes(),
+                    app.event_key(p.key.as_bytes()),
                     app.config.event_mutations(&p.event),
                 )
             })

@@ -57,6 +57,7 @@ pub mod ingest;
 pub mod job;
 pub mod migrate;
 pub mod profile;
+pub mod salting;
 pub mod schema;
 pub mod scoring;
 pub mod strategy;

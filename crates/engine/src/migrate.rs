@@ -60,6 +60,23 @@ fn checkpoint(table: &dyn Table) -> Result<Option<(Bytes, bool)>> {
     Ok(Some((after, done)))
 }
 
+/// True when some key of `range` sorts after `key`.
+fn range_ends_after(range: &RowRange, key: &[u8]) -> bool {
+    match &range.end {
+        Bound::Unbounded => true,
+        Bound::Included(e) | Bound::Excluded(e) if e.is_empty() => true,
+        Bound::Included(e) => e.as_ref() > key,
+        Bound::Excluded(e) => {
+            e.as_ref() > key && {
+                // (key, e) is non-empty unless e is key's immediate successor.
+                let mut succ = key.to_vec();
+                succ.push(0);
+                e.as_ref() > succ.as_slice()
+            }
+        }
+    }
+}
+
 impl Engine {
     /// Step 1: write new events in `target` too.
     pub fn start_migration(&self, app: &str, target: Schema) -> Result<AppConfig> {
@@ -93,21 +110,36 @@ impl Engine {
                 reason: format!("application {:?} is not migrating (start it first)", app.id),
             });
         };
-        let mut range = app_prefix(&app.id)?;
-        if let Some((after, done)) = checkpoint(app.profiles.as_ref())? {
+        let mut after: Option<Bytes> = None;
+        if let Some((last, done)) = checkpoint(app.profiles.as_ref())? {
             if done {
                 return Ok(true);
             }
-            if !after.is_empty() {
-                range = RowRange {
-                    start: Bound::Excluded(after),
+            after = Some(last).filter(|k| !k.is_empty());
+        }
+        // Physical ranges in key order, trimmed to what follows the
+        // checkpoint.
+        let mut ranges = Vec::new();
+        for (_, range) in app.physical_ranges(&app_prefix(&app.id)?) {
+            match &after {
+                Some(k) if !range_ends_after(&range, k) => {}
+                Some(k) if range.contains(k) => ranges.push(RowRange {
+                    start: Bound::Excluded(k.clone()),
                     end: range.end,
-                };
+                }),
+                _ => ranges.push(range),
             }
+        }
+        if ranges.is_empty() {
+            app.profiles.mutate_row(
+                CHECKPOINT_ROW,
+                &[Mutation::set_cell("b", "done", 0, Vec::new())],
+            )?;
+            return Ok(true);
         }
         let cutoff = self.now_millis() - app.config.retention_millis();
         let filter = RowFilter::Chain(vec![since(cutoff), layout_filter(app.config.schema)]);
-        let mut request = ReadRowsRequest::new(RowSet::from_range(range)).with_filter(filter);
+        let mut request = ReadRowsRequest::new(RowSet::from_ranges(ranges)).with_filter(filter);
         request.rows_limit = max_rows.filter(|n| *n > 0);
         let mut pending: Vec<RowMutations> = Vec::with_capacity(BACKFILL_CHUNK);
         let mut rows = 0u64;
@@ -160,13 +192,18 @@ impl Engine {
             Schema::Narrow => narrow_filter(strategy),
             Schema::Wide => wide_filter(strategy),
         };
-        let request = ReadRowsRequest::new(RowSet::from_range(app_prefix(&app.id)?))
+        let ranges = app
+            .physical_ranges(&app_prefix(&app.id)?)
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect();
+        let request = ReadRowsRequest::new(RowSet::from_ranges(ranges))
             .with_filter(RowFilter::Chain(vec![since(cutoff), layout]));
         let weights = strategy.weights();
         let mut per_user: BTreeMap<String, Accumulator<'_>> = BTreeMap::new();
         for row in app.events.read_rows(&request)? {
             let row = row?;
-            let key = std::str::from_utf8(&row.key)
+            let key = std::str::from_utf8(app.logical_key(&row.key)?)
                 .map_err(|_| Error::corrupt("event key", "not utf-8"))?;
             let user = key
                 .split(',')

@@ -49,7 +49,7 @@ impl Engine {
             return Ok(Vec::new());
         }
         let range = user_time_range(&app.id, user, from, to_millis)?;
-        let request = ReadRowsRequest::new(RowSet::from_range(range)).with_filter(since(cutoff));
+        let request = ReadRowsRequest::new(physical(app, &range)).with_filter(since(cutoff));
         let mut out = Vec::new();
         for row in app.events.read_rows(&request)? {
             if let Some(e) = decode_row(&row?)? {
@@ -62,7 +62,10 @@ impl Engine {
     fn event_by_id(&self, app: &App, user: &str, id: &EventId) -> Result<Option<ScoredEvent>> {
         let cutoff = self.now_millis() - app.config.retention_millis();
         let key = id.row_key(&app.id, user)?;
-        match app.events.read_row(key.as_bytes(), Some(&since(cutoff)))? {
+        match app
+            .events
+            .read_row(&app.event_key(key.as_bytes()), Some(&since(cutoff)))?
+        {
             Some(row) => decode_row(&row),
             None => Ok(None),
         }
@@ -163,7 +166,7 @@ impl Engine {
         let app = self.app(app)?;
         let range = user_prefix(&app.id, user)?;
         let request =
-            ReadRowsRequest::new(RowSet::from_range(range)).with_filter(RowFilter::Chain(vec![
+            ReadRowsRequest::new(physical(&app, &range)).with_filter(RowFilter::Chain(vec![
                 RowFilter::CellsPerRowLimit(1),
                 RowFilter::StripValue,
             ]));
@@ -188,10 +191,20 @@ impl Engine {
         let range = user_prefix(&app.id, user)?;
         let events = app
             .events
-            .read_rows(&ReadRowsRequest::new(RowSet::from_range(range)))?
+            .read_rows(&ReadRowsRequest::new(physical(&app, &range)))?
             .count();
         Ok(events + profile_row_keys(app.profiles.as_ref(), user)?.len())
     }
+}
+
+/// The physical rows of a logical events range.
+fn physical(app: &App, range: &RowRange) -> RowSet {
+    RowSet::from_ranges(
+        app.physical_ranges(range)
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect(),
+    )
 }
 
 /// Keys of a user's rows in `profiles.<app>`: the batch profile `user` and

@@ -1,5 +1,6 @@
 //! Property tests: for random event sets, the streaming profile and the
-//! batch profiles (narrow and wide schema) equal the naive reference, on
+//! batch profiles (narrow, wide, and wide salted over 3 buckets) equal the
+//! naive reference, on
 //! the in-memory store, the embedded store and the Bigtable emulator.
 
 mod common;
@@ -67,13 +68,18 @@ fn check(store: Arc<dyn Store>, clock: &FakeClock, case: &Case) -> Result<(), Te
     let now = clock.now();
     let engine = Engine::with_clock(store, clock.engine_clock()).unwrap();
     let events = parse_all(&values(case, now), now);
-    for (app, schema) in [("narrow", Schema::Narrow), ("wide", Schema::Wide)] {
+    for (app, schema, salt_buckets) in [
+        ("narrow", Schema::Narrow, None),
+        ("wide", Schema::Wide, None),
+        ("salted", Schema::Wide, Some(3)),
+    ] {
         engine
             .configure_app(
                 app,
                 AppConfig {
                     schema,
                     retention_days: RETENTION_DAYS,
+                    salt_buckets,
                     ..AppConfig::default()
                 },
             )
@@ -99,7 +105,7 @@ fn check(store: Arc<dyn Store>, clock: &FakeClock, case: &Case) -> Result<(), Te
         now + case.advance,
         i64::from(RETENTION_DAYS) * DAY,
     );
-    for app in ["narrow", "wide"] {
+    for app in ["narrow", "wide", "salted"] {
         prop_assert_eq!(
             &streaming_profiles(&engine, app, &users()),
             &expected,

@@ -7,6 +7,15 @@ use common::*;
 
 #[test]
 fn narrow_to_wide_keeps_every_profile() {
+    migrate(None);
+}
+
+#[test]
+fn narrow_to_wide_on_a_salted_app_keeps_every_profile() {
+    migrate(Some(5));
+}
+
+fn migrate(salt_buckets: Option<u32>) {
     let now = 1_700_000_000_000;
     let clock = FakeClock::new(now);
     let engine = Engine::with_clock(clock.memory_store(), clock.engine_clock()).unwrap();
@@ -16,6 +25,7 @@ fn narrow_to_wide_keeps_every_profile() {
             AppConfig {
                 schema: Schema::Narrow,
                 retention_days: 30,
+                salt_buckets,
                 ..AppConfig::default()
             },
         )

@@ -246,7 +246,7 @@ fn shards_cover_the_application_once_and_progress_counts_it() {
     engine.ingest("app1", &events).unwrap();
     engine.ingest("app1", &parse_all(&many, now)).unwrap();
     let app = engine.app("app1").unwrap();
-    let ranges = affinity_engine::batch::split_ranges(app.events.as_ref(), "app1").unwrap();
+    let ranges = affinity_engine::batch::split_ranges(&app).unwrap();
     assert!(ranges.len() > 3, "{} ranges", ranges.len());
     let mut total = 0;
     let mut profiles = 0;
@@ -357,4 +357,62 @@ fn a_named_job_shares_its_split_and_resumes_where_it_stopped() {
         .recompute("app1", job(None), &Progress::default())
         .unwrap();
     assert_eq!((again.events, again.profiles), (0, 0));
+}
+
+#[test]
+fn a_salted_app_spreads_users_and_deletes_them_whole() {
+    let now = 1_700_000_000_000;
+    let clock = FakeClock::new(now);
+    let engine = Engine::with_clock(clock.memory_store(), clock.engine_clock()).unwrap();
+    let config = AppConfig {
+        schema: Schema::Narrow,
+        salt_buckets: Some(16),
+        ..AppConfig::default()
+    };
+    engine.configure_app("hot", config).unwrap();
+    engine.set_strategy("hot", &strategy()).unwrap();
+    let values: Vec<_> = (0..80)
+        .map(|i| event_json(i as u8, (i % 4) as u8, now - i * 1000, &[i as u8, 2], false))
+        .collect();
+    let events = parse_all(&values, now);
+    engine.ingest("hot", &events).unwrap();
+    // Physical keys carry a two-digit salt; one user's rows share it.
+    let app = engine.app("hot").unwrap();
+    let rows: Vec<_> = app
+        .events
+        .read_rows(&affinity_model::ReadRowsRequest::all())
+        .unwrap()
+        .map(|r| r.unwrap().key)
+        .collect();
+    assert_eq!(rows.len(), 80);
+    let mut salts = std::collections::BTreeMap::new();
+    for key in &rows {
+        let text = std::str::from_utf8(key).unwrap();
+        assert!(text[2..].starts_with("hot,user-"), "{text}");
+        let user = text[2..].split(',').nth(1).unwrap().to_string();
+        let salt = text[..2].to_string();
+        assert_eq!(salts.entry(user).or_insert_with(|| salt.clone()), &salt);
+    }
+    assert!(
+        salts
+            .values()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            > 1
+    );
+    let expected = reference_profiles("hot", &events, now, 90 * DAY);
+    assert_eq!(streaming_profiles(&engine, "hot", &users()), expected);
+    engine
+        .recompute("hot", RecomputeOptions::default(), &Progress::default())
+        .unwrap();
+    assert_eq!(batch_profiles(&engine, "hot", &users()), expected);
+    assert_eq!(engine.delete_user("hot", "user-2").unwrap().event_rows, 20);
+    assert_eq!(engine.user_row_count("hot", "user-2").unwrap(), 0);
+    assert!(engine.profile("hot", "user-1").unwrap().is_some());
+    // The bucket count cannot change under existing keys.
+    let other = AppConfig {
+        salt_buckets: Some(8),
+        ..config
+    };
+    assert!(engine.configure_app("hot", other).is_err());
 }
