@@ -176,3 +176,73 @@ fn concurrent_ingesters_on_the_embedded_store_are_exact() {
         reference_profiles("app1", &events, now, 90 * DAY)
     );
 }
+
+#[test]
+fn concurrent_ingesters_on_the_emulator_are_exact() {
+    let Some(store) = affinity_bigtable::emulator::test_store() else {
+        return;
+    };
+    let now = real_now();
+    let engine = engine(store, now, Schema::Wide);
+    let values: Vec<_> = (0..120)
+        .map(|i| {
+            event_json(
+                (i % 3) as u8,
+                (i % 4) as u8,
+                now - 1000 - (i % 30) * 1000,
+                &[(i % 5) as u8],
+                false,
+            )
+        })
+        .collect();
+    let events = parse_all(&values, now);
+    std::thread::scope(|s| {
+        for t in 0..3 {
+            let (engine, events) = (&engine, &events);
+            s.spawn(move || {
+                for chunk in events.chunks(9 + t * 5) {
+                    engine.ingest("app1", chunk).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(
+        streaming_profiles(&engine, "app1", &users()),
+        reference_profiles("app1", &events, now, 90 * DAY)
+    );
+}
+
+#[test]
+fn catalog_loads_from_json_lines_and_names_the_bad_line() {
+    let now = real_now();
+    let engine = engine(
+        Arc::new(affinity_model::MemoryStore::new()),
+        now,
+        Schema::Narrow,
+    );
+    let input = "{\"objectID\":\"x1\",\"brand\":\"Acme\"}\n\n{\"objectID\":\"x2\",\"brand\":[\"Acme\",\"Bolt\"]}\n";
+    assert_eq!(
+        engine
+            .load_catalog("app1", "shop", input.as_bytes())
+            .unwrap(),
+        2
+    );
+    let catalog = engine.catalog("app1", "shop").unwrap();
+    assert_eq!(
+        catalog.resolve(&["x1", "x2"]).counts.get("brand", "Acme"),
+        2
+    );
+    let err = engine
+        .load_catalog(
+            "app1",
+            "shop",
+            "{\"objectID\":\"x3\"}\n{\"brand\":1}\n".as_bytes(),
+        )
+        .unwrap_err();
+    assert!(err.to_string().starts_with("line 2: "), "{err}");
+    // Nothing of the bad file was stored.
+    engine.forget_catalogs();
+    assert!(engine.catalog("app1", "shop").unwrap().get("x3").is_none());
+    // Another index of the app is separate.
+    assert!(engine.catalog("app1", "other").unwrap().is_empty());
+}
