@@ -1,0 +1,141 @@
+//! A real server on a free loopback port, and a client for it.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use affinity_engine::Engine;
+use affinity_http::auth::{Acl, Keys};
+use affinity_http::State;
+use affinity_model::Store;
+use reqwest::{Method, RequestBuilder, Response};
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub const APP: &str = "app1";
+pub const ADMIN: &str = "admin-key";
+pub const EVENTS_KEY: &str = "events-key";
+pub const SEARCH_KEY: &str = "search-key";
+pub const OTHER_APP: &str = "app2";
+pub const OTHER_ADMIN: &str = "other-admin";
+
+pub struct Server {
+    pub base: String,
+    pub engine: Arc<Engine>,
+    pub client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    handle: Option<JoinHandle<std::io::Result<()>>>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+pub fn keys() -> Keys {
+    let mut keys = Keys::default();
+    keys.add(APP, ADMIN, [Acl::Admin]).unwrap();
+    keys.add(APP, EVENTS_KEY, [Acl::Events]).unwrap();
+    keys.add(APP, SEARCH_KEY, [Acl::Search]).unwrap();
+    keys.add(OTHER_APP, OTHER_ADMIN, [Acl::Admin]).unwrap();
+    keys
+}
+
+impl Server {
+    /// A server on a fresh embedded store in a temporary directory.
+    pub async fn embedded() -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let store = affinity_embedded::EmbeddedStore::open(dir.path()).unwrap();
+        let mut server = Server::on(Arc::new(store)).await;
+        server._dir = Some(dir);
+        server
+    }
+
+    /// A server with its own engine on `store`.
+    pub async fn on(store: Arc<dyn Store>) -> Server {
+        let engine = Arc::new(Engine::open(store).unwrap());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let state = State::new(Arc::clone(&engine), keys());
+        let handle = tokio::spawn(affinity_http::serve(listener, state, async {
+            let _ = stopped.await;
+        }));
+        Server {
+            base,
+            engine,
+            client: reqwest::Client::new(),
+            stop: Some(stop),
+            handle: Some(handle),
+            _dir: None,
+        }
+    }
+
+    /// A request without credentials.
+    pub fn bare(&self, method: Method, path: &str) -> RequestBuilder {
+        self.client.request(method, format!("{}{path}", self.base))
+    }
+
+    /// A request with `app`'s `key`.
+    pub fn as_key(&self, method: Method, path: &str, app: &str, key: &str) -> RequestBuilder {
+        self.bare(method, path)
+            .header("x-algolia-application-id", app)
+            .header("x-algolia-api-key", key)
+    }
+
+    /// A request with the admin key of [`APP`].
+    pub fn admin(&self, method: Method, path: &str) -> RequestBuilder {
+        self.as_key(method, path, APP, ADMIN)
+    }
+
+    pub async fn set_strategy(&self) -> Response {
+        self.admin(Method::POST, "/1/strategies/personalization")
+            .body(strategy().to_string())
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn post_events(&self, events: &[Value]) -> Response {
+        self.admin(Method::POST, "/1/events")
+            .body(json!({ "events": events }).to_string())
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Stop gracefully and wait for the server to finish.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(handle) = self.handle.take() {
+            handle.await.unwrap().unwrap();
+        }
+    }
+}
+
+pub fn strategy() -> Value {
+    json!({
+        "eventsScoring": [
+            {"eventName": "Product Clicked", "eventType": "click", "score": 10},
+            {"eventName": "Product Bought", "eventType": "conversion", "score": 50}
+        ],
+        "facetsScoring": [{"facetName": "brand", "score": 100}, {"facetName": "color", "score": 50}],
+        "personalizationImpact": 60
+    })
+}
+
+pub fn click(user: &str, brand: &str) -> Value {
+    json!({"eventType": "click", "eventName": "Product Clicked", "index": "products",
+           "userToken": user, "filters": [format!("brand:{brand}")]})
+}
+
+/// Status and JSON body of a response.
+pub async fn parts(response: Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    let body = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not json: {text}"))
+    };
+    (status, body)
+}
