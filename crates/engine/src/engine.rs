@@ -10,8 +10,14 @@
 //! - `events.<app>`: the application's events (see [`crate::schema`]);
 //!   families `view`, `click`, `conversion` and `e`, all with GC max-age =
 //!   the retention.
-//! - `profiles.<app>`: row = user token; streaming state (families `c`,
-//!   `l`, see [`crate::ingest`]) and batch profiles (family `b`).
+//! - `profiles.<app>`: row `user` holds the batch profile (family `b`),
+//!   rows `user,DAY` the streaming state (families `c`, `l`, see
+//!   [`crate::ingest`]); rows `~job,<name>` and `~migrate` the state of
+//!   recompute jobs and of a migration (no user token contains `~`).
+//!
+//! Events are keyed by the event's identity: the `authenticatedUserToken`
+//! when present, else the `userToken`. The events table may be salted per
+//! application ([`crate::salting`]).
 //!
 //! One table per application gives each its own retention and keeps one
 //! application's rows out of reach of another's key.

@@ -11,6 +11,13 @@
 //! - older days: ignored (and expired by GC);
 //! - `lastEventAt`: the newest day holding state is read from the events
 //!   table, then older ones until a scoring event is found.
+//!
+//! Deletion removes the user's event rows (found by a scan of the user's
+//! key prefix), the batch profile row and every state row. It deletes what
+//! is stored under that identity (events of an authenticated user are
+//! keyed by the authenticated token); an ingestion of the same user racing
+//! with the deletion may leave that ingestion's events, and the caller
+//! verifies with [`Engine::user_row_count`].
 
 use std::collections::{BTreeSet, HashMap};
 

@@ -25,7 +25,7 @@
 //! Identical events (a retry: same key) count once. "Within retention"
 //! means `timestamp >= now - retention`.
 //!
-//! [`Accumulator`] is the one implementation; [`reference`] is the naive
+//! [`Accumulator`] is the one implementation; [`reference`](mod@reference) is the naive
 //! version over a plain list, for tests.
 
 use std::collections::{BTreeMap, HashMap};
