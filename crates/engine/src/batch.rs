@@ -367,6 +367,36 @@ impl Engine {
         })
     }
 
+    /// [`Engine::recompute`], calling `report` with a progress snapshot
+    /// every `every` while it runs (from a watcher thread; for a CLI
+    /// progress bar) and once at the end.
+    pub fn recompute_with_progress(
+        &self,
+        app: &str,
+        options: RecomputeOptions,
+        every: Duration,
+        mut report: impl FnMut(ProgressSnapshot) + Send,
+    ) -> Result<RecomputeReport> {
+        let progress = Progress::default();
+        let finished = std::sync::atomic::AtomicBool::new(false);
+        let result = std::thread::scope(|s| {
+            let watcher = s.spawn(|| {
+                while !finished.load(Ordering::Acquire) {
+                    std::thread::park_timeout(every);
+                    if !finished.load(Ordering::Acquire) {
+                        report(progress.snapshot());
+                    }
+                }
+                report(progress.snapshot());
+            });
+            let result = self.recompute(app, options, &progress);
+            finished.store(true, Ordering::Release);
+            watcher.thread().unpark();
+            result
+        });
+        result
+    }
+
     fn schema_filter(&self, schema: Schema, strategy: &Strategy) -> RowFilter {
         match schema {
             Schema::Narrow => narrow_filter(strategy),

@@ -98,10 +98,21 @@ fn check(store: Arc<dyn Store>, clock: &FakeClock, case: &Case) -> Result<(), Te
             .unwrap();
         prop_assert_eq!(again.applied, 0);
     }
+    // GDPR: one user is deleted everywhere, checked by a scan.
+    let deleted = format!("user-{}", case.retry % 4);
+    for app in ["narrow", "wide", "salted"] {
+        engine.delete_user(app, &deleted).unwrap();
+        prop_assert_eq!(engine.user_row_count(app, &deleted).unwrap(), 0);
+    }
+    let kept: Vec<_> = events
+        .iter()
+        .filter(|e| e.identity() != deleted)
+        .cloned()
+        .collect();
     clock.set(now + case.advance);
     let expected = reference_profiles(
         "x",
-        &events,
+        &kept,
         now + case.advance,
         i64::from(RETENTION_DAYS) * DAY,
     );
@@ -120,6 +131,7 @@ fn check(store: Arc<dyn Store>, clock: &FakeClock, case: &Case) -> Result<(), Te
         engine
             .recompute(app, options, &Progress::default())
             .unwrap();
+        prop_assert_eq!(engine.batch_profile(app, &deleted).unwrap(), None);
         prop_assert_eq!(
             &batch_profiles(&engine, app, &users()),
             &expected,

@@ -416,3 +416,29 @@ fn a_salted_app_spreads_users_and_deletes_them_whole() {
     };
     assert!(engine.configure_app("hot", other).is_err());
 }
+
+#[test]
+fn progress_is_reported_while_and_after_a_recompute() {
+    let now = 1_700_000_000_000;
+    let (_clock, engine) = setup(Schema::Wide, 90, now);
+    let events = parse_all(
+        &(0..50)
+            .map(|i| event_json(0, (i % 4) as u8, now - i, &[0], false))
+            .collect::<Vec<_>>(),
+        now,
+    );
+    engine.ingest("app1", &events).unwrap();
+    let mut snapshots = Vec::new();
+    let report = engine
+        .recompute_with_progress(
+            "app1",
+            RecomputeOptions::default(),
+            std::time::Duration::from_millis(1),
+            |s| snapshots.push(s),
+        )
+        .unwrap();
+    let last = snapshots.last().unwrap();
+    assert_eq!((last.events, last.users), (50, 4));
+    assert_eq!((report.events, report.profiles), (50, 4));
+    assert_eq!(last.ranges_done, last.ranges_total);
+}
