@@ -103,3 +103,71 @@ impl Config {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    const FILE: &str = r#"
+        [[apps]]
+        id = "shop"
+        schema = "wide"
+        retention_days = 30
+        keys = [
+          { value = "admin-secret", acl = ["admin"] },
+          { value = "browser", acl = ["events", "search"] },
+        ]
+
+        [[apps]]
+        id = "blog"
+        keys = [{ value = "blog-admin", acl = ["admin"] }]
+    "#;
+
+    #[test]
+    fn keys_and_acls_come_from_the_file() {
+        let mut config = Config::parse(FILE).unwrap();
+        config.add_admin("cli", "cli-key");
+        let keys = config.keys().unwrap();
+        let acl = keys.check("shop", "browser").unwrap();
+        assert_eq!(
+            acl.iter().copied().collect::<Vec<_>>(),
+            [Acl::Search, Acl::Events]
+        );
+        assert!(keys.check("shop", "blog-admin").is_none());
+        assert!(keys
+            .check("blog", "blog-admin")
+            .unwrap()
+            .contains(&Acl::Admin));
+        assert!(keys.check("cli", "cli-key").unwrap().contains(&Acl::Admin));
+        assert!(keys.check("cli", "cli-ke").is_none());
+    }
+
+    #[test]
+    fn schema_and_retention_are_stored() {
+        let engine = Engine::open(Arc::new(affinity_model::MemoryStore::new())).unwrap();
+        Config::parse(FILE).unwrap().apply(&engine).unwrap();
+        let shop = engine.app("shop").unwrap().config;
+        assert_eq!((shop.schema, shop.retention_days), (Schema::Wide, 30));
+        assert_eq!(engine.app("blog").unwrap().config, AppConfig::default());
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_the_reason() {
+        let err =
+            Config::parse("[[apps]]\nid = \"a\"\nkeys = [{ value = \"k\", acl = [\"root\"] }]")
+                .unwrap_err();
+        assert!(err.to_string().contains("root"), "{err}");
+        let err = Config::parse("[[apps]]\nid = \"a\"\ncolour = 1").unwrap_err();
+        assert!(err.to_string().contains("colour"), "{err}");
+        let no_keys = Config::parse("[[apps]]\nid = \"a\"").unwrap();
+        assert!(no_keys.keys().is_err());
+        let bad_app =
+            Config::parse("[[apps]]\nid = \"a b\"\nkeys = [{ value = \"k\", acl = [\"admin\"] }]");
+        assert!(bad_app.unwrap().keys().is_err());
+        let engine = Engine::open(Arc::new(affinity_model::MemoryStore::new())).unwrap();
+        let bad_schema = Config::parse("[[apps]]\nid = \"a\"\nschema = \"tall\"").unwrap();
+        assert!(bad_schema.apply(&engine).is_err());
+    }
+}
