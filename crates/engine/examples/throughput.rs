@@ -201,6 +201,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 },
             )?;
             engine.set_strategy("bench", &strategy())?;
+            // USERS=N: how many users the events spread over (default 10,000).
+            let users: u64 = std::env::var("USERS")
+                .ok()
+                .and_then(|u| u.parse().ok())
+                .unwrap_or(10_000);
             let limits = Limits {
                 now_millis: now,
                 max_age_millis: 89 * DAY,
@@ -210,7 +215,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .map(|_| {
                     let (ty, name) = NAMES[(rng.next() % 3) as usize];
                     let v = json!({"eventType": ty.as_str(), "eventName": name, "index": "products",
-                        "userToken": format!("user{}", rng.next() % 10_000),
+                        "userToken": format!("user{}", rng.next() % users),
                         "timestamp": now - 60_000 - (rng.next() % (80 * DAY as u64)) as i64,
                         "filters": filters(&mut rng)});
                     Event::from_json(&v, &limits)
