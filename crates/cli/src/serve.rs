@@ -1,0 +1,90 @@
+//! `affinity serve`: the HTTP API (Algolia Insights- and
+//! Personalization-compatible) on the embedded store or Cloud Bigtable.
+//! Glue only: flags and the config file become an [`affinity_http::State`]
+//! served by [`affinity_http::serve`] until SIGTERM or ctrl-c.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use affinity_engine::Engine;
+use affinity_http::{Config, State};
+use anyhow::{bail, Context};
+
+/// Serve the HTTP API.
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    backend: crate::backend::BackendArgs,
+    /// Address to listen on (port 0: any free port, printed at start).
+    #[arg(long, env = "AFFINITY_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// TOML file with applications, their keys and ACLs, schema and
+    /// retention (see the affinity-http `config` module).
+    #[arg(long, env = "AFFINITY_CONFIG")]
+    config: Option<PathBuf>,
+    /// An application with an admin key: repeat `--app-id ID --api-key KEY`
+    /// pairs (environment: comma-separated lists).
+    #[arg(long = "app-id", env = "AFFINITY_APP_ID", value_delimiter = ',')]
+    app_id: Vec<String>,
+    /// The admin key of the `--app-id` at the same position.
+    #[arg(long = "api-key", env = "AFFINITY_API_KEY", value_delimiter = ',')]
+    api_key: Vec<String>,
+    /// Threads for blocking engine work (default: tokio's).
+    #[arg(long, env = "AFFINITY_WORKERS")]
+    workers: Option<usize>,
+}
+
+/// Run the server until SIGTERM or ctrl-c; requests in flight finish.
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if args.app_id.len() != args.api_key.len() {
+        bail!(
+            "--app-id and --api-key come in pairs: got {} ids and {} keys",
+            args.app_id.len(),
+            args.api_key.len()
+        );
+    }
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Config::parse(&text).with_context(|| format!("in {}", path.display()))?
+        }
+        None => Config::default(),
+    };
+    for (app, key) in args.app_id.iter().zip(&args.api_key) {
+        config.add_admin(app, key);
+    }
+    let keys = config.keys()?;
+    let store = args.backend.open()?;
+    let engine = Arc::new(Engine::open(store)?);
+    config.apply(&engine)?;
+
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if let Some(n) = args.workers {
+        runtime.max_blocking_threads(n.max(1));
+    }
+    let runtime = runtime.build().context("starting the async runtime")?;
+    let backend = args.backend.describe();
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&args.listen)
+            .await
+            .with_context(|| format!("listening on {}", args.listen))?;
+        let addr = listener.local_addr()?;
+        println!("affinity serve: http://{addr} on the {backend}");
+        affinity_http::serve(
+            listener,
+            State::new(engine, keys),
+            affinity_http::shutdown_signal(),
+        )
+        .await
+        .context("serving")
+    })
+}
