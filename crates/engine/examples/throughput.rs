@@ -90,7 +90,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 AppConfig {
                     schema,
                     retention_days: 90,
-                    ..AppConfig::default()
                 },
             )?;
             engine.set_strategy("bench", &strategy())?;
@@ -171,7 +170,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     RecomputeOptions {
                         threads,
                         shard: None,
-                        ..RecomputeOptions::default()
                     },
                     &progress,
                 )?;
@@ -197,7 +195,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 AppConfig {
                     schema,
                     retention_days: 90,
-                    ..AppConfig::default()
                 },
             )?;
             engine.set_strategy("bench", &strategy())?;

@@ -92,16 +92,12 @@ impl Progress {
 }
 
 /// How to run a recompute.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecomputeOptions {
     /// Scanning threads (default 2).
     pub threads: usize,
     /// `(i, n)`: take only shard `i` of `n`.
     pub shard: Option<(usize, usize)>,
-    /// A persistent job name (see [`crate::job`]): the split is shared by
-    /// every process using the name and finished ranges are skipped on a
-    /// restart. `None`: a one-off run with its own split.
-    pub job: Option<String>,
 }
 
 impl Default for RecomputeOptions {
@@ -109,7 +105,6 @@ impl Default for RecomputeOptions {
         RecomputeOptions {
             threads: 2,
             shard: None,
-            job: None,
         }
     }
 }
@@ -274,11 +269,36 @@ fn finish_user(
 }
 
 impl Engine {
-    /// Recompute the profiles of an application with its current strategy.
+    /// Recompute the profiles of an application with its current strategy:
+    /// a one-off run with its own split.
     pub fn recompute(
         &self,
         app: &str,
         options: RecomputeOptions,
+        progress: &Progress,
+    ) -> Result<RecomputeReport> {
+        self.run_recompute(app, options, None, progress)
+    }
+
+    /// [`Engine::recompute`] as the persistent job `job` (see
+    /// [`crate::job`]): the split is shared by every process using the name
+    /// (e.g. N shard processes) and finished ranges are skipped on a
+    /// restart.
+    pub fn recompute_job(
+        &self,
+        app: &str,
+        options: RecomputeOptions,
+        job: &str,
+        progress: &Progress,
+    ) -> Result<RecomputeReport> {
+        self.run_recompute(app, options, Some(job), progress)
+    }
+
+    fn run_recompute(
+        &self,
+        app: &str,
+        options: RecomputeOptions,
+        job: Option<&str>,
         progress: &Progress,
     ) -> Result<RecomputeReport> {
         let (strategy, version) =
@@ -297,7 +317,7 @@ impl Engine {
         }
         let mut ranges = split_ranges(&app)?;
         let mut finished = std::collections::BTreeSet::new();
-        if let Some(name) = &options.job {
+        if let Some(name) = job {
             ranges = job::plan(&app, name, ranges)?;
             finished = job::done(&app, name)?;
         }
@@ -326,7 +346,6 @@ impl Engine {
             let handles: Vec<_> = (0..options.threads.max(1))
                 .map(|_| {
                     let (app, filter, weights, queue) = (&app, &filter, &weights, &queue);
-                    let job = options.job.as_deref();
                     s.spawn(move || -> Result<()> {
                         let mut writer = Writer {
                             table: app.profiles.as_ref(),

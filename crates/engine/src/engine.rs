@@ -56,11 +56,6 @@ pub struct AppConfig {
     /// The schema readers use.
     pub schema: Schema,
     pub retention_days: u32,
-    /// During a migration: the schema events are also written in.
-    pub dual_write: Option<Schema>,
-    /// Salt the events table over this many buckets (see
-    /// [`crate::salting`]); fixed at creation.
-    pub salt_buckets: Option<u32>,
 }
 
 impl Default for AppConfig {
@@ -68,36 +63,36 @@ impl Default for AppConfig {
         AppConfig {
             schema: Schema::Narrow,
             retention_days: DEFAULT_RETENTION_DAYS,
-            dual_write: None,
-            salt_buckets: None,
         }
     }
 }
 
 impl AppConfig {
-    /// The cells of one event: the schema's, plus the dual-write schema's
-    /// during a migration (same row, so both land atomically).
-    pub fn event_mutations(
-        &self,
-        event: &crate::scoring::ScoredEvent,
-    ) -> Vec<affinity_model::Mutation> {
-        let mut out = self.schema.mutations(event);
-        if let Some(other) = self.dual_write.filter(|s| *s != self.schema) {
-            out.extend(other.mutations(event));
-        }
-        out
-    }
-
     pub fn retention_millis(&self) -> i64 {
         i64::from(self.retention_days) * DAY_MILLIS
     }
+}
 
+/// Everything stored about an application: its configuration, plus the
+/// salting chosen at creation and the migration state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AppSettings {
+    pub config: AppConfig,
+    /// During a migration: the schema events are also written in.
+    pub dual_write: Option<Schema>,
+    /// Salt the events table over this many buckets (see
+    /// [`crate::salting`]); fixed at creation.
+    pub salt_buckets: Option<u32>,
+}
+
+impl AppSettings {
     fn to_json(self) -> Value {
-        serde_json::json!({"schema": self.schema.as_str(), "retentionDays": self.retention_days,
+        serde_json::json!({"schema": self.config.schema.as_str(),
+            "retentionDays": self.config.retention_days,
             "dualWrite": self.dual_write.map(Schema::as_str), "saltBuckets": self.salt_buckets})
     }
 
-    fn from_json(v: &Value) -> Result<AppConfig> {
+    fn from_json(v: &Value) -> Result<AppSettings> {
         let schema = Schema::parse(v.get("schema").and_then(Value::as_str).unwrap_or(""))?;
         let retention_days = v
             .get("retentionDays")
@@ -112,9 +107,11 @@ impl AppConfig {
             .get("saltBuckets")
             .and_then(Value::as_u64)
             .and_then(|b| u32::try_from(b).ok());
-        Ok(AppConfig {
-            schema,
-            retention_days,
+        Ok(AppSettings {
+            config: AppConfig {
+                schema,
+                retention_days,
+            },
             dual_write,
             salt_buckets,
         })
@@ -129,7 +126,32 @@ pub struct App {
     /// The events table (physical keys: see [`App::event_key`]).
     pub events: Arc<dyn Table>,
     pub profiles: Arc<dyn Table>,
+    /// During a migration: the schema events are also written in.
+    pub dual_write: Option<Schema>,
+    /// The salt bucket count of the events table, if salted.
+    pub salt_buckets: Option<u32>,
     pub(crate) salter: Option<affinity_rowkey::salt::Salter>,
+}
+
+impl App {
+    /// The cells of one event: the schema's, plus the dual-write schema's
+    /// during a migration (same row, so both land atomically).
+    pub fn event_mutations(&self, event: &crate::scoring::ScoredEvent) -> Vec<Mutation> {
+        let mut out = self.config.schema.mutations(event);
+        if let Some(other) = self.dual_write.filter(|s| *s != self.config.schema) {
+            out.extend(other.mutations(event));
+        }
+        out
+    }
+
+    /// The stored settings this handle was opened with.
+    pub fn settings(&self) -> AppSettings {
+        AppSettings {
+            config: self.config,
+            dual_write: self.dual_write,
+            salt_buckets: self.salt_buckets,
+        }
+    }
 }
 
 /// The engine: everything goes through one of these.
@@ -230,14 +252,15 @@ impl Engine {
             .with_family("b", GcRule::MaxVersions(1))
     }
 
-    fn stored_config(&self, app: &str) -> Result<Option<AppConfig>> {
+    /// The application's stored settings, if it was ever configured.
+    pub fn stored_settings(&self, app: &str) -> Result<Option<AppSettings>> {
         let filter = RowFilter::Chain(vec![
             RowFilter::exact_family("c"),
             RowFilter::CellsPerColumnLimit(1),
         ]);
         match self.apps_table.read_row(app.as_bytes(), Some(&filter))? {
             Some(row) => match row.cells.first() {
-                Some(cell) => Ok(Some(AppConfig::from_json(&serde_json::from_slice(
+                Some(cell) => Ok(Some(AppSettings::from_json(&serde_json::from_slice(
                     &cell.value,
                 )?)?)),
                 None => Ok(None),
@@ -248,29 +271,52 @@ impl Engine {
 
     /// Set an application's configuration, creating its tables; a new
     /// retention updates the families' GC rules. Changing the schema does
-    /// not move existing events (that is the migration's job).
+    /// not move existing events (that is the migration's job). Salting and
+    /// migration state are kept.
     pub fn configure_app(&self, app: &str, config: AppConfig) -> Result<App> {
         validate_app(app)?;
-        if config.retention_days == 0 {
+        let stored = self.stored_settings(app)?.unwrap_or_default();
+        self.apply_settings(app, AppSettings { config, ..stored })
+    }
+
+    /// Create (or reconfigure) an application whose events table is salted
+    /// over `buckets` buckets (1..=256). The bucket count cannot change once
+    /// the application exists.
+    pub fn configure_salted_app(&self, app: &str, config: AppConfig, buckets: u32) -> Result<App> {
+        validate_app(app)?;
+        let stored = self.stored_settings(app)?;
+        if let Some(s) = stored.filter(|s| s.salt_buckets != Some(buckets)) {
+            return Err(Error::InvalidArgument {
+                name: "salt buckets",
+                reason: format!(
+                    "application {app:?} is salted over {:?} buckets; that cannot change",
+                    s.salt_buckets
+                ),
+            });
+        }
+        let dual_write = stored.and_then(|s| s.dual_write);
+        self.apply_settings(
+            app,
+            AppSettings {
+                config,
+                dual_write,
+                salt_buckets: Some(buckets),
+            },
+        )
+    }
+
+    /// Store settings and open the tables they describe.
+    pub(crate) fn apply_settings(&self, app: &str, settings: AppSettings) -> Result<App> {
+        validate_app(app)?;
+        if settings.config.retention_days == 0 {
             return Err(Error::InvalidArgument {
                 name: "retention",
                 reason: "must be at least 1 day".into(),
             });
         }
-        crate::salting::validate_buckets(config.salt_buckets)?;
-        if let Some(stored) = self.stored_config(app)? {
-            if stored.salt_buckets != config.salt_buckets {
-                return Err(Error::InvalidArgument {
-                    name: "salt buckets",
-                    reason: format!(
-                        "application {app:?} is salted over {:?} buckets; that cannot change",
-                        stored.salt_buckets
-                    ),
-                });
-            }
-        }
-        let handle = self.open_tables(app, config)?;
-        let json = serde_json::to_vec(&config.to_json())?;
+        crate::salting::validate_buckets(settings.salt_buckets)?;
+        let handle = self.open_tables(app, settings)?;
+        let json = serde_json::to_vec(&settings.to_json())?;
         self.apps_table.mutate_row(
             app.as_bytes(),
             &[Mutation::set_cell("c", "config", 0, json)],
@@ -279,7 +325,8 @@ impl Engine {
         Ok(handle)
     }
 
-    fn open_tables(&self, app: &str, config: AppConfig) -> Result<App> {
+    fn open_tables(&self, app: &str, settings: AppSettings) -> Result<App> {
+        let config = settings.config;
         let events_name = format!("events.{app}");
         let profiles_name = format!("profiles.{app}");
         let events = create_if_missing(
@@ -316,7 +363,7 @@ impl Engine {
                 self.store.modify_families(name, &updates)?;
             }
         }
-        let salter = config
+        let salter = settings
             .salt_buckets
             .map(crate::salting::events_salter)
             .transpose()?;
@@ -325,6 +372,8 @@ impl Engine {
             config,
             events,
             profiles,
+            dual_write: settings.dual_write,
+            salt_buckets: settings.salt_buckets,
             salter,
         })
     }
@@ -340,9 +389,9 @@ impl Engine {
         if let Some(h) = self.lock_apps().get(app) {
             return Ok(h.clone());
         }
-        match self.stored_config(app)? {
-            Some(config) => {
-                let handle = self.open_tables(app, config)?;
+        match self.stored_settings(app)? {
+            Some(settings) => {
+                let handle = self.open_tables(app, settings)?;
                 self.lock_apps().insert(app.to_string(), handle.clone());
                 Ok(handle)
             }

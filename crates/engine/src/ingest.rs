@@ -376,7 +376,7 @@ impl Engine {
             .map(|p| {
                 RowMutations::new(
                     app.event_key(p.key.as_bytes()),
-                    app.config.event_mutations(&p.event),
+                    app.event_mutations(&p.event),
                 )
             })
             .collect();

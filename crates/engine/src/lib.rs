@@ -63,7 +63,7 @@ pub mod scoring;
 pub mod strategy;
 
 pub use batch::{Progress, ProgressSnapshot, RecomputeOptions, RecomputeReport};
-pub use engine::{App, AppConfig, Clock, Engine};
+pub use engine::{App, AppConfig, AppSettings, Clock, Engine};
 pub use error::{Error, Result};
 pub use event::{Event, EventType, Limits};
 pub use ingest::IngestReport;

@@ -22,7 +22,7 @@ use affinity_model::{
 use affinity_rowkey::composite::app_prefix;
 
 use crate::batch::Progress;
-use crate::engine::{AppConfig, Engine};
+use crate::engine::{AppConfig, AppSettings, Engine};
 use crate::error::{Error, Result};
 use crate::schema::{decode_row, narrow_filter, since, wide_filter, Schema, WIDE_FAMILY};
 use crate::scoring::{Accumulator, Profile};
@@ -79,7 +79,7 @@ fn range_ends_after(range: &RowRange, key: &[u8]) -> bool {
 
 impl Engine {
     /// Step 1: write new events in `target` too.
-    pub fn start_migration(&self, app: &str, target: Schema) -> Result<AppConfig> {
+    pub fn start_migration(&self, app: &str, target: Schema) -> Result<AppSettings> {
         let current = self.app(app)?;
         if current.config.schema == target {
             return Err(Error::InvalidArgument {
@@ -87,16 +87,16 @@ impl Engine {
                 reason: format!("application {app:?} already uses {}", target.as_str()),
             });
         }
-        let config = AppConfig {
+        let settings = AppSettings {
             dual_write: Some(target),
-            ..current.config
+            ..current.settings()
         };
         // A fresh backfill for this migration.
         current
             .profiles
             .mutate_row(CHECKPOINT_ROW, &[Mutation::DeleteFromRow])?;
-        self.configure_app(app, config)?;
-        Ok(config)
+        self.apply_settings(app, settings)?;
+        Ok(settings)
     }
 
     /// Step 2: rewrite events within retention in the target layout,
@@ -104,7 +104,7 @@ impl Engine {
     /// given; returns whether the backfill is complete.
     pub fn backfill(&self, app: &str, progress: &Progress, max_rows: Option<u64>) -> Result<bool> {
         let app = self.app(app)?;
-        let Some(target) = app.config.dual_write else {
+        let Some(target) = app.dual_write else {
             return Err(Error::InvalidArgument {
                 name: "migration",
                 reason: format!("application {:?} is not migrating (start it first)", app.id),
@@ -229,7 +229,7 @@ impl Engine {
     /// current strategy.
     pub fn verify_migration(&self, app: &str) -> Result<Verification> {
         let handle = self.app(app)?;
-        let Some(target) = handle.config.dual_write else {
+        let Some(target) = handle.dual_write else {
             return Err(Error::InvalidArgument {
                 name: "migration",
                 reason: format!("application {app:?} is not migrating"),
@@ -256,23 +256,25 @@ impl Engine {
 
     /// Step 4: switch readers to the target layout; refused until the
     /// backfill is complete.
-    pub fn cut_over(&self, app: &str) -> Result<AppConfig> {
+    pub fn cut_over(&self, app: &str) -> Result<AppSettings> {
         let handle = self.app(app)?;
-        let (Some(target), Some((_, true))) = (
-            handle.config.dual_write,
-            checkpoint(handle.profiles.as_ref())?,
-        ) else {
+        let (Some(target), Some((_, true))) =
+            (handle.dual_write, checkpoint(handle.profiles.as_ref())?)
+        else {
             return Err(Error::InvalidArgument {
                 name: "migration",
                 reason: format!("application {app:?} has no completed backfill"),
             });
         };
-        let config = AppConfig {
-            schema: target,
+        let settings = AppSettings {
+            config: AppConfig {
+                schema: target,
+                ..handle.config
+            },
             dual_write: None,
-            ..handle.config
+            salt_buckets: handle.salt_buckets,
         };
-        self.configure_app(app, config)?;
-        Ok(config)
+        self.apply_settings(app, settings)?;
+        Ok(settings)
     }
 }

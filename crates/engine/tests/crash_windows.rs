@@ -20,7 +20,6 @@ fn engine(store: Arc<dyn Store>, now: i64, schema: Schema) -> Engine {
             AppConfig {
                 schema,
                 retention_days: 90,
-                ..AppConfig::default()
             },
         )
         .unwrap();

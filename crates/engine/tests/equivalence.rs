@@ -73,17 +73,14 @@ fn check(store: Arc<dyn Store>, clock: &FakeClock, case: &Case) -> Result<(), Te
         ("wide", Schema::Wide, None),
         ("salted", Schema::Wide, Some(3)),
     ] {
-        engine
-            .configure_app(
-                app,
-                AppConfig {
-                    schema,
-                    retention_days: RETENTION_DAYS,
-                    salt_buckets,
-                    ..AppConfig::default()
-                },
-            )
-            .unwrap();
+        let config = AppConfig {
+            schema,
+            retention_days: RETENTION_DAYS,
+        };
+        match salt_buckets {
+            Some(b) => engine.configure_salted_app(app, config, b).unwrap(),
+            None => engine.configure_app(app, config).unwrap(),
+        };
         engine
             .put_objects(app, "products", &catalog_objects())
             .unwrap();
@@ -126,7 +123,6 @@ fn check(store: Arc<dyn Store>, clock: &FakeClock, case: &Case) -> Result<(), Te
         let options = RecomputeOptions {
             threads: 2,
             shard: None,
-            ..RecomputeOptions::default()
         };
         engine
             .recompute(app, options, &Progress::default())

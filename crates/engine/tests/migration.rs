@@ -19,17 +19,14 @@ fn migrate(salt_buckets: Option<u32>) {
     let now = 1_700_000_000_000;
     let clock = FakeClock::new(now);
     let engine = Engine::with_clock(clock.memory_store(), clock.engine_clock()).unwrap();
-    engine
-        .configure_app(
-            "app1",
-            AppConfig {
-                schema: Schema::Narrow,
-                retention_days: 30,
-                salt_buckets,
-                ..AppConfig::default()
-            },
-        )
-        .unwrap();
+    let config = AppConfig {
+        schema: Schema::Narrow,
+        retention_days: 30,
+    };
+    match salt_buckets {
+        Some(b) => engine.configure_salted_app("app1", config, b).unwrap(),
+        None => engine.configure_app("app1", config).unwrap(),
+    };
     engine
         .put_objects("app1", "products", &catalog_objects())
         .unwrap();
@@ -62,8 +59,12 @@ fn migrate(salt_buckets: Option<u32>) {
     let check = engine.verify_migration("app1").unwrap();
     assert_eq!(check.users, 4);
     assert!(check.mismatched.is_empty(), "{:?}", check.mismatched);
-    let config = engine.cut_over("app1").unwrap();
-    assert_eq!((config.schema, config.dual_write), (Schema::Wide, None));
+    let settings = engine.cut_over("app1").unwrap();
+    assert_eq!(
+        (settings.config.schema, settings.dual_write),
+        (Schema::Wide, None)
+    );
+    assert_eq!(settings.salt_buckets, salt_buckets);
     // After the cut-over every path reads the wide layout and agrees.
     let expected = reference_profiles("app1", &events, now, 30 * DAY);
     assert_eq!(

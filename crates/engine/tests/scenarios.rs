@@ -17,7 +17,6 @@ fn setup(schema: Schema, retention_days: u32, now: i64) -> (FakeClock, Engine) {
             AppConfig {
                 schema,
                 retention_days,
-                ..AppConfig::default()
             },
         )
         .unwrap();
@@ -258,7 +257,6 @@ fn shards_cover_the_application_once_and_progress_counts_it() {
                 RecomputeOptions {
                     threads: 2,
                     shard: Some((i, 3)),
-                    ..RecomputeOptions::default()
                 },
                 &progress,
             )
@@ -293,7 +291,6 @@ fn shards_cover_the_application_once_and_progress_counts_it() {
             RecomputeOptions {
                 threads: 1,
                 shard: Some((3, 3)),
-                ..RecomputeOptions::default()
             },
             &Progress::default()
         )
@@ -326,21 +323,19 @@ fn a_named_job_shares_its_split_and_resumes_where_it_stopped() {
     }
     let events = parse_all(&values, now);
     engine.ingest("app1", &events).unwrap();
-    let job = |shard| RecomputeOptions {
-        threads: 2,
-        shard,
-        job: Some("v1".to_string()),
-    };
+    let job = |shard| RecomputeOptions { threads: 2, shard };
     // Shard 0 of 2 runs, then the job "crashes".
     let first = engine
-        .recompute("app1", job(Some((0, 2))), &Progress::default())
+        .recompute_job("app1", job(Some((0, 2))), "v1", &Progress::default())
         .unwrap();
     assert!(first.ranges > 1);
     assert!(first.profiles > 0 && first.profiles < 80);
     // The restarted job (all shards) keeps the stored split and skips the
     // ranges shard 0 finished.
     let progress = Progress::default();
-    let rest = engine.recompute("app1", job(None), &progress).unwrap();
+    let rest = engine
+        .recompute_job("app1", job(None), "v1", &progress)
+        .unwrap();
     assert!(rest.ranges == 2 * first.ranges || rest.ranges == 2 * first.ranges - 1);
     assert_eq!(progress.snapshot().ranges_done, rest.ranges);
     // Together they saw every user exactly once.
@@ -354,7 +349,7 @@ fn a_named_job_shares_its_split_and_resumes_where_it_stopped() {
     }
     // Running it again does nothing.
     let again = engine
-        .recompute("app1", job(None), &Progress::default())
+        .recompute_job("app1", job(None), "v1", &Progress::default())
         .unwrap();
     assert_eq!((again.events, again.profiles), (0, 0));
 }
@@ -366,10 +361,9 @@ fn a_salted_app_spreads_users_and_deletes_them_whole() {
     let engine = Engine::with_clock(clock.memory_store(), clock.engine_clock()).unwrap();
     let config = AppConfig {
         schema: Schema::Narrow,
-        salt_buckets: Some(16),
         ..AppConfig::default()
     };
-    engine.configure_app("hot", config).unwrap();
+    engine.configure_salted_app("hot", config, 16).unwrap();
     engine.set_strategy("hot", &strategy()).unwrap();
     let values: Vec<_> = (0..80)
         .map(|i| event_json(i as u8, (i % 4) as u8, now - i * 1000, &[i as u8, 2], false))
@@ -410,11 +404,22 @@ fn a_salted_app_spreads_users_and_deletes_them_whole() {
     assert_eq!(engine.user_row_count("hot", "user-2").unwrap(), 0);
     assert!(engine.profile("hot", "user-1").unwrap().is_some());
     // The bucket count cannot change under existing keys.
-    let other = AppConfig {
-        salt_buckets: Some(8),
-        ..config
-    };
-    assert!(engine.configure_app("hot", other).is_err());
+    assert!(engine.configure_salted_app("hot", config, 8).is_err());
+    // A plain reconfiguration keeps the salting.
+    let app = engine
+        .configure_app(
+            "hot",
+            AppConfig {
+                retention_days: 60,
+                ..config
+            },
+        )
+        .unwrap();
+    assert_eq!(app.salt_buckets, Some(16));
+    assert_eq!(
+        streaming_profiles(&engine, "hot", &users()).len(),
+        expected.len() - 1
+    );
 }
 
 #[test]
