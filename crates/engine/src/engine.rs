@@ -378,6 +378,12 @@ impl Engine {
         })
     }
 
+    /// Drop cached application handles, so settings changed by another
+    /// process (a migration started elsewhere) are read again.
+    pub fn forget_apps(&self) {
+        self.lock_apps().clear();
+    }
+
     fn lock_apps(&self) -> std::sync::MutexGuard<'_, HashMap<String, App>> {
         self.apps.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -11,6 +11,11 @@
 //!    layout, compared;
 //! 4. [`Engine::cut_over`]: readers switch to the target layout and dual
 //!    writes stop; the old layout's cells expire with the retention.
+//!
+//! An engine caches application settings: every other process that
+//! ingests must pick up step 1 (restart, or [`Engine::forget_apps`])
+//! before the backfill starts, or its events miss the target layout (step
+//! 3 then reports those users).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
