@@ -1,0 +1,90 @@
+//! `affinity bench geo`: the same points under Hilbert, Z-order and
+//! `lat#long` keys in the embedded store, the same area + time queries
+//! (1 km to 5000 km boxes; 10 minutes, one bin, one day), and what each
+//! key read. Writes `geo.md` and one SVG chart per data set into `--out`.
+
+use std::path::{Path, PathBuf};
+
+use affinity_geo::bench::{self, Settings};
+use anyhow::Context;
+
+#[derive(clap::Args)]
+pub struct GeoBenchArgs {
+    /// Directory the report (geo.md) and charts (geo-*.svg) are written to.
+    #[arg(long, default_value = "geo-bench")]
+    out: PathBuf,
+    /// Generated points (0 skips the generated data set).
+    #[arg(long, default_value_t = 1_000_000)]
+    points: usize,
+    /// Seed of the generated points.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Salt values of the keys.
+    #[arg(long, default_value_t = 1)]
+    salts: u32,
+    /// Runs of each query (latency percentiles are over all runs).
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Directory holding testdata/geo (default: $AFFINITY_SHARED, or
+    /// `shared` beside the repository or the working directory).
+    #[arg(long, env = "AFFINITY_SHARED")]
+    shared: Option<PathBuf>,
+    /// Skip the real data sets.
+    #[arg(long)]
+    no_real: bool,
+    /// Directory for the embedded store (default: a temporary directory,
+    /// removed afterwards).
+    #[arg(long)]
+    data: Option<PathBuf>,
+}
+
+/// The shared test-data directory's `testdata/geo`, if found.
+fn geo_testdata(shared: Option<&Path>) -> Option<PathBuf> {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let candidates = [
+        shared.map(Path::to_path_buf),
+        Some(manifest.join("../../../shared")),
+        Some(PathBuf::from("../shared")),
+        Some(PathBuf::from("shared")),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .map(|d| d.join("testdata/geo"))
+        .find(|d| d.is_dir())
+}
+
+pub fn run(args: GeoBenchArgs) -> anyhow::Result<()> {
+    let mut datasets = Vec::new();
+    if !args.no_real {
+        let dir = geo_testdata(args.shared.as_deref())
+            .context("testdata/geo not found: pass --shared DIR or --no-real")?;
+        datasets = bench::real_datasets(&dir)
+            .with_context(|| format!("reading the real data in {}", dir.display()))?;
+    }
+    if args.points > 0 {
+        eprintln!("generating {} points (seed {})", args.points, args.seed);
+        datasets.push(bench::generated(args.points, args.seed));
+    }
+    let tmp;
+    let dir = match &args.data {
+        Some(dir) => dir.clone(),
+        None => {
+            tmp = tempfile::tempdir().context("creating a temporary directory")?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let store = affinity_embedded::EmbeddedStore::open(&dir)
+        .with_context(|| format!("opening the embedded store in {}", dir.display()))?;
+    let settings = Settings {
+        salts: args.salts,
+        repeats: args.repeats,
+        ..Settings::default()
+    };
+    let md = bench::run_report(&store, &datasets, &settings, &args.out, |line| {
+        eprintln!("{line}")
+    })?;
+    print!("{md}");
+    eprintln!("wrote {} (geo.md, geo-*.svg)", args.out.display());
+    Ok(())
+}
