@@ -494,7 +494,7 @@ impl Engine {
         for (i, line) in input.lines().enumerate() {
             let at = |e: Error| Error::AtLine {
                 line: i + 1,
-                source: Box::new(e),
+                error: Box::new(e),
             };
             let line = line.map_err(|e| {
                 at(Error::Json {

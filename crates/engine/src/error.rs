@@ -20,9 +20,11 @@ pub enum Error {
     /// A catalog object that cannot be loaded.
     #[error("invalid catalog object: {reason}")]
     InvalidObject { reason: String },
-    /// A line of a JSON-lines input that is not valid.
-    #[error("line {line}: {source}")]
-    AtLine { line: usize, source: Box<Error> },
+    /// A line of a JSON-lines input that is not valid. The message
+    /// includes the inner error's, so it is not also a `source` (which
+    /// would print it twice in an error chain).
+    #[error("line {line}: {error}")]
+    AtLine { line: usize, error: Box<Error> },
     /// Text that is not JSON (or not the expected shape).
     #[error("invalid json: {reason}")]
     Json { reason: String },
@@ -70,7 +72,7 @@ impl Error {
     pub fn field(&self) -> Option<&'static str> {
         match self {
             Error::InvalidEvent { field, .. } | Error::InvalidStrategy { field, .. } => Some(field),
-            Error::AtLine { source, .. } => source.field(),
+            Error::AtLine { error, .. } => error.field(),
             _ => None,
         }
     }
