@@ -112,9 +112,13 @@ pub struct IngestArgs {
     /// later is a migration).
     #[arg(long, value_parser = ["narrow", "wide"])]
     schema: Option<String>,
-    /// Retention in days for a new application (default 90).
+    /// Retention in days (default 90 for a new application).
     #[arg(long)]
     retention_days: Option<u32>,
+    /// Salt a NEW application's events table over N buckets (hot
+    /// applications and users); fixed once the application exists.
+    #[arg(long, value_name = "N")]
+    salt_buckets: Option<u32>,
     /// JSON lines, one Insights event per line, or `-` for stdin.
     file: PathBuf,
 }
@@ -139,9 +143,18 @@ pub fn ingest(args: IngestArgs) -> anyhow::Result<()> {
             schema,
             retention_days: args.retention_days.unwrap_or(current.retention_days),
         };
-        if config != current {
-            engine.configure_app(app_id, config)?;
+        match args.salt_buckets {
+            Some(buckets) => {
+                engine.configure_salted_app(app_id, config, buckets)?;
+            }
+            None if config != current => {
+                engine.configure_app(app_id, config)?;
+            }
+            None => {}
         }
+    } else if let Some(buckets) = args.salt_buckets {
+        let config = engine.app(app_id)?.config;
+        engine.configure_salted_app(app_id, config, buckets)?;
     }
     let limits = engine.retention_limits(app_id)?;
     let report = engine.ingest_json_lines(app_id, open_input(&args.file)?, &limits)?;
@@ -169,6 +182,11 @@ pub struct RecomputeArgs {
     /// Scanning threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Run as the named, restartable job: every process given the same
+    /// name (e.g. the N `--shard` processes) shares one split, and a rerun
+    /// after a crash skips the ranges already done.
+    #[arg(long, value_name = "NAME")]
+    job: Option<String>,
 }
 
 fn parse_shard(text: &str) -> Result<(usize, usize), String> {
@@ -197,7 +215,10 @@ pub fn recompute(args: RecomputeArgs) -> anyhow::Result<()> {
     };
     let report = std::thread::scope(|s| {
         s.spawn(|| show_progress(&progress, &done));
-        let report = engine.recompute(&args.app.app, options, &progress);
+        let report = match &args.job {
+            Some(job) => engine.recompute_job(&args.app.app, options, job, &progress),
+            None => engine.recompute(&args.app.app, options, &progress),
+        };
         done.store(true, Ordering::Relaxed);
         report
     })?;
@@ -332,5 +353,96 @@ pub fn delete_user(args: DeleteUserArgs) -> anyhow::Result<()> {
         "deleted user {}: {} event rows, {} profile rows (verified by a scan: none left)",
         args.user, deleted.event_rows, deleted.profile_rows
     );
+    Ok(())
+}
+
+#[derive(clap::Subcommand)]
+pub enum MigrateCommand {
+    /// Start dual-writing new events in the target schema as well.
+    Start {
+        #[command(flatten)]
+        app: AppArgs,
+        #[arg(long, value_parser = ["narrow", "wide"])]
+        to: String,
+    },
+    /// Copy the retention window into the target schema (resumable: run
+    /// it again after an interruption).
+    Backfill {
+        #[command(flatten)]
+        app: AppArgs,
+    },
+    /// Check that profiles computed from both schemas are equal.
+    Verify {
+        #[command(flatten)]
+        app: AppArgs,
+    },
+    /// Switch reads and writes to the target schema (after a verified,
+    /// completed backfill).
+    CutOver {
+        #[command(flatten)]
+        app: AppArgs,
+    },
+}
+
+pub fn migrate(cmd: MigrateCommand) -> anyhow::Result<()> {
+    match cmd {
+        MigrateCommand::Start { app, to } => {
+            let settings = app
+                .engine()?
+                .start_migration(&app.app, Schema::parse(&to)?)?;
+            println!(
+                "app {} now writes {} events and dual-writes {}; next: affinity migrate backfill",
+                app.app,
+                settings.config.schema.as_str(),
+                to
+            );
+        }
+        MigrateCommand::Backfill { app } => {
+            let engine = app.engine()?;
+            let progress = Progress::default();
+            let done = AtomicBool::new(false);
+            let finished = std::thread::scope(|s| {
+                s.spawn(|| show_progress(&progress, &done));
+                let finished = engine.backfill(&app.app, &progress, None);
+                done.store(true, Ordering::Relaxed);
+                finished
+            })?;
+            let snap = progress.snapshot();
+            println!(
+                "backfilled {} events of app {} in {:.1} s{}",
+                snap.events,
+                app.app,
+                snap.elapsed.as_secs_f64(),
+                if finished {
+                    "; complete"
+                } else {
+                    "; not complete, run it again"
+                }
+            );
+        }
+        MigrateCommand::Verify { app } => {
+            let v = app.engine()?.verify_migration(&app.app)?;
+            if !v.mismatched.is_empty() {
+                bail!(
+                    "{} of {} users have different profiles in the two schemas, e.g. {:?}",
+                    v.mismatched.len(),
+                    v.users,
+                    &v.mismatched[..v.mismatched.len().min(5)]
+                );
+            }
+            println!(
+                "verified: {} users have equal profiles in both schemas",
+                v.users
+            );
+        }
+        MigrateCommand::CutOver { app } => {
+            let settings = app.engine()?.cut_over(&app.app)?;
+            println!(
+                "app {} now uses the {} schema",
+                app.app,
+                settings.config.schema.as_str()
+            );
+        }
+    }
     Ok(())
 }

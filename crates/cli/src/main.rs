@@ -35,6 +35,10 @@ enum Command {
     Profile(engine_cmds::ProfileArgs),
     /// Delete a user's events and profile (GDPR), verified by a scan.
     DeleteUser(engine_cmds::DeleteUserArgs),
+    /// Migrate an application between the narrow and wide schemas:
+    /// start (dual-write), backfill, verify, cut-over.
+    #[command(subcommand)]
+    Migrate(engine_cmds::MigrateCommand),
     /// Row keys: salted keys, Hilbert indexes and area + time range covers.
     #[command(subcommand)]
     Keys(keys::KeysCommand),
@@ -53,6 +57,7 @@ fn main() {
         Command::Recompute(args) => engine_cmds::recompute(args),
         Command::Profile(args) => engine_cmds::profile(args),
         Command::DeleteUser(args) => engine_cmds::delete_user(args),
+        Command::Migrate(cmd) => engine_cmds::migrate(cmd),
         Command::Keys(cmd) => keys::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
     };
