@@ -21,10 +21,11 @@ pub struct StoreBenchArgs {
     /// Cells to load into the embedded store.
     #[arg(long, default_value_t = 10_000_000)]
     cells: u64,
-    /// Cells to load into the emulator (it is an in-memory test server, slow
-    /// by design; the same operations run on fewer cells).
-    #[arg(long, default_value_t = 200_000)]
-    emulator_cells: u64,
+    /// Cells to load into the emulator (default: as many as `--cells`, so
+    /// both backends do the same work; the emulator holds them in memory,
+    /// about 3 GiB for 10M cells).
+    #[arg(long)]
+    emulator_cells: Option<u64>,
     /// Skip the emulator run.
     #[arg(long)]
     no_emulator: bool,
@@ -99,12 +100,13 @@ pub fn run(args: StoreBenchArgs) -> anyhow::Result<()> {
             _emulator = Some(emulator);
             store
         };
-        eprintln!("Bigtable emulator: loading {} cells", args.emulator_cells);
+        let cells = args.emulator_cells.unwrap_or(args.cells);
+        eprintln!("Bigtable emulator: loading {cells} cells");
         let no_flush = || Ok(());
         results.push(bench_backend(
             "emulator (gRPC)",
             Arc::new(grpc),
-            args.emulator_cells,
+            cells,
             &args,
             &no_flush,
         )?);
