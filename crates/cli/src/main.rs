@@ -4,6 +4,7 @@
 mod backend;
 mod bench;
 mod engine_cmds;
+mod geo;
 mod keys;
 mod table;
 
@@ -39,6 +40,10 @@ enum Command {
     /// start (dual-write), backfill, verify, cut-over.
     #[command(subcommand)]
     Migrate(engine_cmds::MigrateCommand),
+    /// Located points (sensors, vehicles, ships): load a CSV, query an
+    /// area and time range, on Hilbert-curve keys.
+    #[command(subcommand)]
+    Geo(geo::GeoCommand),
     /// Row keys: salted keys, Hilbert indexes and area + time range covers.
     #[command(subcommand)]
     Keys(keys::KeysCommand),
@@ -58,6 +63,7 @@ fn main() {
         Command::Profile(args) => engine_cmds::profile(args),
         Command::DeleteUser(args) => engine_cmds::delete_user(args),
         Command::Migrate(cmd) => engine_cmds::migrate(cmd),
+        Command::Geo(cmd) => geo::run(cmd),
         Command::Keys(cmd) => keys::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
     };

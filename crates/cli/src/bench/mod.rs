@@ -1,5 +1,6 @@
 //! `affinity bench ...`: benchmarks that print their figures.
 
+mod geo;
 mod store;
 
 #[derive(clap::Subcommand)]
@@ -12,12 +13,17 @@ pub enum BenchCommand {
     /// keys the planning time, ranges per query and cover overhead for boxes
     /// from 1 km to a continent.
     Keys,
+    /// Location + time keys: the same points under Hilbert, Z-order and
+    /// `lat#long` keys, a fixed set of area + time queries; rows scanned per
+    /// row returned, ranges, latency, load rate; Markdown and SVG charts.
+    Geo(geo::GeoBenchArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Store(args) => store::run(args),
         BenchCommand::Keys => crate::keys::bench(),
+        BenchCommand::Geo(args) => geo::run(args),
     }
 }
 
