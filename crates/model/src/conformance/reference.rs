@@ -163,7 +163,7 @@ fn bytes_bound(items: BoxedStrategy<Bytes>) -> BoxedStrategy<Bound<Bytes>> {
     .boxed()
 }
 
-fn leaf_filter(kinds: Kinds) -> BoxedStrategy<RowFilter> {
+pub(crate) fn leaf_filter(kinds: Kinds) -> BoxedStrategy<RowFilter> {
     let regex = |items: &[&'static [u8]]| pick(items);
     let mut leaves = vec![
         Just(RowFilter::PassAll).boxed(),

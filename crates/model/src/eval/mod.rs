@@ -139,11 +139,11 @@ fn eval(node: &Node, key: &[u8], mut cells: Vec<Cell>, sink: &mut Vec<Cell>) -> 
             cells
         }
         Node::Interleave(nodes) => {
-            let parts = nodes
-                .iter()
-                .map(|n| eval(n, key, cells.clone(), sink))
-                .collect();
-            merge(parts)
+            if nodes.iter().all(is_cell_test) && !has_equal_neighbours(&cells) {
+                interleave_cell_tests(nodes, cells)
+            } else {
+                interleave(nodes, key, cells, sink)
+            }
         }
         Node::Condition {
             predicate,
@@ -211,6 +211,71 @@ fn eval(node: &Node, key: &[u8], mut cells: Vec<Cell>, sink: &mut Vec<Cell>) -> 
             cells
         }
     }
+}
+
+/// Interleave by definition: each sub-filter on its own copy of the
+/// cells, the outputs merged in canonical order, duplicates kept.
+fn interleave(nodes: &[Node], key: &[u8], cells: Vec<Cell>, sink: &mut Vec<Cell>) -> Vec<Cell> {
+    let parts = nodes
+        .iter()
+        .map(|n| eval(n, key, cells.clone(), sink))
+        .collect();
+    merge(parts)
+}
+
+/// True when `node` keeps or drops each cell on its own, unchanged (so it
+/// outputs the subsequence of its input that passes [`cell_passes`]).
+fn is_cell_test(node: &Node) -> bool {
+    match node {
+        Node::PassAll
+        | Node::BlockAll
+        | Node::Family(_)
+        | Node::Qualifier(_)
+        | Node::ColumnRange(_)
+        | Node::Timestamp(_)
+        | Node::Value(_)
+        | Node::ValueRange(_) => true,
+        Node::Chain(nodes) => nodes.iter().all(is_cell_test),
+        _ => false,
+    }
+}
+
+/// Whether a cell test (see [`is_cell_test`]) keeps `c`.
+fn cell_passes(node: &Node, c: &Cell) -> bool {
+    match node {
+        Node::PassAll => true,
+        Node::Family(re) => re.is_match(c.family.as_bytes()),
+        Node::Qualifier(re) => re.is_match(&c.qualifier),
+        Node::ColumnRange(r) => c.family == r.family && in_bounds(&c.qualifier, &r.start, &r.end),
+        Node::Timestamp(r) => r.contains(c.timestamp_micros),
+        Node::Value(re) => re.is_match(&c.value),
+        Node::ValueRange(r) => in_bounds(&c.value, &r.start, &r.end),
+        Node::Chain(nodes) => nodes.iter().all(|n| cell_passes(n, c)),
+        _ => false,
+    }
+}
+
+fn has_equal_neighbours(cells: &[Cell]) -> bool {
+    cells.windows(2).any(|w| w[0].canonical_cmp(&w[1]).is_eq())
+}
+
+/// [`interleave`] of cell tests, without copying the row per sub-filter:
+/// each cell is output once per sub-filter that keeps it. Equal to the
+/// definition when no two input cells compare equal (the copies of a cell
+/// then sit together, in input order, which is canonical); the batch
+/// reader's "only these qualifiers" filter is such an interleave.
+fn interleave_cell_tests(nodes: &[Node], cells: Vec<Cell>) -> Vec<Cell> {
+    let mut out = Vec::with_capacity(cells.len());
+    for cell in cells {
+        let copies = nodes.iter().filter(|n| cell_passes(n, &cell)).count();
+        for _ in 1..copies {
+            out.push(cell.clone());
+        }
+        if copies > 0 {
+            out.push(cell);
+        }
+    }
+    out
 }
 
 fn retain(mut cells: Vec<Cell>, keep: impl Fn(&Cell) -> bool) -> Vec<Cell> {

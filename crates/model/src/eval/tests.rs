@@ -343,6 +343,27 @@ mod properties {
         })
     }
 
+    /// Filters that keep or drop each cell on its own (and chains of them).
+    fn cell_test() -> impl Strategy<Value = RowFilter> {
+        gen::leaf_filter(NO_SINK)
+            .prop_filter("a cell test", |f| {
+                matches!(
+                    f,
+                    RowFilter::PassAll
+                        | RowFilter::BlockAll
+                        | RowFilter::FamilyNameRegex(_)
+                        | RowFilter::ColumnQualifierRegex(_)
+                        | RowFilter::ValueRegex(_)
+                        | RowFilter::ColumnRange(_)
+                        | RowFilter::TimestampRange(_)
+                        | RowFilter::ValueRange(_)
+                )
+            })
+            .prop_recursive(2, 6, 3, |inner| {
+                prop::collection::vec(inner, 2..4).prop_map(RowFilter::Chain)
+            })
+    }
+
     fn apply(f: &RowFilter, row: &Row) -> Option<Option<Vec<Cell>>> {
         let compiled = CompiledFilter::compile(f).ok()?;
         Some(compiled.apply(row.clone()).map(|r| r.cells))
@@ -370,6 +391,37 @@ mod properties {
             prop_assert_eq!(apply(&chained, &row), base.clone());
             let interleaved = RowFilter::Interleave(vec![f.clone(), RowFilter::BlockAll]);
             prop_assert_eq!(apply(&interleaved, &row), base);
+        }
+
+        #[test]
+        fn interleave_of_cell_tests_equals_the_definition(
+            tests in prop::collection::vec(cell_test(), 0..4),
+            prefix in gen::filter(KINDS),
+            row in rows(),
+        ) {
+            // After `prefix` (which may duplicate cells or label them), the
+            // fast path and the definition must agree cell for cell.
+            let (Ok(prefix), Ok(tests)) = (
+                CompiledFilter::compile(&prefix),
+                tests.iter().map(CompiledFilter::compile).collect::<Result<Vec<_>, _>>(),
+            ) else {
+                return Ok(());
+            };
+            let nodes: Vec<Node> = tests.into_iter().map(|t| t.node).collect();
+            prop_assume!(nodes.iter().all(is_cell_test));
+            let mut sink = Vec::new();
+            let input = eval(&prefix.node, &row.key, row.cells.clone(), &mut sink);
+            let mut unused = Vec::new();
+            let by_definition = interleave(&nodes, &row.key, input.clone(), &mut unused);
+            let fast = if has_equal_neighbours(&input) {
+                by_definition.clone()
+            } else {
+                interleave_cell_tests(&nodes, input.clone())
+            };
+            prop_assert_eq!(&fast, &by_definition);
+            // And through the public entry point.
+            let mut sink = Vec::new();
+            prop_assert_eq!(eval(&Node::Interleave(nodes), &row.key, input, &mut sink), by_definition);
         }
 
         #[test]
