@@ -491,21 +491,9 @@ impl Engine {
         input: impl std::io::BufRead,
     ) -> Result<usize> {
         let mut objects = Vec::new();
-        for (i, line) in input.lines().enumerate() {
-            let at = |e: Error| Error::AtLine {
-                line: i + 1,
-                error: Box::new(e),
-            };
-            let line = line.map_err(|e| {
-                at(Error::Json {
-                    reason: e.to_string(),
-                })
-            })?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let value: Value = serde_json::from_str(&line).map_err(|e| at(e.into()))?;
-            objects.push(CatalogObject::from_json(&value).map_err(at)?);
+        for item in crate::error::json_lines(input) {
+            let (line, value) = item?;
+            objects.push(CatalogObject::from_json(&value).map_err(|e| Error::at_line(line, e))?);
         }
         self.put_objects(app, index, &objects)?;
         Ok(objects.len())

@@ -46,7 +46,40 @@ pub enum Error {
     Key(#[from] affinity_rowkey::Error),
 }
 
+/// The JSON values of a JSON-lines input with their 1-based line numbers,
+/// blank lines skipped; an unreadable or unparsable line is an error naming
+/// it.
+pub(crate) fn json_lines(
+    input: impl std::io::BufRead,
+) -> impl Iterator<Item = Result<(usize, serde_json::Value)>> {
+    input.lines().enumerate().filter_map(|(i, line)| {
+        let n = i + 1;
+        match line {
+            Err(e) => Some(Err(Error::at_line(
+                n,
+                Error::Json {
+                    reason: e.to_string(),
+                },
+            ))),
+            Ok(text) if text.trim().is_empty() => None,
+            Ok(text) => Some(
+                serde_json::from_str(&text)
+                    .map(|value| (n, value))
+                    .map_err(|e| Error::at_line(n, e.into())),
+            ),
+        }
+    })
+}
+
 impl Error {
+    /// `error`, found on line `line` of an input.
+    pub(crate) fn at_line(line: usize, error: Error) -> Error {
+        Error::AtLine {
+            line,
+            error: Box::new(error),
+        }
+    }
+
     pub(crate) fn event(field: &'static str, message: impl Into<String>) -> Error {
         Error::InvalidEvent {
             field,

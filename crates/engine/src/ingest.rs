@@ -53,7 +53,6 @@ use std::ops::Bound;
 
 use affinity_model::{ColumnRange, ReadModifyWriteRule, Row, RowFilter, RowMutations};
 use affinity_rowkey::composite::EventKey;
-use serde_json::Value;
 
 use crate::engine::{App, Engine, DAY_MILLIS};
 use crate::error::{Error, Result};
@@ -430,21 +429,9 @@ impl Engine {
     ) -> Result<IngestReport> {
         let mut report = IngestReport::default();
         let mut batch = Vec::with_capacity(BATCH_EVENTS);
-        for (i, line) in input.lines().enumerate() {
-            let at = |e: Error| Error::AtLine {
-                line: i + 1,
-                error: Box::new(e),
-            };
-            let line = line.map_err(|e| {
-                at(Error::Json {
-                    reason: e.to_string(),
-                })
-            })?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let value: Value = serde_json::from_str(&line).map_err(|e| at(e.into()))?;
-            batch.push(Event::from_json(&value, limits).map_err(at)?);
+        for item in crate::error::json_lines(input) {
+            let (line, value) = item?;
+            batch.push(Event::from_json(&value, limits).map_err(|e| Error::at_line(line, e))?);
             if batch.len() == BATCH_EVENTS {
                 report.merge(&self.ingest(app, &batch)?);
                 batch.clear();
