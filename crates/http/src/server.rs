@@ -1,4 +1,21 @@
 //! The router, its middleware, and serving with graceful shutdown.
+//!
+//! | route | ACL (admin may do all) |
+//! |---|---|
+//! | `POST /1/events` | events |
+//! | `DELETE /1/usertokens/{userToken}` (204) | admin |
+//! | `GET /1/strategies/personalization` | search, profiles |
+//! | `POST /1/strategies/personalization` (starts a job) | admin |
+//! | `GET /1/profiles/personalization/{userToken}` | search, profiles |
+//! | `DELETE /1/profiles/{userToken}` | admin |
+//! | `POST /1/indexes/{indexName}/objects` | admin |
+//! | `GET/PUT/DELETE /1/indexes/{indexName}/objects/{objectID}` | search, profiles / admin |
+//! | `GET /1/jobs`, `GET /1/jobs/{jobID}` (recompute progress) | profiles |
+//! | `GET /health`, `/metrics`, `/openapi.json` | none |
+//!
+//! Every request is timed and counted per matched route (see
+//! [`crate::metrics`]); CORS allows any origin, so browsers running
+//! `search-insights` can call the API directly.
 
 use std::future::Future;
 use std::sync::Arc;
