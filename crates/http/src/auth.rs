@@ -136,7 +136,14 @@ fn credential(parts: &Parts, query: &HashMap<String, String>, name: &str) -> Opt
         .get(name)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
-        .or_else(|| query.get(name).cloned())
+        .or_else(|| {
+            // Browsers' search-insights sends `X-Algolia-Application-Id` and
+            // `X-Algolia-API-Key`: query names match case-insensitively.
+            query
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.clone())
+        })
 }
 
 impl FromRequestParts<Arc<State>> for Caller {

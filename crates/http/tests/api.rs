@@ -37,6 +37,13 @@ async fn credentials_are_checked_and_scoped_to_the_application() {
     let url = format!("{path}?x-algolia-application-id={APP}&x-algolia-api-key={ADMIN}");
     let (status, body) = parts(server.bare(Method::GET, &url).send().await.unwrap()).await;
     assert_eq!((status, body), (200, strategy()));
+    // As the search-insights browser library spells them.
+    let url = format!("{path}?X-Algolia-Application-Id={APP}&X-Algolia-API-Key={ADMIN}");
+    let (status, _) = parts(server.bare(Method::GET, &url).send().await.unwrap()).await;
+    assert_eq!(status, 200);
+    let url = format!("{path}?x-algolia-application-id={APP}&x-algolia-api-key=nope");
+    let (status, _) = parts(server.bare(Method::GET, &url).send().await.unwrap()).await;
+    assert_eq!(status, 401);
 
     // Another application's admin sees none of app1's data.
     assert_eq!(
