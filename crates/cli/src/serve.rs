@@ -73,7 +73,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let runtime = runtime.build().context("starting the async runtime")?;
     let backend = args.backend.describe();
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
@@ -86,5 +86,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         )
         .await
         .context("serving")
-    })
+    });
+    // A recompute still running is abandoned (it writes absolute profiles,
+    // so running it again is safe); requests in flight have finished.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    served
 }
