@@ -101,6 +101,11 @@ async fn observe(Shared(state): Shared<Arc<State>>, request: Request, next: Next
     response
 }
 
+/// How often the engine's cached catalogs are dropped, so objects another
+/// server stored are seen (the engine caches an index's catalog on first
+/// use and refreshes it only for writes through itself).
+pub const CATALOG_REFRESH: Duration = Duration::from_secs(60);
+
 /// Serve `state` on `listener` until `shutdown` resolves; requests in
 /// flight then finish before this returns.
 pub async fn serve(
@@ -111,9 +116,20 @@ pub async fn serve(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "affinity http api listening");
     }
-    axum::serve(listener, router(state))
+    let engine = Arc::clone(&state.engine);
+    let refresh = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(CATALOG_REFRESH);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            engine.forget_catalogs();
+        }
+    });
+    let served = axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
-        .await?;
+        .await;
+    refresh.abort();
+    served?;
     tracing::info!("server stopped");
     Ok(())
 }
