@@ -40,11 +40,13 @@ pub async fn post_strategy(
     body: Body,
 ) -> Result<([(HeaderName, String); 1], Json<Value>)> {
     caller.require(Acl::Admin)?;
-    let engine = Arc::clone(&state.engine);
+    let shared = Arc::clone(&state);
     let app = caller.app.clone();
     let updated_at = blocking(move || {
         let strategy = Strategy::from_json(&body.json()?)?;
-        Ok(engine.set_strategy(&app, &strategy)?)
+        let updated_at = shared.engine.set_strategy(&app, &strategy)?;
+        shared.forget_strategy(&app);
+        Ok(updated_at)
     })
     .await?;
     let job = state
@@ -69,7 +71,11 @@ pub async fn get_profile(
 ) -> Result<Json<Value>> {
     caller.require_any(&[Acl::Profiles, Acl::Search])?;
     check_user_token(&user)?;
-    let profile = blocking(move || Ok(state.engine.profile(&caller.app, &user)?)).await?;
+    let profile = blocking(move || match state.strategy(&caller.app)? {
+        Some(strategy) => Ok(state.engine.profile_with(&caller.app, &user, &strategy)?),
+        None => Ok(None),
+    })
+    .await?;
     match profile {
         Some(p) => Ok(Json(p.to_json())),
         None => Err(Error::not_found("User not found")),

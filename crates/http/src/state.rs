@@ -1,8 +1,10 @@
 //! What every handler shares, and the request body extractor.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use affinity_engine::Engine;
+use affinity_engine::{Engine, Strategy};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::header::CONTENT_LENGTH;
@@ -20,7 +22,17 @@ pub struct State {
     pub keys: Keys,
     pub metrics: Metrics,
     pub jobs: Jobs,
+    /// Strategies read for profile requests, with when they were read.
+    strategies: Mutex<HashMap<String, CachedStrategy>>,
 }
+
+/// A strategy (or its absence) and when it was read.
+type CachedStrategy = (Instant, Option<Arc<Strategy>>);
+
+/// How long a strategy read for profile requests is reused. A change made
+/// through this server is seen at once, one made through another server
+/// after at most this long.
+pub const STRATEGY_TTL: Duration = Duration::from_secs(1);
 
 impl State {
     pub fn new(engine: Arc<Engine>, keys: Keys) -> Arc<State> {
@@ -29,7 +41,31 @@ impl State {
             keys,
             metrics: Metrics::default(),
             jobs: Jobs::default(),
+            strategies: Mutex::default(),
         })
+    }
+
+    /// The application's current strategy, re-read at most every
+    /// [`STRATEGY_TTL`] (blocking).
+    pub fn strategy(&self, app: &str) -> Result<Option<Arc<Strategy>>> {
+        let cache = || self.strategies.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((read, strategy)) = cache().get(app) {
+            if read.elapsed() < STRATEGY_TTL {
+                return Ok(strategy.clone());
+            }
+        }
+        let read = Instant::now();
+        let strategy = self.engine.strategy(app)?.map(Arc::new);
+        cache().insert(app.to_string(), (read, strategy.clone()));
+        Ok(strategy)
+    }
+
+    /// Forget the cached strategy of `app` (after changing it).
+    pub fn forget_strategy(&self, app: &str) {
+        self.strategies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(app);
     }
 }
 

@@ -92,7 +92,27 @@ async fn credentials_are_checked_and_scoped_to_the_application() {
 #[tokio::test(flavor = "multi_thread")]
 async fn events_become_profiles() {
     let server = Server::embedded().await;
+    // Without a strategy there is no profile; a strategy set through this
+    // server applies to the next read (no stale cached strategy).
+    assert_eq!(
+        parts(server.post_events(&[click("u0", "Apple")]).await)
+            .await
+            .0,
+        200
+    );
+    let r = server
+        .admin(Method::GET, "/1/profiles/personalization/u0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(parts(r).await.0, 404);
     assert_eq!(parts(server.set_strategy().await).await.0, 200);
+    let r = server
+        .admin(Method::GET, "/1/profiles/personalization/u0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(parts(r).await.0, 200);
     // Identical events in one millisecond are one event (a retry): vary the times.
     let now = server.engine.now_millis();
     let mut events = [
