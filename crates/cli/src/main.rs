@@ -6,6 +6,7 @@ mod bench;
 mod engine_cmds;
 mod geo;
 mod keys;
+mod serve;
 mod table;
 
 use clap::{Parser, Subcommand};
@@ -22,6 +23,8 @@ struct Cli {
 enum Command {
     /// Look inside any backend, like `cbt`: create tables, write and read cells.
     Table(table::TableArgs),
+    /// Serve the HTTP API (Algolia Insights and Personalization shapes).
+    Serve(serve::ServeArgs),
     /// Catalog objects and their facets.
     #[command(subcommand)]
     Catalog(engine_cmds::CatalogCommand),
@@ -56,6 +59,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Table(args) => table::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Catalog(cmd) => engine_cmds::catalog(cmd),
         Command::Strategy(cmd) => engine_cmds::strategy(cmd),
         Command::Ingest(args) => engine_cmds::ingest(args),
