@@ -106,9 +106,8 @@ impl Profile {
     /// The API's profile JSON:
     /// `{"userToken","lastEventAt":"2024-05-21T01:15:35Z","scores":{..}}`.
     pub fn to_json(&self) -> Value {
-        let last = affinity_rowkey::time::format_millis(self.last_event_millis)
-            .map(|t| format!("{}Z", &t[..19]))
-            .unwrap_or_default();
+        let last =
+            affinity_rowkey::time::format_seconds(self.last_event_millis).unwrap_or_default();
         serde_json::json!({"userToken": self.user_token, "lastEventAt": last, "scores": self.scores})
     }
 }

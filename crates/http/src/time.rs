@@ -3,10 +3,7 @@
 /// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (empty when out
 /// of the years 0000-9999).
 pub fn iso(millis: i64) -> String {
-    affinity_rowkey::time::format_millis(millis)
-        .ok()
-        .and_then(|t| t.get(..19).map(|s| format!("{s}Z")))
-        .unwrap_or_default()
+    affinity_rowkey::time::format_seconds(millis).unwrap_or_default()
 }
 
 #[cfg(test)]

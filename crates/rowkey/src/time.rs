@@ -68,6 +68,14 @@ pub fn format_millis(millis: i64) -> Result<String> {
     ))
 }
 
+/// Format milliseconds since the Unix epoch to the second, as APIs often
+/// write times: `YYYY-MM-DDTHH:MM:SSZ` (milliseconds truncated).
+pub fn format_seconds(millis: i64) -> Result<String> {
+    let mut text = format_millis(millis)?;
+    text.replace_range(19..23, ""); // drop ".mmm", keep "Z"
+    Ok(text)
+}
+
 fn digits(text: &str, bytes: &[u8], range: std::ops::Range<usize>) -> Result<i64> {
     let mut value = 0i64;
     for &b in &bytes[range] {
@@ -131,6 +139,8 @@ mod tests {
         assert_eq!(format_millis(ms).unwrap(), "2019-05-28T00:04:34.000Z");
         assert_eq!(format_millis(0).unwrap(), "1970-01-01T00:00:00.000Z");
         assert_eq!(format_millis(-1).unwrap(), "1969-12-31T23:59:59.999Z");
+        assert_eq!(format_seconds(ms + 999).unwrap(), "2019-05-28T00:04:34Z");
+        assert!(format_seconds(MAX_MILLIS + 1).is_err());
         assert_eq!(
             format_millis(MIN_MILLIS).unwrap(),
             "0000-01-01T00:00:00.000Z"
