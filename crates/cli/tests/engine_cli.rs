@@ -1,0 +1,317 @@
+//! The engine's commands and `affinity serve`, end to end through the real
+//! binary on the embedded store.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+fn affinity(data: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_affinity"))
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .env_remove("AFFINITY_BIGTABLE")
+        .env_remove("BIGTABLE_EMULATOR_HOST")
+        .output()
+        .expect("run the affinity binary")
+}
+
+fn ok(data: &Path, args: &[&str]) -> String {
+    let out = affinity(data, args);
+    assert!(
+        out.status.success(),
+        "affinity {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+fn fails(data: &Path, args: &[&str]) -> String {
+    let out = affinity(data, args);
+    assert!(!out.status.success(), "affinity {args:?} should fail");
+    String::from_utf8(out.stderr).expect("utf-8")
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+const STRATEGY: &str = r#"{"eventsScoring":[{"eventName":"Product Viewed","eventType":"view","score":10},{"eventName":"Product Clicked","eventType":"click","score":30},{"eventName":"Purchase","eventType":"conversion","score":60}],"facetsScoring":[{"facetName":"brand","score":100},{"facetName":"color","score":50}],"personalizationImpact":80}"#;
+
+fn write_inputs(dir: &Path) {
+    std::fs::write(
+        dir.join("catalog.jsonl"),
+        concat!(
+            r#"{"objectID":"p1","brand":"Apple","color":"Black"}"#,
+            "\n",
+            r#"{"objectID":"p2","brand":"Samsung","color":"White"}"#,
+            "\n",
+            r#"{"objectID":"p3","brand":"Apple","color":"Silver"}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("strategy.json"), STRATEGY).unwrap();
+    let t = now_ms() - 60_000;
+    let events = [
+        format!(
+            r#"{{"eventType":"view","eventName":"Product Viewed","index":"products","userToken":"alice","timestamp":{},"objectIDs":["p1","p3"]}}"#,
+            t
+        ),
+        format!(
+            r#"{{"eventType":"click","eventName":"Product Clicked","index":"products","userToken":"alice","timestamp":{},"objectIDs":["p1"]}}"#,
+            t + 1
+        ),
+        format!(
+            r#"{{"eventType":"conversion","eventName":"Purchase","index":"products","userToken":"alice","timestamp":{},"objectIDs":["p2","p9"]}}"#,
+            t + 2
+        ),
+        format!(
+            r#"{{"eventType":"view","eventName":"Product Viewed","index":"products","userToken":"bob","timestamp":{},"filters":["brand:Samsung"]}}"#,
+            t + 3
+        ),
+    ];
+    std::fs::write(dir.join("events.jsonl"), events.join("\n")).unwrap();
+}
+
+/// alice: view(10) of p1, p3; click(30) of p1; purchase(60) of p2.
+/// brand (100): Apple 10*100*2 + 30*100 = 5000, Samsung 6000;
+/// color (50): Black 2000, Silver 500, White 3000; max 6000.
+const ALICE: &str =
+    r#""scores":{"brand":{"Apple":17,"Samsung":20},"color":{"Black":7,"Silver":2,"White":10}}"#;
+
+#[test]
+fn engine_commands_walk_through() {
+    let dir = tempfile::tempdir().unwrap();
+    write_inputs(dir.path());
+    let data = dir.path().join("data");
+    let file = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+
+    let out = ok(
+        &data,
+        &[
+            "catalog",
+            "load",
+            "--app",
+            "shop",
+            "--index",
+            "products",
+            &file("catalog.jsonl"),
+        ],
+    );
+    assert!(out.contains("loaded 3 objects"), "{out}");
+    ok(
+        &data,
+        &["strategy", "set", "--app", "shop", &file("strategy.json")],
+    );
+    assert!(ok(&data, &["strategy", "get", "--app", "shop"]).contains("Product Clicked"));
+
+    let out = ok(
+        &data,
+        &[
+            "ingest",
+            "--app",
+            "shop",
+            "--schema",
+            "wide",
+            &file("events.jsonl"),
+        ],
+    );
+    assert!(
+        out.contains("4 events: 4 counted, 0 duplicates, 1 unknown objects"),
+        "{out}"
+    );
+    // A retried file counts nothing twice.
+    let out = ok(&data, &["ingest", "--app", "shop", &file("events.jsonl")]);
+    assert!(out.contains("0 counted, 4 duplicates"), "{out}");
+
+    let profile = ok(&data, &["profile", "--app", "shop", "alice", "--json"]);
+    assert!(profile.contains(ALICE), "{profile}");
+    assert!(profile.contains(r#""userToken":"alice""#), "{profile}");
+    let table = ok(&data, &["profile", "--app", "shop", "alice"]);
+    assert!(table.contains("Samsung") && table.contains("20"), "{table}");
+
+    let out = ok(
+        &data,
+        &["recompute", "--app", "shop", "--job", "j", "--shard", "0/1"],
+    );
+    assert!(out.contains("recomputed 2 profiles from 4 events"), "{out}");
+
+    // Bad input names the line and the field, and stores nothing.
+    std::fs::write(dir.path().join("bad.jsonl"), r#"{"eventType":"bogus","eventName":"x","index":"products","userToken":"carol","filters":["a:b"]}"#).unwrap();
+    let err = fails(&data, &["ingest", "--app", "shop", &file("bad.jsonl")]);
+    assert!(err.contains("line 1") && err.contains("EventType"), "{err}");
+    let err = fails(&data, &["profile", "--app", "shop", "carol"]);
+    assert!(err.contains("no profile"), "{err}");
+    let err = fails(
+        &data,
+        &[
+            "ingest",
+            "--app",
+            "shop",
+            "--schema",
+            "narrow",
+            &file("events.jsonl"),
+        ],
+    );
+    assert!(err.contains("migration"), "{err}");
+    let err = fails(&data, &["recompute", "--app", "shop", "--shard", "2/2"]);
+    assert!(err.contains("0 <= I < N"), "{err}");
+
+    let out = ok(&data, &["delete-user", "--app", "shop", "alice"]);
+    assert!(out.contains("none left"), "{out}");
+    assert!(fails(&data, &["profile", "--app", "shop", "alice"]).contains("no profile"));
+    assert!(ok(&data, &["profile", "--app", "shop", "bob", "--json"]).contains("Samsung"));
+}
+
+#[test]
+fn migrate_narrow_to_wide_keeps_profiles() {
+    let dir = tempfile::tempdir().unwrap();
+    write_inputs(dir.path());
+    let data = dir.path().join("data");
+    let file = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    ok(
+        &data,
+        &[
+            "catalog",
+            "load",
+            "--app",
+            "shop",
+            "--index",
+            "products",
+            &file("catalog.jsonl"),
+        ],
+    );
+    ok(
+        &data,
+        &["strategy", "set", "--app", "shop", &file("strategy.json")],
+    );
+    ok(
+        &data,
+        &[
+            "ingest",
+            "--app",
+            "shop",
+            "--schema",
+            "narrow",
+            &file("events.jsonl"),
+        ],
+    );
+    ok(
+        &data,
+        &["migrate", "start", "--app", "shop", "--to", "wide"],
+    );
+    assert!(ok(&data, &["migrate", "backfill", "--app", "shop"]).contains("complete"));
+    assert!(
+        ok(&data, &["migrate", "verify", "--app", "shop"]).contains("2 users have equal profiles")
+    );
+    assert!(ok(&data, &["migrate", "cut-over", "--app", "shop"]).contains("wide"));
+    assert!(ok(&data, &["profile", "--app", "shop", "alice", "--json"]).contains(ALICE));
+}
+
+/// Kills the server when the test ends, even on failure.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn request(addr: &str, method: &str, path: &str, key: &str, body: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nx-algolia-application-id: shop\r\n\
+         x-algolia-api-key: {key}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response[9..12].parse().unwrap();
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (status, body)
+}
+
+#[test]
+fn serve_answers_the_insights_and_personalization_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_affinity"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--app-id",
+            "shop",
+            "--api-key",
+            "secret",
+        ])
+        .arg("--data")
+        .arg(dir.path())
+        .env_remove("AFFINITY_CONFIG")
+        .env_remove("AFFINITY_APP_ID")
+        .env_remove("AFFINITY_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let server = Server(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+
+    let (status, body) = request(
+        &addr,
+        "POST",
+        "/1/strategies/personalization",
+        "secret",
+        STRATEGY,
+    );
+    assert_eq!(status, 200, "{body}");
+    let event = format!(
+        r#"{{"events":[{{"eventType":"conversion","eventName":"Purchase","index":"products","userToken":"alice","timestamp":{},"filters":["brand:Apple"]}}]}}"#,
+        now_ms()
+    );
+    let (status, body) = request(&addr, "POST", "/1/events", "secret", &event);
+    assert_eq!(
+        (status, body.as_str()),
+        (200, r#"{"message":"OK","status":200}"#)
+    );
+    let (status, body) = request(
+        &addr,
+        "GET",
+        "/1/profiles/personalization/alice",
+        "secret",
+        "",
+    );
+    assert_eq!(status, 200);
+    assert!(
+        body.contains(r#""scores":{"brand":{"Apple":20}}"#),
+        "{body}"
+    );
+    let (status, body) = request(
+        &addr,
+        "GET",
+        "/1/profiles/personalization/alice",
+        "wrong",
+        "",
+    );
+    assert_eq!(
+        (status, body.as_str()),
+        (401, r#"{"message":"Invalid credentials","status":401}"#)
+    );
+    drop(server);
+}
