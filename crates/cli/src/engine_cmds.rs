@@ -237,7 +237,7 @@ pub fn recompute(args: RecomputeArgs) -> anyhow::Result<()> {
 
 /// A progress line on stderr while `done` is false, redrawn in place on a
 /// terminal, once every 5 s otherwise.
-fn show_progress(progress: &Progress, done: &AtomicBool) {
+pub fn show_progress(progress: &Progress, done: &AtomicBool) {
     let tty = std::io::stderr().is_terminal();
     let every = if tty {
         Duration::from_millis(200)
@@ -305,8 +305,14 @@ pub fn profile(args: ProfileArgs) -> anyhow::Result<()> {
     };
     if args.json {
         println!("{}", profile.to_json());
-        return Ok(());
+    } else {
+        print_profile(&profile, 10);
     }
+    Ok(())
+}
+
+/// A profile as a readable table: the top `top` values of each facet.
+pub fn print_profile(profile: &affinity_engine::Profile, top: usize) {
     let json = profile.to_json();
     println!(
         "user {}  (last event {})",
@@ -317,7 +323,7 @@ pub fn profile(args: ProfileArgs) -> anyhow::Result<()> {
         let mut values: Vec<_> = values.iter().collect();
         values.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
         println!("  {facet}");
-        for (value, score) in values.iter().take(10) {
+        for (value, score) in values.iter().take(top) {
             println!(
                 "    {:<28} {:>2} {}",
                 value,
@@ -325,11 +331,10 @@ pub fn profile(args: ProfileArgs) -> anyhow::Result<()> {
                 "█".repeat(**score as usize)
             );
         }
-        if values.len() > 10 {
-            println!("    ... {} more", values.len() - 10);
+        if values.len() > top {
+            println!("    ... {} more", values.len() - top);
         }
     }
-    Ok(())
 }
 
 #[derive(clap::Args)]

@@ -3,6 +3,7 @@
 
 mod backend;
 mod bench;
+mod demo;
 mod engine_cmds;
 mod geo;
 mod keys;
@@ -23,6 +24,9 @@ struct Cli {
 enum Command {
     /// Look inside any backend, like `cbt`: create tables, write and read cells.
     Table(table::TableArgs),
+    /// The walk-through: a generated shop through the real engine on the
+    /// embedded store, profiles, a strategy change and the batch recompute.
+    Demo(demo::DemoArgs),
     /// Serve the HTTP API (Algolia Insights and Personalization shapes).
     Serve(serve::ServeArgs),
     /// Catalog objects and their facets.
@@ -59,6 +63,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Table(args) => table::run(args),
+        Command::Demo(args) => demo::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Catalog(cmd) => engine_cmds::catalog(cmd),
         Command::Strategy(cmd) => engine_cmds::strategy(cmd),

@@ -315,3 +315,41 @@ fn serve_answers_the_insights_and_personalization_api() {
     );
     drop(server);
 }
+
+#[test]
+fn demo_runs_end_to_end_and_refuses_foreign_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("demo");
+    let run = |data: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_affinity"))
+            .args(["demo", "--events", "3000", "--users", "50", "--data"])
+            .arg(data)
+            .output()
+            .unwrap()
+    };
+    let out = run(&data);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("ingested in"), "{text}");
+    assert!(text.contains("recomputed"), "{text}");
+    assert!(text.contains("user user-00000"), "{text}");
+    // Its data is a real store the other commands read.
+    let profile = ok(
+        &data,
+        &["profile", "--app", "demo-shop", "user-00000", "--json"],
+    );
+    assert!(profile.contains(r#""userToken":"user-00000""#), "{profile}");
+    // Rerunning replaces its own earlier data...
+    assert!(run(&data).status.success());
+    // ...but never a directory that is not a demo's.
+    let foreign = dir.path().join("mine");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("precious.txt"), "keep me").unwrap();
+    let out = run(&foreign);
+    assert!(!out.status.success());
+    assert!(foreign.join("precious.txt").exists());
+}

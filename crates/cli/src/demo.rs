@@ -1,0 +1,243 @@
+//! `affinity demo`: the out-of-the-box walk-through on the embedded store.
+//! A generated shop (catalog and a skewed stream of users' events) goes
+//! through the real engine; profiles are printed, the strategy changes and
+//! the batch recompute runs with a progress bar.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use affinity_engine::{
+    catalog::CatalogObject, AppConfig, Engine, Event, Progress, RecomputeOptions, Schema, Strategy,
+};
+use anyhow::Context;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+
+use crate::engine_cmds::{print_profile, show_progress};
+
+#[derive(clap::Args)]
+pub struct DemoArgs {
+    /// Directory for the demo's data (replaced if it holds an earlier demo).
+    #[arg(long, default_value = "affinity-demo-data")]
+    data: PathBuf,
+    /// Events to generate.
+    #[arg(long, default_value_t = 200_000)]
+    events: usize,
+    /// Users to generate (a few very active, many light).
+    #[arg(long, default_value_t = 5_000)]
+    users: usize,
+    /// Seed of the generator (the same seed gives the same shop).
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+}
+
+const APP: &str = "demo-shop";
+const INDEX: &str = "products";
+const MARKER: &str = ".affinity-demo";
+const BRANDS: [&str; 12] = [
+    "Apple", "Samsung", "Sony", "LG", "Bose", "Dell", "HP", "Lenovo", "Asus", "Canon", "Nikon",
+    "Philips",
+];
+const COLORS: [&str; 8] = [
+    "Black", "White", "Silver", "Blue", "Red", "Green", "Gold", "Grey",
+];
+const CATEGORIES: [&str; 8] = [
+    "phones",
+    "laptops",
+    "audio",
+    "tv",
+    "cameras",
+    "tablets",
+    "wearables",
+    "accessories",
+];
+const PRODUCTS: usize = 600;
+
+fn products(rng: &mut StdRng) -> Vec<Value> {
+    (0..PRODUCTS)
+        .map(|i| {
+            let price = rng.random_range(20..2500u32);
+            let mut p = json!({
+                "objectID": format!("p{i:04}"),
+                "brand": BRANDS[i % BRANDS.len()],
+                "color": COLORS[rng.random_range(0..COLORS.len())],
+                "category": [CATEGORIES[i % CATEGORIES.len()], "electronics"],
+                "price_range": match price { 0..=99 => "under 100", 100..=499 => "100-500", _ => "500+" },
+            });
+            if i % 5 == 0 {
+                // Store pick-up items carry a location (around Portland).
+                p["_geoloc"] = json!({"lat": 45.5 + rng.random_range(-0.2..0.2), "lng": -122.6 + rng.random_range(-0.2..0.2)});
+            }
+            p
+        })
+        .collect()
+}
+
+/// Events with believable skew: user activity follows a power law, and each
+/// user favours two brands and a color.
+fn events(rng: &mut StdRng, users: usize, count: usize, now_ms: i64) -> Vec<Value> {
+    let weights: Vec<f64> = (1..=users).map(|r| 1.0 / (r as f64).powf(1.1)).collect();
+    let total: f64 = weights.iter().sum();
+    let cumulative: Vec<f64> = weights
+        .iter()
+        .scan(0.0, |acc, w| {
+            *acc += w / total;
+            Some(*acc)
+        })
+        .collect();
+    let favourites: Vec<(usize, usize)> = (0..users)
+        .map(|_| {
+            (
+                rng.random_range(0..BRANDS.len()),
+                rng.random_range(0..BRANDS.len()),
+            )
+        })
+        .collect();
+    (0..count)
+        .map(|i| {
+            let x: f64 = rng.random();
+            let user = cumulative.partition_point(|c| *c < x).min(users - 1);
+            let (a, b) = favourites[user];
+            let brand = match rng.random_range(0..10) {
+                0..=4 => a,
+                5..=7 => b,
+                _ => rng.random_range(0..BRANDS.len()),
+            };
+            // A product of that brand.
+            let product = brand + BRANDS.len() * rng.random_range(0..PRODUCTS / BRANDS.len());
+            let (ty, name) = match rng.random_range(0..100) {
+                0..=69 => ("view", "Product Viewed"),
+                70..=92 => ("click", "Product Clicked"),
+                _ => ("conversion", "Product Purchased"),
+            };
+            let age_ms = rng.random_range(0..20 * 86_400_000i64);
+            json!({
+                "eventType": ty,
+                "eventName": name,
+                "index": INDEX,
+                "userToken": format!("user-{user:05}"),
+                "timestamp": now_ms - age_ms - i as i64 % 1000,
+                "objectIDs": [format!("p{product:04}")],
+            })
+        })
+        .collect()
+}
+
+fn strategy(facets: &[(&str, u32)]) -> anyhow::Result<Strategy> {
+    let json = json!({
+        "eventsScoring": [
+            {"eventName": "Product Viewed", "eventType": "view", "score": 10},
+            {"eventName": "Product Clicked", "eventType": "click", "score": 30},
+            {"eventName": "Product Purchased", "eventType": "conversion", "score": 60},
+        ],
+        "facetsScoring": facets.iter().map(|(f, s)| json!({"facetName": f, "score": s})).collect::<Vec<_>>(),
+        "personalizationImpact": 75,
+    });
+    Ok(Strategy::from_json(&json)?)
+}
+
+pub fn run(args: DemoArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    if args.data.exists() {
+        anyhow::ensure!(
+            args.data.join(MARKER).exists(),
+            "{} exists and is not an earlier demo's data; choose another --data",
+            args.data.display()
+        );
+        std::fs::remove_dir_all(&args.data)
+            .with_context(|| format!("removing the earlier demo in {}", args.data.display()))?;
+    }
+    std::fs::create_dir_all(&args.data)?;
+    std::fs::write(args.data.join(MARKER), "data of `affinity demo`\n")?;
+    let store = affinity_embedded::EmbeddedStore::open(&args.data)?;
+    let engine = Engine::open(std::sync::Arc::new(store))?;
+    engine.configure_app(
+        APP,
+        AppConfig {
+            schema: Schema::Wide,
+            ..AppConfig::default()
+        },
+    )?;
+    let mut rng = StdRng::seed_from_u64(args.seed);
+
+    println!("1. A shop catalog: {PRODUCTS} products (brand, color, category, price range; some with _geoloc)");
+    let objects = products(&mut rng)
+        .iter()
+        .map(CatalogObject::from_json)
+        .collect::<Result<Vec<_>, _>>()?;
+    engine.put_objects(APP, INDEX, &objects)?;
+
+    let first = strategy(&[("brand", 100), ("category", 60), ("color", 20)])?;
+    engine.set_strategy(APP, &first)?;
+    println!("2. A strategy: purchases 60, clicks 30, views 10; brand 100, category 60, color 20");
+
+    let users = args.users.max(1);
+    println!(
+        "3. Ingesting {} events of {users} users through the streaming path...",
+        args.events
+    );
+    let now_ms = engine.now_millis();
+    let limits = engine.retention_limits(APP)?;
+    let generated = events(&mut rng, users, args.events, now_ms);
+    let ingest_started = Instant::now();
+    for batch in generated.chunks(1000) {
+        let batch = batch
+            .iter()
+            .map(|e| Event::from_json(e, &limits))
+            .collect::<Result<Vec<_>, _>>()?;
+        engine.ingest(APP, &batch)?;
+    }
+    let secs = ingest_started.elapsed().as_secs_f64();
+    println!(
+        "   ingested in {secs:.1} s ({:.0} events/s, each acknowledged batch synced to disk)",
+        args.events as f64 / secs
+    );
+
+    println!("\n4. Profiles of the most active user and of a light one:");
+    let (heavy, light) = (
+        "user-00000".to_string(),
+        format!("user-{:05}", users * 3 / 4),
+    );
+    for user in [&heavy, &light] {
+        if let Some(profile) = engine.profile(APP, user)? {
+            print_profile(&profile, 4);
+        }
+    }
+
+    println!("\n5. A new strategy (color now matters most), and the batch recompute:");
+    let second = strategy(&[("color", 100), ("brand", 40)])?;
+    engine.set_strategy(APP, &second)?;
+    let progress = Progress::default();
+    let done = AtomicBool::new(false);
+    let report = std::thread::scope(|s| {
+        s.spawn(|| show_progress(&progress, &done));
+        let report = engine.recompute(APP, RecomputeOptions::default(), &progress);
+        done.store(true, Ordering::Relaxed);
+        report
+    })?;
+    println!(
+        "   recomputed {} profiles from {} events in {:.2} s",
+        report.profiles,
+        report.events,
+        progress.snapshot().elapsed.as_secs_f64()
+    );
+    if let Some(profile) = engine.profile(APP, &heavy)? {
+        print_profile(&profile, 4);
+    }
+
+    let data = args.data.display();
+    println!(
+        "\nDone in {:.0} s. The data is in {data}. Next:\n\
+         \n  affinity profile --data {data} --app {APP} {heavy} --json\
+         \n  affinity serve --data {data} --listen 127.0.0.1:8080 --app-id {APP} --api-key demo-key\
+         \n  curl -H 'x-algolia-application-id: {APP}' -H 'x-algolia-api-key: demo-key' \\\
+         \n       -X POST localhost:8080/1/events \\\
+         \n       -d '{{\"events\":[{{\"eventType\":\"view\",\"eventName\":\"Product Viewed\",\"index\":\"{INDEX}\",\"userToken\":\"{heavy}\",\"objectIDs\":[\"p0001\"]}}]}}'\
+         \n  curl -H 'x-algolia-application-id: {APP}' -H 'x-algolia-api-key: demo-key' \\\
+         \n       localhost:8080/1/profiles/personalization/{heavy}",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
