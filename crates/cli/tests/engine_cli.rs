@@ -78,20 +78,15 @@ fn write_inputs(dir: &Path) {
     std::fs::write(dir.join("events.jsonl"), events.join("\n")).unwrap();
 }
 
-/// alice: view(10) of p1, p3; click(30) of p1; purchase(60) of p2.
-/// brand (100): Apple 10*100*2 + 30*100 = 5000, Samsung 6000;
-/// color (50): Black 2000, Silver 500, White 3000; max 6000.
-const ALICE: &str =
-    r#""scores":{"brand":{"Apple":17,"Samsung":20},"color":{"Black":7,"Silver":2,"White":10}}"#;
-
-#[test]
-fn engine_commands_walk_through() {
+/// A shop loaded through the CLI in a fresh directory: catalog, strategy
+/// and the events (in `schema`). Returns the directory (kept alive by the
+/// caller), the data path and the output of the catalog load and ingest.
+fn loaded_shop(schema: &str) -> (tempfile::TempDir, std::path::PathBuf, String, String) {
     let dir = tempfile::tempdir().unwrap();
     write_inputs(dir.path());
     let data = dir.path().join("data");
     let file = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
-
-    let out = ok(
+    let catalog = ok(
         &data,
         &[
             "catalog",
@@ -103,27 +98,39 @@ fn engine_commands_walk_through() {
             &file("catalog.jsonl"),
         ],
     );
-    assert!(out.contains("loaded 3 objects"), "{out}");
     ok(
         &data,
         &["strategy", "set", "--app", "shop", &file("strategy.json")],
     );
-    assert!(ok(&data, &["strategy", "get", "--app", "shop"]).contains("Product Clicked"));
-
-    let out = ok(
+    let ingest = ok(
         &data,
         &[
             "ingest",
             "--app",
             "shop",
             "--schema",
-            "wide",
+            schema,
             &file("events.jsonl"),
         ],
     );
+    (dir, data, catalog, ingest)
+}
+
+/// alice: view(10) of p1, p3; click(30) of p1; purchase(60) of p2.
+/// brand (100): Apple 10*100*2 + 30*100 = 5000, Samsung 6000;
+/// color (50): Black 2000, Silver 500, White 3000; max 6000.
+const ALICE: &str =
+    r#""scores":{"brand":{"Apple":17,"Samsung":20},"color":{"Black":7,"Silver":2,"White":10}}"#;
+
+#[test]
+fn engine_commands_walk_through() {
+    let (dir, data, catalog, ingest) = loaded_shop("wide");
+    let file = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    assert!(catalog.contains("loaded 3 objects"), "{catalog}");
+    assert!(ok(&data, &["strategy", "get", "--app", "shop"]).contains("Product Clicked"));
     assert!(
-        out.contains("4 events: 4 counted, 0 duplicates, 1 unknown objects"),
-        "{out}"
+        ingest.contains("4 events: 4 counted, 0 duplicates, 1 unknown objects"),
+        "{ingest}"
     );
     // A retried file counts nothing twice.
     let out = ok(&data, &["ingest", "--app", "shop", &file("events.jsonl")]);
@@ -170,37 +177,7 @@ fn engine_commands_walk_through() {
 
 #[test]
 fn migrate_narrow_to_wide_keeps_profiles() {
-    let dir = tempfile::tempdir().unwrap();
-    write_inputs(dir.path());
-    let data = dir.path().join("data");
-    let file = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
-    ok(
-        &data,
-        &[
-            "catalog",
-            "load",
-            "--app",
-            "shop",
-            "--index",
-            "products",
-            &file("catalog.jsonl"),
-        ],
-    );
-    ok(
-        &data,
-        &["strategy", "set", "--app", "shop", &file("strategy.json")],
-    );
-    ok(
-        &data,
-        &[
-            "ingest",
-            "--app",
-            "shop",
-            "--schema",
-            "narrow",
-            &file("events.jsonl"),
-        ],
-    );
+    let (_dir, data, _, _) = loaded_shop("narrow");
     ok(
         &data,
         &["migrate", "start", "--app", "shop", "--to", "wide"],
