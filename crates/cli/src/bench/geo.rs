@@ -66,14 +66,7 @@ pub fn run(args: GeoBenchArgs) -> anyhow::Result<()> {
         eprintln!("generating {} points (seed {})", args.points, args.seed);
         datasets.push(bench::generated(args.points, args.seed));
     }
-    let tmp;
-    let dir = match &args.data {
-        Some(dir) => dir.clone(),
-        None => {
-            tmp = tempfile::tempdir().context("creating a temporary directory")?;
-            tmp.path().to_path_buf()
-        }
-    };
+    let (dir, _tmp) = super::data_dir(args.data.as_deref())?;
     let store = affinity_embedded::EmbeddedStore::open(&dir)
         .with_context(|| format!("opening the embedded store in {}", dir.display()))?;
     let settings = Settings {

@@ -27,6 +27,21 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     }
 }
 
+/// Where a benchmark keeps its embedded store: `given`, or a temporary
+/// directory removed when the returned guard drops.
+pub fn data_dir(
+    given: Option<&std::path::Path>,
+) -> anyhow::Result<(std::path::PathBuf, Option<tempfile::TempDir>)> {
+    match given {
+        Some(dir) => Ok((dir.to_path_buf(), None)),
+        None => {
+            let tmp =
+                anyhow::Context::context(tempfile::tempdir(), "creating a temporary directory")?;
+            Ok((tmp.path().to_path_buf(), Some(tmp)))
+        }
+    }
+}
+
 /// The value at quantile `q` (0..=1) of sorted samples.
 pub fn quantile<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
     if sorted.is_empty() {

@@ -68,14 +68,7 @@ struct Figures {
 pub fn run(args: StoreBenchArgs) -> anyhow::Result<()> {
     let mut results = Vec::new();
 
-    let tmp;
-    let dir = match &args.data {
-        Some(dir) => dir.clone(),
-        None => {
-            tmp = tempfile::tempdir().context("creating a temporary directory")?;
-            tmp.path().to_path_buf()
-        }
-    };
+    let (dir, _tmp) = super::data_dir(args.data.as_deref())?;
     eprintln!(
         "embedded store in {}: loading {} cells",
         dir.display(),
