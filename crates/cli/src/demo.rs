@@ -4,7 +4,6 @@
 //! the batch recompute runs with a progress bar.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use affinity_engine::{
@@ -15,7 +14,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
-use crate::engine_cmds::{print_profile, show_progress};
+use crate::engine_cmds::{print_profile, with_progress};
 
 #[derive(clap::Args)]
 pub struct DemoArgs {
@@ -210,12 +209,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let second = strategy(&[("color", 100), ("brand", 40)])?;
     engine.set_strategy(APP, &second)?;
     let progress = Progress::default();
-    let done = AtomicBool::new(false);
-    let report = std::thread::scope(|s| {
-        s.spawn(|| show_progress(&progress, &done));
-        let report = engine.recompute(APP, RecomputeOptions::default(), &progress);
-        done.store(true, Ordering::Relaxed);
-        report
+    let report = with_progress(&progress, || {
+        engine.recompute(APP, RecomputeOptions::default(), &progress)
     })?;
     println!(
         "   recomputed {} profiles from {} events in {:.2} s",

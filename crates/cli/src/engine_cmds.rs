@@ -208,19 +208,13 @@ fn parse_shard(text: &str) -> Result<(usize, usize), String> {
 pub fn recompute(args: RecomputeArgs) -> anyhow::Result<()> {
     let engine = args.app.engine()?;
     let progress = Progress::default();
-    let done = AtomicBool::new(false);
     let options = RecomputeOptions {
         threads: args.threads.max(1),
         shard: args.shard,
     };
-    let report = std::thread::scope(|s| {
-        s.spawn(|| show_progress(&progress, &done));
-        let report = match &args.job {
-            Some(job) => engine.recompute_job(&args.app.app, options, job, &progress),
-            None => engine.recompute(&args.app.app, options, &progress),
-        };
-        done.store(true, Ordering::Relaxed);
-        report
+    let report = with_progress(&progress, || match &args.job {
+        Some(job) => engine.recompute_job(&args.app.app, options, job, &progress),
+        None => engine.recompute(&args.app.app, options, &progress),
     })?;
     let snap = progress.snapshot();
     println!(
@@ -235,9 +229,20 @@ pub fn recompute(args: RecomputeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Run `work` while a progress line for `progress` is shown on stderr.
+pub fn with_progress<T>(progress: &Progress, work: impl FnOnce() -> T) -> T {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| show_progress(progress, &done));
+        let result = work();
+        done.store(true, Ordering::Relaxed);
+        result
+    })
+}
+
 /// A progress line on stderr while `done` is false, redrawn in place on a
 /// terminal, once every 5 s otherwise.
-pub fn show_progress(progress: &Progress, done: &AtomicBool) {
+fn show_progress(progress: &Progress, done: &AtomicBool) {
     let tty = std::io::stderr().is_terminal();
     let every = if tty {
         Duration::from_millis(200)
@@ -405,13 +410,7 @@ pub fn migrate(cmd: MigrateCommand) -> anyhow::Result<()> {
         MigrateCommand::Backfill { app } => {
             let engine = app.engine()?;
             let progress = Progress::default();
-            let done = AtomicBool::new(false);
-            let finished = std::thread::scope(|s| {
-                s.spawn(|| show_progress(&progress, &done));
-                let finished = engine.backfill(&app.app, &progress, None);
-                done.store(true, Ordering::Relaxed);
-                finished
-            })?;
+            let finished = with_progress(&progress, || engine.backfill(&app.app, &progress, None))?;
             let snap = progress.snapshot();
             println!(
                 "backfilled {} events of app {} in {:.1} s{}",
