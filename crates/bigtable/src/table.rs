@@ -5,12 +5,15 @@ use std::sync::{Arc, RwLock};
 
 use affinity_model::{
     eval, limits, Error, Mutation, ReadModifyWriteOp, ReadModifyWriteRule, ReadRowsRequest, Result,
-    Row, RowFilter, RowMutations, RowStream, SampleRowKey, Table, TableSpec,
+    Row, RowFilter, RowMutations, RowRules, RowStream, SampleRowKey, Table, TableSpec,
 };
 use bytes::Bytes;
 use googleapis_tonic_google_bigtable_v2::google::bigtable::v2 as pb;
 
 use crate::conn::Api;
+
+/// Concurrent `ReadModifyWriteRow` calls of one `read_modify_write_rows`.
+const RMW_CONCURRENCY: usize = 32;
 use crate::convert::{filter_to_proto, mutations_to_proto, row_from_proto, rule_to_proto};
 use crate::retry::retry;
 use crate::status::from_status;
@@ -232,6 +235,54 @@ impl Table for BigtableTable {
                 Ok(response.get_ref().predicate_matched)
             })
             .map_err(|err| self.explain_failure(err, check))
+    }
+
+    /// Bigtable has no batch read-modify-write: the entries go out as
+    /// concurrent `ReadModifyWriteRow` calls, those of one row in order.
+    fn read_modify_write_rows(&self, entries: &[RowRules]) -> Result<Vec<Result<Row>>> {
+        let mut by_row: Vec<Vec<usize>> = Vec::new();
+        let mut slot: std::collections::HashMap<&[u8], usize> = std::collections::HashMap::new();
+        for (i, e) in entries.iter().enumerate() {
+            let at = *slot.entry(&e.row_key).or_insert_with(|| {
+                by_row.push(Vec::new());
+                by_row.len() - 1
+            });
+            by_row[at].push(i);
+        }
+        let workers = RMW_CONCURRENCY.min(by_row.len()).max(1);
+        let chunk = by_row.len().div_ceil(workers).max(1);
+        let results: Vec<Vec<(usize, Result<Row>)>> = std::thread::scope(|s| {
+            let handles: Vec<_> = by_row
+                .chunks(chunk)
+                .map(|rows| {
+                    s.spawn(move || {
+                        rows.iter()
+                            .flatten()
+                            .map(|&i| {
+                                let e = &entries[i];
+                                (i, self.read_modify_write_row(&e.row_key, &e.rules))
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        let mut statuses: Vec<Option<Result<Row>>> = entries.iter().map(|_| None).collect();
+        for (i, status) in results.into_iter().flatten() {
+            statuses[i] = Some(status);
+        }
+        Ok(statuses
+            .into_iter()
+            .map(|s| {
+                s.unwrap_or_else(|| {
+                    Err(Error::Internal("read-modify-write worker panicked".into()))
+                })
+            })
+            .collect())
     }
 
     fn read_modify_write_row(&self, row_key: &[u8], rules: &[ReadModifyWriteRule]) -> Result<Row> {

@@ -50,6 +50,15 @@ pub(crate) fn open_range<'a>(
     (iter, backwards)
 }
 
+/// An iterator for point reads: prefix mode (it stops at the end of the
+/// row it was sought to, and the prefix bloom filter skips files without
+/// the row), reusable by seeking to another row.
+fn point_iter<'a>(db: &'a Db, cf: &Arc<BoundColumnFamily<'a>>) -> RawIter<'a> {
+    let mut opts = ReadOptions::default();
+    opts.set_prefix_same_as_start(true);
+    db.raw_iterator_cf_opt(cf, opts)
+}
+
 /// How a [`Scan`] reads.
 pub(crate) struct ScanOptions {
     pub reversed: bool,
@@ -68,6 +77,13 @@ pub(crate) struct Scan<'a> {
     ranges: std::vec::IntoIter<KeyRange>,
     /// The current range's iterator and whether it walks backwards.
     iter: Option<(RawIter<'a>, bool)>,
+    /// True when `iter` is the point-read iterator, kept for the next
+    /// single-row range instead of being dropped.
+    iter_is_point: bool,
+    /// The prefix-mode iterator point reads share: creating a RocksDB
+    /// iterator costs more than a seek, and a read of many keys (a batch's
+    /// read-modify-writes, a key set) would otherwise create one per key.
+    point: Option<RawIter<'a>>,
     reversed: bool,
     filter: CompiledFilter,
     remaining: Option<u64>,
@@ -94,6 +110,8 @@ impl<'a> Scan<'a> {
             meta,
             ranges: ranges.into_iter(),
             iter: None,
+            iter_is_point: false,
+            point: None,
             reversed: how.reversed,
             filter: how.filter,
             remaining: how.rows_limit,
@@ -110,7 +128,22 @@ impl<'a> Scan<'a> {
                 Some((iter, backwards)) => (iter, *backwards),
                 None => match self.ranges.next() {
                     Some(range) => {
-                        self.iter = Some(open_range(self.db, &self.cf, &range, self.reversed));
+                        match (&range.lower, range.single_row) {
+                            (Some(lower), true) => {
+                                let mut iter = match self.point.take() {
+                                    Some(iter) => iter,
+                                    None => point_iter(self.db, &self.cf),
+                                };
+                                iter.seek(lower);
+                                self.iter = Some((iter, false));
+                                self.iter_is_point = true;
+                            }
+                            _ => {
+                                self.iter =
+                                    Some(open_range(self.db, &self.cf, &range, self.reversed));
+                                self.iter_is_point = false;
+                            }
+                        }
                         continue;
                     }
                     None => return Ok(None),
@@ -118,7 +151,11 @@ impl<'a> Scan<'a> {
             };
             let Some(first) = iter.key() else {
                 iter.status().map_err(storage)?;
-                self.iter = None;
+                if let Some((iter, _)) = self.iter.take() {
+                    if self.iter_is_point {
+                        self.point = Some(iter);
+                    }
+                }
                 continue;
             };
             let prefix_len = component_len(first).ok_or_else(|| corrupt_key(first))?;

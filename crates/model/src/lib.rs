@@ -54,7 +54,7 @@ pub use cell::{Cell, Row, SampleRowKey, SERVER_TIME};
 pub use error::{Error, ErrorCode, Result};
 pub use filter::{ColumnRange, RowFilter, TimestampRange, ValueRange};
 pub use memory::MemoryStore;
-pub use mutation::{Mutation, ReadModifyWriteOp, ReadModifyWriteRule, RowMutations};
+pub use mutation::{Mutation, ReadModifyWriteOp, ReadModifyWriteRule, RowMutations, RowRules};
 pub use rowset::{prefix_successor, ReadRowsRequest, RowRange, RowSet};
 pub use store::{RowStream, Store, Table};
 pub use table_spec::{ColumnFamily, FamilyModification, GcRule, TableSpec};

@@ -82,6 +82,22 @@ impl RowMutations {
     }
 }
 
+/// The rules of one row, an entry of `read_modify_write_rows`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowRules {
+    pub row_key: Bytes,
+    pub rules: Vec<ReadModifyWriteRule>,
+}
+
+impl RowRules {
+    pub fn new(row_key: impl Into<Bytes>, rules: Vec<ReadModifyWriteRule>) -> RowRules {
+        RowRules {
+            row_key: row_key.into(),
+            rules,
+        }
+    }
+}
+
 /// What a read-modify-write rule does to the latest cell of its column.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadModifyWriteOp {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::cell::{Row, SampleRowKey};
 use crate::error::Result;
 use crate::filter::RowFilter;
-use crate::mutation::{Mutation, ReadModifyWriteRule, RowMutations};
+use crate::mutation::{Mutation, ReadModifyWriteRule, RowMutations, RowRules};
 use crate::rowset::ReadRowsRequest;
 use crate::table_spec::{FamilyModification, TableSpec};
 
@@ -64,6 +64,21 @@ pub trait Table: Send + Sync {
     /// Atomically apply append/increment rules to the latest cells of their
     /// columns; returns the new cells written (one per rule's column).
     fn read_modify_write_row(&self, row_key: &[u8], rules: &[ReadModifyWriteRule]) -> Result<Row>;
+
+    /// Several read-modify-writes (an Affinity extension; Bigtable has no
+    /// such RPC). Each entry is atomic on its own row and gets its own
+    /// status, `Ok` holding the cells it wrote as
+    /// [`Table::read_modify_write_row`] returns them; entries on the same
+    /// row apply in order. The outer error is for failures of the whole
+    /// request. Nothing is retried (each try would apply again). Backends
+    /// may commit the entries together: the embedded store does all of
+    /// them in one synced write, Cloud Bigtable sends them concurrently.
+    fn read_modify_write_rows(&self, entries: &[RowRules]) -> Result<Vec<Result<Row>>> {
+        Ok(entries
+            .iter()
+            .map(|e| self.read_modify_write_row(&e.row_key, &e.rules))
+            .collect())
+    }
 
     /// Split points spaced by data size, ending with the table's end (an
     /// empty key), as Bigtable returns them.

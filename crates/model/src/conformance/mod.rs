@@ -319,6 +319,7 @@ macro_rules! conformance_suite {
             read_modify_write_missing_cell,
             read_modify_write_bad_length_target,
             read_modify_write_failure_is_atomic,
+            read_modify_write_rows_per_entry_status,
             sample_row_keys_shape,
             read_rows_keys_and_ranges,
             read_rows_open_and_closed_bounds,

@@ -9,7 +9,7 @@ use crate::apply::now_micros;
 use crate::cell::SERVER_TIME;
 use crate::error::Error;
 use crate::filter::{RowFilter, TimestampRange};
-use crate::mutation::{Mutation, ReadModifyWriteRule, RowMutations};
+use crate::mutation::{Mutation, ReadModifyWriteRule, RowMutations, RowRules};
 use crate::table_spec::GcRule;
 
 fn ab(ctx: &Ctx) -> super::TestTable {
@@ -367,4 +367,56 @@ pub fn read_modify_write_failure_is_atomic(ctx: &Ctx) {
     );
     assert!(result.is_err(), "increment of a 3-byte value succeeded");
     assert_eq!(read_all(&t), before);
+}
+
+pub fn read_modify_write_rows_per_entry_status(ctx: &Ctx) {
+    let t = ab(ctx);
+    write(
+        &t,
+        "k",
+        &[set_raw("a", b"n", 1, &be(5)), set("a", "bad", 1, "abc")],
+    );
+    let statuses = ok(
+        t.read_modify_write_rows(&[
+            RowRules::new("k", vec![ReadModifyWriteRule::increment("a", "n", 2)]),
+            RowRules::new("fresh", vec![ReadModifyWriteRule::append("b", "s", "x")]),
+            RowRules::new("k", vec![ReadModifyWriteRule::increment("a", "bad", 1)]),
+            RowRules::new("k", vec![ReadModifyWriteRule::increment("zz", "n", 1)]),
+            RowRules::new("k", vec![ReadModifyWriteRule::increment("a", "n", 3)]),
+        ]),
+        "read_modify_write_rows",
+    );
+    assert_eq!(statuses.len(), 5);
+    let value = |i: usize| -> Vec<u8> {
+        match &statuses[i] {
+            Ok(row) => row
+                .cells
+                .first()
+                .map(|c| c.value.to_vec())
+                .unwrap_or_default(),
+            Err(e) => panic!("entry {i} failed: {e}"),
+        }
+    };
+    // Entries on the same row apply in order: the last sees the first.
+    assert_eq!(value(0), be(7));
+    assert_eq!(value(1), b"x".to_vec());
+    assert_eq!(value(4), be(10));
+    assert!(
+        statuses[2].is_err(),
+        "increment of a 3-byte value succeeded"
+    );
+    expect_err(statuses[3].clone(), "increment in an unknown family", |e| {
+        matches!(e, Error::FamilyNotFound { .. })
+    });
+    let latest = ok(t.read_row(b"k", None), "read_row").expect("row exists");
+    assert_eq!(
+        latest.latest("a", b"n").map(|c| c.value.to_vec()),
+        Some(be(10))
+    );
+    assert_eq!(
+        latest.latest("a", b"bad").map(|c| c.value.to_vec()),
+        Some(b"abc".to_vec())
+    );
+    let fresh = ok(t.read_row(b"fresh", None), "read_row").expect("row exists");
+    assert_eq!(fresh.cells.len(), 1);
 }
