@@ -14,6 +14,8 @@
 //!   rows `user,DAY` the streaming state (families `c`, `l`, see
 //!   [`crate::ingest`]); rows `~job,<name>` and `~migrate` the state of
 //!   recompute jobs and of a migration (no user token contains `~`).
+//! - `trends.<app>`: one row per (event, located object), keyed by place
+//!   and time, for regional trends (see [`crate::trends`]).
 //!
 //! Events are keyed by the event's identity: the `authenticatedUserToken`
 //! when present, else the `userToken`. The events table may be salted per
@@ -126,6 +128,8 @@ pub struct App {
     /// The events table (physical keys: see [`App::event_key`]).
     pub events: Arc<dyn Table>,
     pub profiles: Arc<dyn Table>,
+    /// The regional-trends table (see [`crate::trends`]).
+    pub trends: Arc<dyn Table>,
     /// During a migration: the schema events are also written in.
     pub dual_write: Option<Schema>,
     /// The salt bucket count of the events table, if salted.
@@ -329,6 +333,7 @@ impl Engine {
         let config = settings.config;
         let events_name = format!("events.{app}");
         let profiles_name = format!("profiles.{app}");
+        let trends_name = format!("trends.{app}");
         let events = create_if_missing(
             self.store.as_ref(),
             &events_name,
@@ -339,9 +344,15 @@ impl Engine {
             &profiles_name,
             &Self::profiles_spec(&config),
         )?;
+        let trends = create_if_missing(
+            self.store.as_ref(),
+            &trends_name,
+            &crate::trends::table_spec(&config),
+        )?;
         for (name, spec) in [
             (&events_name, Self::events_spec(&config)),
             (&profiles_name, Self::profiles_spec(&config)),
+            (&trends_name, crate::trends::table_spec(&config)),
         ] {
             let current = self.store.table_spec(name)?;
             let updates: Vec<FamilyModification> = spec
@@ -372,6 +383,7 @@ impl Engine {
             config,
             events,
             profiles,
+            trends,
             dual_write: settings.dual_write,
             salt_buckets: settings.salt_buckets,
             salter,

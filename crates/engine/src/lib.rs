@@ -21,7 +21,10 @@
 //! - [`batch`]: the parallel recompute, its progress and shards;
 //!   [`job`]: persistent, restartable recompute jobs;
 //! - [`migrate`]: narrow -> wide migration (dual-write, backfill, verify,
-//!   cut over).
+//!   cut over);
+//! - [`trends`]: regional trends, top facet values around a place.
+//! - [`workload`]: seeded benchmark workloads (application profiles, a
+//!   20-facet catalog, events and strategies).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -61,6 +64,8 @@ pub mod salting;
 pub mod schema;
 pub mod scoring;
 pub mod strategy;
+pub mod trends;
+pub mod workload;
 
 pub use batch::{Progress, ProgressSnapshot, RecomputeOptions, RecomputeReport};
 pub use engine::{App, AppConfig, AppSettings, Clock, Engine};
@@ -70,3 +75,4 @@ pub use ingest::IngestReport;
 pub use schema::Schema;
 pub use scoring::Profile;
 pub use strategy::Strategy;
+pub use trends::{Area, Trends, TrendsQuery, ValueScore};
