@@ -12,6 +12,11 @@ mod table;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc: the allocator-heavy paths (ingest, scans) run measurably
+/// faster than on the system allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Affinity: personalization profiles on the Bigtable data model.
 #[derive(Parser)]
 #[command(name = "affinity", version, about, propagate_version = true)]

@@ -51,7 +51,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
 use std::ops::Bound;
 
-use affinity_model::{ColumnRange, ReadModifyWriteRule, Row, RowFilter, RowMutations};
+use affinity_model::{
+    Bytes, ColumnRange, ReadModifyWriteRule, ReadRowsRequest, RowFilter, RowMutations, RowRules,
+    RowSet,
+};
 use affinity_rowkey::composite::EventKey;
 
 use crate::engine::{App, Engine, DAY_MILLIS};
@@ -64,8 +67,6 @@ use crate::{csv, event::EventType};
 pub const RECORD_LEN: usize = 17;
 /// Events per batch of [`Engine::ingest_json_lines`] (the API's limit).
 pub const BATCH_EVENTS: usize = 1000;
-/// Threads applying one batch's users concurrently.
-const WORKERS: usize = 32;
 
 /// An event id within a user: its timestamp and key suffix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -188,12 +189,13 @@ fn apply_rules(counts: &mut BTreeMap<String, i64>, e: &Prepared, multiplicity: i
     }
 }
 
-fn rmw(
-    app: &App,
-    row_key: &[u8],
+/// The rules of one state row: its counters' increments (zeros dropped)
+/// and its log appends.
+fn row_rules(
+    row_key: Bytes,
     counts: BTreeMap<String, i64>,
     logs: BTreeMap<i64, Vec<u8>>,
-) -> Result<Row> {
+) -> RowRules {
     let mut rules: Vec<ReadModifyWriteRule> = counts
         .into_iter()
         .filter(|(_, n)| *n != 0)
@@ -203,7 +205,7 @@ fn rmw(
         logs.into_iter()
             .map(|(day, recs)| ReadModifyWriteRule::append("l", day.to_string(), recs)),
     );
-    Ok(app.profiles.read_modify_write_row(row_key, &rules)?)
+    RowRules::new(row_key, rules)
 }
 
 /// The log cells of a state row. A column range rather than a regex
@@ -226,68 +228,83 @@ pub fn state_row_key(user: &str, day: i64) -> String {
     format!("{user},{day:08}")
 }
 
-/// Steps (2) to (4) for one user, one day row at a time.
-fn apply_user(app: &App, user: &str, events: &[&Prepared]) -> Result<IngestReport> {
-    let mut by_day: BTreeMap<i64, Vec<&Prepared>> = BTreeMap::new();
-    for e in events {
-        by_day.entry(e.id.day()).or_default().push(e);
-    }
+/// Steps (2) to (4) for a batch's state rows (`rows`: row key -> its
+/// events, each once): one read of all their logs, one
+/// `read_modify_write_rows` for all of them (on the embedded store, one
+/// synced write), and one more for the rare surplus of racing ingesters.
+fn apply_rows(app: &App, rows: &BTreeMap<Bytes, Vec<&Prepared>>) -> Result<IngestReport> {
     let mut report = IngestReport::default();
-    for (day, events) in by_day {
-        report.merge(&apply_day(app, &state_row_key(user, day), &events)?);
-    }
-    Ok(report)
-}
-
-fn apply_day(app: &App, row_key: &str, events: &[&Prepared]) -> Result<IngestReport> {
-    let row_key = row_key.as_bytes();
-    let mut report = IngestReport::default();
-    let mut present = HashSet::new();
-    if let Some(row) = app.profiles.read_row(row_key, Some(&log_filter()))? {
-        for cell in &row.cells {
-            present.extend(parse_log(&cell.value)?.into_keys());
-        }
-    }
-    let todo: Vec<&Prepared> = events
-        .iter()
-        .copied()
-        .filter(|e| !present.contains(&e.id))
-        .collect();
-    report.duplicates += events.len() - todo.len();
-    if todo.is_empty() {
+    if rows.is_empty() {
         return Ok(report);
     }
-    let mut counts = BTreeMap::new();
-    let mut logs: BTreeMap<i64, Vec<u8>> = BTreeMap::new();
-    for e in &todo {
-        apply_rules(&mut counts, e, 1);
-        logs.entry(e.id.day())
-            .or_default()
-            .extend_from_slice(&e.id.record(b'+'));
-    }
-    let written = rmw(app, row_key, counts, logs)?;
-    report.applied += todo.len();
-    let mut net = HashMap::new();
-    for cell in written.cells.iter().filter(|c| c.family == "l") {
-        net.extend(parse_log(&cell.value)?);
-    }
-    let mut counts = BTreeMap::new();
-    let mut logs: BTreeMap<i64, Vec<u8>> = BTreeMap::new();
-    for e in &todo {
-        let surplus = net.get(&e.id).copied().unwrap_or(1) - 1;
-        if surplus > 0 {
-            apply_rules(&mut counts, e, -surplus);
-            let log = logs.entry(e.id.day()).or_default();
-            for _ in 0..surplus {
-                log.extend_from_slice(&e.id.record(b'-'));
-            }
-            report.compensated += 1;
-            report.applied -= 1;
-            report.duplicates += 1;
+    let mut present: HashMap<Bytes, HashSet<EventId>> = HashMap::new();
+    let mut request = ReadRowsRequest::new(RowSet::from_keys(rows.keys().cloned()));
+    request.filter = Some(log_filter());
+    for row in app.profiles.read_rows(&request)? {
+        let row = row?;
+        let ids = present.entry(row.key.clone()).or_default();
+        for cell in &row.cells {
+            ids.extend(parse_log(&cell.value)?.into_keys());
         }
     }
-    if !logs.is_empty() {
-        rmw(app, row_key, counts, logs)?;
+    let mut todo: Vec<(&Bytes, Vec<&Prepared>)> = Vec::with_capacity(rows.len());
+    let mut entries = Vec::with_capacity(rows.len());
+    for (key, events) in rows {
+        let done = present.get(key);
+        let fresh: Vec<&Prepared> = events
+            .iter()
+            .copied()
+            .filter(|e| done.is_none_or(|d| !d.contains(&e.id)))
+            .collect();
+        report.duplicates += events.len() - fresh.len();
+        if fresh.is_empty() {
+            continue;
+        }
+        let mut counts = BTreeMap::new();
+        let mut logs: BTreeMap<i64, Vec<u8>> = BTreeMap::new();
+        for e in &fresh {
+            apply_rules(&mut counts, e, 1);
+            logs.entry(e.id.day())
+                .or_default()
+                .extend_from_slice(&e.id.record(b'+'));
+        }
+        entries.push(row_rules(key.clone(), counts, logs));
+        todo.push((key, fresh));
+    }
+    let mut surplus_entries = Vec::new();
+    for ((key, fresh), status) in todo
+        .iter()
+        .zip(app.profiles.read_modify_write_rows(&entries)?)
+    {
+        let written = status?;
+        report.applied += fresh.len();
+        let mut net = HashMap::new();
+        for cell in written.cells.iter().filter(|c| c.family == "l") {
+            net.extend(parse_log(&cell.value)?);
+        }
+        let mut counts = BTreeMap::new();
+        let mut logs: BTreeMap<i64, Vec<u8>> = BTreeMap::new();
+        for e in fresh {
+            let surplus = net.get(&e.id).copied().unwrap_or(1) - 1;
+            if surplus > 0 {
+                apply_rules(&mut counts, e, -surplus);
+                let log = logs.entry(e.id.day()).or_default();
+                for _ in 0..surplus {
+                    log.extend_from_slice(&e.id.record(b'-'));
+                }
+                report.compensated += 1;
+                report.applied -= 1;
+                report.duplicates += 1;
+            }
+        }
+        if !logs.is_empty() {
+            surplus_entries.push(row_rules((*key).clone(), counts, logs));
+        }
+    }
+    if !surplus_entries.is_empty() {
+        for status in app.profiles.read_modify_write_rows(&surplus_entries)? {
+            status?;
+        }
     }
     Ok(report)
 }
@@ -382,38 +399,12 @@ impl Engine {
         for status in app.events.mutate_rows(&entries)? {
             status?;
         }
-        let mut by_user: BTreeMap<&str, Vec<&Prepared>> = BTreeMap::new();
+        let mut rows: BTreeMap<Bytes, Vec<&Prepared>> = BTreeMap::new();
         for p in unique {
-            by_user.entry(p.user.as_str()).or_default().push(p);
+            let key = Bytes::from(state_row_key(&p.user, p.id.day()));
+            rows.entry(key).or_default().push(p);
         }
-        let users: Vec<(&str, Vec<&Prepared>)> = by_user.into_iter().collect();
-        let workers = WORKERS.min(users.len()).max(1);
-        let chunk = users.len().div_ceil(workers).max(1);
-        let results: Vec<Result<IngestReport>> = std::thread::scope(|s| {
-            let handles: Vec<_> = users
-                .chunks(chunk)
-                .map(|part| {
-                    let app = &app;
-                    s.spawn(move || {
-                        let mut r = IngestReport::default();
-                        for (user, events) in part {
-                            r.merge(&apply_user(app, user, events)?);
-                        }
-                        Ok(r)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(Error::Worker("ingest worker panicked".into())))
-                })
-                .collect()
-        });
-        for r in results {
-            report.merge(&r?);
-        }
+        report.merge(&apply_rows(&app, &rows)?);
         Ok(report)
     }
 
