@@ -399,6 +399,7 @@ impl Engine {
         for status in app.events.mutate_rows(&entries)? {
             status?;
         }
+        self.write_trends(&app, events)?;
         let mut rows: BTreeMap<Bytes, Vec<&Prepared>> = BTreeMap::new();
         for p in unique {
             let key = Bytes::from(state_row_key(&p.user, p.id.day()));
