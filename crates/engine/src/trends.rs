@@ -217,6 +217,17 @@ fn rows_of(
     Ok(out)
 }
 
+/// Parse a time given for the parameter `name`, in the forms of
+/// `affinity geo` ([`affinity_geo::time::parse_time`]): RFC 3339 (`Z` or an
+/// offset; UTC without one), `YYYY-MM-DD HH:MM:SS`, or epoch seconds (up to
+/// 11 digits) or milliseconds.
+pub fn parse_time(name: &'static str, text: &str) -> Result<i64> {
+    affinity_geo::time::parse_time(text).map_err(|e| Error::InvalidArgument {
+        name,
+        reason: e.to_string(),
+    })
+}
+
 fn check_limit(limit: Option<usize>) -> Result<usize> {
     match limit {
         None => Ok(DEFAULT_LIMIT),

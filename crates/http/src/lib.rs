@@ -50,6 +50,7 @@ pub mod personalization;
 pub mod server;
 pub mod state;
 pub mod time;
+pub mod trends;
 
 pub use config::Config;
 pub use error::{Error, Result, MAX_BATCH_EVENTS, MAX_BODY_BYTES};

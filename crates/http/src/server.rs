@@ -11,6 +11,7 @@
 //! | `POST /1/indexes/{indexName}/objects` | admin |
 //! | `GET/PUT/DELETE /1/indexes/{indexName}/objects/{objectID}` | search, profiles / admin |
 //! | `GET /1/jobs`, `GET /1/jobs/{jobID}` (recompute progress) | profiles |
+//! | `GET /1/trends` (regional trends) | search, profiles |
 //! | `GET /health`, `/metrics`, `/openapi.json` | none |
 //!
 //! Every request is timed and counted per matched route (see
@@ -70,6 +71,7 @@ pub fn router(state: Arc<State>) -> Router {
                 .delete(catalog::delete_object),
         )
         .route("/1/jobs", get(ops::list_jobs))
+        .route("/1/trends", get(crate::trends::get_trends))
         .route("/1/jobs/{jobID}", get(ops::get_job))
         .route("/health", get(ops::health))
         .route("/metrics", get(ops::metrics))
