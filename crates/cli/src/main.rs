@@ -9,6 +9,7 @@ mod geo;
 mod keys;
 mod serve;
 mod table;
+mod trends;
 
 use clap::{Parser, Subcommand};
 
@@ -56,6 +57,9 @@ enum Command {
     /// area and time range, on Hilbert-curve keys.
     #[command(subcommand)]
     Geo(geo::GeoCommand),
+    /// Regional trends: the top facet values of events on located objects
+    /// in an area and time window, weighted by the strategy.
+    Trends(trends::TrendsArgs),
     /// Row keys: salted keys, Hilbert indexes and area + time range covers.
     #[command(subcommand)]
     Keys(keys::KeysCommand),
@@ -78,6 +82,7 @@ fn main() {
         Command::DeleteUser(args) => engine_cmds::delete_user(args),
         Command::Migrate(cmd) => engine_cmds::migrate(cmd),
         Command::Geo(cmd) => geo::run(cmd),
+        Command::Trends(args) => trends::run(args),
         Command::Keys(cmd) => keys::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
     };
