@@ -1,6 +1,7 @@
 //! `affinity bench ...`: benchmarks that print their figures.
 
 mod geo;
+mod schemas;
 mod store;
 
 #[derive(clap::Subcommand)]
@@ -17,6 +18,11 @@ pub enum BenchCommand {
     /// `lat#long` keys, a fixed set of area + time queries; rows scanned per
     /// row returned, ranges, latency, load rate; Markdown and SVG charts.
     Geo(geo::GeoBenchArgs),
+    /// The write-up's schema experiment: the same generated events in the
+    /// narrow and wide schemas, batch recompute with strategies using 1, 3,
+    /// half and all facets, per application profile; time, cells and bytes
+    /// read, peak memory, equal profiles; Markdown, SVG chart, JSON.
+    Schemas(schemas::SchemasBenchArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -24,6 +30,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Store(args) => store::run(args),
         BenchCommand::Keys => crate::keys::bench(),
         BenchCommand::Geo(args) => geo::run(args),
+        BenchCommand::Schemas(args) => schemas::run(args),
     }
 }
 
