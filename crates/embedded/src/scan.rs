@@ -4,17 +4,18 @@
 use std::sync::Arc;
 
 use affinity_model::eval::CompiledFilter;
-use affinity_model::{Result, Row};
+use affinity_model::gc::deletes;
+use affinity_model::{Bytes, Cell, Result, Row};
 use rocksdb::{BoundColumnFamily, DBRawIteratorWithThreadMode, ReadOptions};
 
 use crate::decode::{corrupt_key, RowBuilder};
 use crate::error::storage;
-use crate::keys::component_len;
+use crate::keys::{column_prefix, component_len, decode_after_row, row_prefix};
 use crate::meta::TableMeta;
 use crate::ranges::KeyRange;
 use crate::store::Db;
 
-type RawIter<'a> = DBRawIteratorWithThreadMode<'a, Db>;
+pub(crate) type RawIter<'a> = DBRawIteratorWithThreadMode<'a, Db>;
 
 /// Open a raw iterator over one key range, positioned on its first key in
 /// iteration order. A single-row range is always read forwards (the order
@@ -53,10 +54,54 @@ pub(crate) fn open_range<'a>(
 /// An iterator for point reads: prefix mode (it stops at the end of the
 /// row it was sought to, and the prefix bloom filter skips files without
 /// the row), reusable by seeking to another row.
-fn point_iter<'a>(db: &'a Db, cf: &Arc<BoundColumnFamily<'a>>) -> RawIter<'a> {
+pub(crate) fn point_iter<'a>(db: &'a Db, cf: &Arc<BoundColumnFamily<'a>>) -> RawIter<'a> {
     let mut opts = ReadOptions::default();
     opts.set_prefix_same_as_start(true);
     db.raw_iterator_cf_opt(cf, opts)
+}
+
+/// The latest visible cell of each column in `columns` of one row, one
+/// seek each on `iter` (from [`point_iter`]): the read half of a
+/// read-modify-write, which needs nothing else of the row. The newest
+/// cell of a column is visible unless its age deletes it, and then every
+/// older one is deleted too, so looking at the newest is enough.
+pub(crate) fn read_latest(
+    iter: &mut RawIter<'_>,
+    meta: &TableMeta,
+    row_key: &[u8],
+    columns: &[(&str, &Bytes)],
+    now_micros: i64,
+) -> Result<Vec<Cell>> {
+    let row = row_prefix(row_key);
+    let mut out = Vec::with_capacity(columns.len());
+    for &(family, qualifier) in columns {
+        let (Some(id), Some(view)) = (
+            meta.family_id(family),
+            meta.family_id(family).and_then(|id| meta.family(id)),
+        ) else {
+            continue;
+        };
+        let prefix = column_prefix(&row, id, qualifier);
+        iter.seek(&prefix);
+        let Some((key, value)) = iter.item() else {
+            iter.status().map_err(storage)?;
+            continue;
+        };
+        if !key.starts_with(&prefix) {
+            continue;
+        }
+        let cell = decode_after_row(key, row.len()).ok_or_else(|| corrupt_key(key))?;
+        if deletes(&view.gc_rule, 0, cell.timestamp_micros, now_micros) {
+            continue;
+        }
+        out.push(Cell::new(
+            view.name.clone(),
+            qualifier.clone(),
+            cell.timestamp_micros,
+            Bytes::copy_from_slice(value),
+        ));
+    }
+    Ok(out)
 }
 
 /// How a [`Scan`] reads.

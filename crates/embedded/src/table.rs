@@ -11,14 +11,14 @@ use affinity_model::limits::{
 };
 use affinity_model::{
     Bytes, Cell, Mutation, ReadModifyWriteRule, ReadRowsRequest, Result, Row, RowFilter,
-    RowMutations, RowRules, RowSet, RowStream, SampleRowKey, Table,
+    RowMutations, RowRules, RowStream, SampleRowKey, Table,
 };
 
 use crate::error::storage;
 use crate::locks::Mode;
 use crate::meta::TableMeta;
 use crate::ranges::plan;
-use crate::scan::{read_row, Scan, ScanOptions};
+use crate::scan::{point_iter, read_latest, read_row, Scan, ScanOptions};
 use crate::store::Inner;
 use crate::write::{needs_read, BatchBuilder};
 
@@ -74,6 +74,17 @@ impl EmbeddedTable {
             Mode::Shared
         }
     }
+}
+
+/// The distinct columns the rules touch.
+fn rule_columns(rules: &[ReadModifyWriteRule]) -> Vec<(&str, &Bytes)> {
+    let mut out: Vec<(&str, &Bytes)> = rules
+        .iter()
+        .map(|r| (r.family.as_str(), &r.qualifier))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// The mutations that store `cells` as they are.
@@ -191,9 +202,8 @@ impl Table for EmbeddedTable {
         let _guard = inner.locks.lock(stripe, Mode::Exclusive);
         let now = now_micros();
         let cf = inner.cf(&self.name, &meta)?;
-        let mut cells = read_row(&inner.db, &cf, &meta, row_key, now)?
-            .map(|r| r.cells)
-            .unwrap_or_default();
+        let mut iter = point_iter(&inner.db, &cf);
+        let mut cells = read_latest(&mut iter, &meta, row_key, &rule_columns(rules), now)?;
         let written = read_modify_write(&mut cells, rules, now)?;
         let mutations = set_cells(&written);
         self.write_row(&meta, row_key, &mutations, now)?;
@@ -234,25 +244,28 @@ impl Table for EmbeddedTable {
         let _guards = inner.locks.lock_many(locks);
         let now = now_micros();
         let cf = inner.cf(&self.name, &meta)?;
-        // All rows in one scan (one iterator for every point read), kept
-        // as this request leaves them, so a second entry on a row sees the
-        // first one's cells.
-        let keys = RowSet::from_keys(valid.iter().map(|&i| entries[i].row_key.clone()));
-        let how = ScanOptions {
-            reversed: false,
-            filter: CompiledFilter::pass_all(),
-            rows_limit: None,
-            now_micros: now,
-        };
+        // Each row's rule columns, read with one iterator for the whole
+        // request and kept as this request leaves them, so a later entry
+        // on a row sees an earlier one's cells.
+        let mut iter = point_iter(&inner.db, &cf);
         let mut rows: HashMap<Bytes, Vec<Cell>> = HashMap::with_capacity(valid.len());
-        for row in Scan::new(&inner.db, cf.clone(), meta.clone(), plan(&keys), how) {
-            let row = row?;
-            rows.insert(row.key, row.cells);
-        }
         let mut builder = BatchBuilder::new(&inner.db, &cf, &meta, &self.name, now, false);
         for &i in &valid {
             let entry = &entries[i];
             let cells = rows.entry(entry.row_key.clone()).or_default();
+            let missing: Vec<(&str, &Bytes)> = rule_columns(&entry.rules)
+                .into_iter()
+                .filter(|&(f, q)| !cells.iter().any(|c| c.family == f && c.qualifier == *q))
+                .collect();
+            if !missing.is_empty() {
+                cells.extend(read_latest(
+                    &mut iter,
+                    &meta,
+                    &entry.row_key,
+                    &missing,
+                    now,
+                )?);
+            }
             // `read_modify_write` leaves `cells` as the batch will store
             // the row, or unchanged when the entry fails.
             statuses[i] = match read_modify_write(cells, &entry.rules, now) {

@@ -8,7 +8,7 @@
 //! `batch`: bulk-loads N events (100 per user, 6 facets each, spread over
 //! 90 days) straight into the events table, then times `recompute` with a
 //! strategy scoring 2 of the 6 facets. `ingest`: times `Engine::ingest` of
-//! N events of 10,000 users (`USERS`) in API-sized batches of 1000 from 4
+//! N events of 10,000 users (`USERS`) over the last day (`DAYS`) in API-sized batches of 1000 from 4
 //! concurrent clients (`CLIENTS`), synced writes (`NO_SYNC=1` to measure
 //! without syncing).
 
@@ -214,12 +214,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 max_age_millis: 89 * DAY,
                 max_skew_millis: 0,
             };
+            // DAYS=N: how far back event times spread (default 1: live
+            // traffic; 80 is a backfill, with ~1 event per user-day row).
+            let days: u64 = std::env::var("DAYS")
+                .ok()
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(1)
+                .clamp(1, 80);
             let events: Vec<Event> = (0..n)
                 .map(|_| {
                     let (ty, name) = NAMES[(rng.next() % 3) as usize];
                     let v = json!({"eventType": ty.as_str(), "eventName": name, "index": "products",
                         "userToken": format!("user{}", rng.next() % users),
-                        "timestamp": now - 60_000 - (rng.next() % (80 * DAY as u64)) as i64,
+                        "timestamp": now - 60_000 - (rng.next() % (days * DAY as u64)) as i64,
                         "filters": filters(&mut rng)});
                     Event::from_json(&v, &limits)
                 })

@@ -24,24 +24,28 @@
 //! # Protocol and guarantee
 //!
 //! For a batch: (1) every event row is written (idempotent: a retry writes
-//! the same cells at the same key); (2) per user, one read of the log cells
-//! of the batch's days drops events already applied (a `+` record present);
-//! (3) one `read_modify_write_row` adds the remaining events' counts and
-//! appends a `+` record per event, atomically; (4) if the returned log
-//! shows an event applied more than once (two ingesters raced between (2)
-//! and (3)), a second read-modify-write takes the surplus back and appends
-//! `-` records.
+//! the same cells at the same key); (2) one `read_modify_write_rows` adds
+//! every event's counts to its user-day row and appends a `+` record per
+//! event, each row atomically (the embedded store commits the whole batch
+//! in one synced write; Cloud Bigtable gets concurrent calls); (3) where
+//! the returned log shows an event applied more than once (a retried
+//! batch, or two ingesters racing), a second `read_modify_write_rows`
+//! takes the surplus back and appends `-` records.
+//!
+//! No read precedes (2): checking the logs first would cost a read per row
+//! on every batch to save work only on retries, which (3) handles.
 //!
 //! Invariant, at every instant, because counters and log change in the
 //! same atomic call: each day's counters equal the sum over its log
 //! records of `sign * counts(event)`. The profile reader corrects any event
 //! whose net record count is not 1 by reading that one event row, so a
 //! profile read is exact whatever crashed where:
-//! - crash before (3): nothing counted; the batch was not acknowledged and
+//! - crash before (2): nothing counted; the batch was not acknowledged and
 //!   its retry applies it (the event rows are already there);
-//! - crash after (3): the retry finds the `+` records and skips;
+//! - crash after (2): the retry counts the events again and (3) takes the
+//!   surplus back;
 //! - concurrent ingesters of the same event: the surplus is taken back by
-//!   (4), or, if that crashes, corrected at read time;
+//!   (3), or, if that crashes, corrected at read time;
 //! - concurrent ingesters of different events lose nothing: increments
 //!   are atomic.
 //!
@@ -49,12 +53,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
-use std::ops::Bound;
 
-use affinity_model::{
-    Bytes, ColumnRange, ReadModifyWriteRule, ReadRowsRequest, RowFilter, RowMutations, RowRules,
-    RowSet,
-};
+use affinity_model::{Bytes, ReadModifyWriteRule, RowMutations, RowRules};
 use affinity_rowkey::composite::EventKey;
 
 use crate::engine::{App, Engine, DAY_MILLIS};
@@ -168,7 +168,8 @@ pub struct IngestReport {
     pub duplicates: usize,
     /// Object ids not found in the catalog.
     pub unknown_objects: usize,
-    /// Events counted twice by racing ingesters and taken back.
+    /// Events counted again (a retried batch, or racing ingesters) and
+    /// taken back; they are also counted in `duplicates`.
     pub compensated: usize,
 }
 
@@ -208,19 +209,6 @@ fn row_rules(
     RowRules::new(row_key, rules)
 }
 
-/// The log cells of a state row. A column range rather than a regex
-/// filter: nothing to compile per read.
-fn log_filter() -> RowFilter {
-    RowFilter::Chain(vec![
-        RowFilter::ColumnRange(ColumnRange {
-            family: "l".into(),
-            start: Bound::Unbounded,
-            end: Bound::Unbounded,
-        }),
-        RowFilter::CellsPerColumnLimit(1),
-    ])
-}
-
 /// The row of a user's profile state for one day: `user,DDDDDDDD` (the
 /// day number, zero-padded, so a user's days sort in order after the
 /// user's batch-profile row `user`).
@@ -228,63 +216,42 @@ pub fn state_row_key(user: &str, day: i64) -> String {
     format!("{user},{day:08}")
 }
 
-/// Steps (2) to (4) for a batch's state rows (`rows`: row key -> its
-/// events, each once): one read of all their logs, one
-/// `read_modify_write_rows` for all of them (on the embedded store, one
-/// synced write), and one more for the rare surplus of racing ingesters.
+/// Steps (2) and (3) for a batch's state rows (`rows`: row key -> its
+/// events, each once): one `read_modify_write_rows` for all of them, and
+/// one more for the surplus of retries and racing ingesters.
 fn apply_rows(app: &App, rows: &BTreeMap<Bytes, Vec<&Prepared>>) -> Result<IngestReport> {
     let mut report = IngestReport::default();
     if rows.is_empty() {
         return Ok(report);
     }
-    let mut present: HashMap<Bytes, HashSet<EventId>> = HashMap::new();
-    let mut request = ReadRowsRequest::new(RowSet::from_keys(rows.keys().cloned()));
-    request.filter = Some(log_filter());
-    for row in app.profiles.read_rows(&request)? {
-        let row = row?;
-        let ids = present.entry(row.key.clone()).or_default();
-        for cell in &row.cells {
-            ids.extend(parse_log(&cell.value)?.into_keys());
-        }
-    }
-    let mut todo: Vec<(&Bytes, Vec<&Prepared>)> = Vec::with_capacity(rows.len());
+    let mut todo: Vec<(&Bytes, &[&Prepared])> = Vec::with_capacity(rows.len());
     let mut entries = Vec::with_capacity(rows.len());
     for (key, events) in rows {
-        let done = present.get(key);
-        let fresh: Vec<&Prepared> = events
-            .iter()
-            .copied()
-            .filter(|e| done.is_none_or(|d| !d.contains(&e.id)))
-            .collect();
-        report.duplicates += events.len() - fresh.len();
-        if fresh.is_empty() {
-            continue;
-        }
         let mut counts = BTreeMap::new();
         let mut logs: BTreeMap<i64, Vec<u8>> = BTreeMap::new();
-        for e in &fresh {
+        for e in events {
             apply_rules(&mut counts, e, 1);
             logs.entry(e.id.day())
                 .or_default()
                 .extend_from_slice(&e.id.record(b'+'));
         }
         entries.push(row_rules(key.clone(), counts, logs));
-        todo.push((key, fresh));
+        todo.push((key, events));
     }
     let mut surplus_entries = Vec::new();
-    for ((key, fresh), status) in todo
+    for ((key, events), status) in todo
         .iter()
         .zip(app.profiles.read_modify_write_rows(&entries)?)
     {
         let written = status?;
-        report.applied += fresh.len();
+        report.applied += events.len();
         let mut net = HashMap::new();
         for cell in written.cells.iter().filter(|c| c.family == "l") {
             net.extend(parse_log(&cell.value)?);
         }
         let mut counts = BTreeMap::new();
         let mut logs: BTreeMap<i64, Vec<u8>> = BTreeMap::new();
-        for e in fresh {
+        for e in events.iter() {
             let surplus = net.get(&e.id).copied().unwrap_or(1) - 1;
             if surplus > 0 {
                 apply_rules(&mut counts, e, -surplus);
