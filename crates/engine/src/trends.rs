@@ -85,6 +85,9 @@ pub const DEFAULT_LIMIT: usize = 10;
 pub const MAX_LIMIT: usize = 100;
 /// Curve ranges per (salt, day) the planner may use.
 pub const RANGE_BUDGET: usize = 64;
+/// Row ranges per read request (a 90-day window over a large area plans
+/// 4 salts x 90 days x up to 64 ranges; requests stay small).
+const RANGES_PER_READ: usize = 1024;
 /// Rows per `mutate_rows` call at ingestion.
 const WRITE_CHUNK: usize = 1000;
 
@@ -194,7 +197,9 @@ fn rows_of(
                 c
             }
         };
-        let suffix = event_suffix(&e.content());
+        // Hashing the content costs a serialization: only for events with
+        // a located object.
+        let mut suffix: Option<String> = None;
         for (i, object_id) in e.object_ids.iter().enumerate() {
             let Some(object) = catalog.get(object_id) else {
                 continue;
@@ -202,8 +207,9 @@ fn rows_of(
             let Some((lat, lng)) = object.geoloc else {
                 continue;
             };
+            let suffix = suffix.get_or_insert_with(|| event_suffix(&e.content()));
             let row = TrendRow {
-                id: row::row_id(&suffix, i),
+                id: row::row_id(suffix, i),
                 time_millis: e.timestamp_millis,
                 lat,
                 lng,
@@ -335,33 +341,35 @@ impl Engine {
         let wanted: HashSet<&str> = facets.iter().map(String::as_str).collect();
         let mut scores: HashMap<&str, HashMap<String, u64>> = HashMap::new();
         let mut events: HashSet<String> = HashSet::new();
-        let request = ReadRowsRequest::new(RowSet::from_ranges(plan.ranges));
-        for r in app.trends.read_rows(&request)? {
-            let r = r?;
-            out.rows_scanned += 1;
-            let Some(cell) = r.latest(row::FAMILY, row::QUALIFIER.as_bytes()) else {
-                continue;
-            };
-            let t = TrendRow::decode(&layout, &r.key, &cell.value)?;
-            if t.time_millis < read_from
-                || t.time_millis >= read_to
-                || !query.area.contains(t.lat, t.lng)
-            {
-                continue;
-            }
-            let Some(weight) = weights.event(t.event_type, &t.event_name) else {
-                continue;
-            };
-            if !events.contains(t.event_id()) {
-                events.insert(t.event_id().to_string());
-            }
-            for (f, v) in &t.facets {
-                if let Some(facet) = wanted.get(f.as_str()) {
-                    *scores
-                        .entry(facet)
-                        .or_default()
-                        .entry(v.clone())
-                        .or_default() += u64::from(weight);
+        for chunk in plan.ranges.chunks(RANGES_PER_READ) {
+            let request = ReadRowsRequest::new(RowSet::from_ranges(chunk.to_vec()));
+            for r in app.trends.read_rows(&request)? {
+                let r = r?;
+                out.rows_scanned += 1;
+                let Some(cell) = r.latest(row::FAMILY, row::QUALIFIER.as_bytes()) else {
+                    continue;
+                };
+                let t = TrendRow::decode(&layout, &r.key, &cell.value)?;
+                if t.time_millis < read_from
+                    || t.time_millis >= read_to
+                    || !query.area.contains(t.lat, t.lng)
+                {
+                    continue;
+                }
+                let Some(weight) = weights.event(t.event_type, &t.event_name) else {
+                    continue;
+                };
+                if !events.contains(t.event_id()) {
+                    events.insert(t.event_id().to_string());
+                }
+                for (f, v) in &t.facets {
+                    if let Some(facet) = wanted.get(f.as_str()) {
+                        *scores
+                            .entry(facet)
+                            .or_default()
+                            .entry(v.clone())
+                            .or_default() += u64::from(weight);
+                    }
                 }
             }
         }

@@ -198,6 +198,12 @@ fn queries(rng: &mut Rng, now: i64) -> Vec<TrendsQuery> {
         TrendsQuery::new(Area::circle(45.5, -122.65, 15_000.0).unwrap()),
         TrendsQuery::new(Area::BBox(BBox::new(179.0, -19.0, -179.5, -16.0).unwrap())),
         TrendsQuery::new(Area::BBox(BBox::new(-180.0, -90.0, 180.0, 90.0).unwrap())),
+        // Many days: more ranges than one read request carries.
+        TrendsQuery {
+            from_millis: Some(now - 85 * DAY),
+            to_millis: Some(now + DAY),
+            ..TrendsQuery::new(Area::circle(45.5, -122.65, 25_000.0).unwrap())
+        },
     ];
     for i in 0..25 {
         let area = if i % 2 == 0 {
@@ -262,6 +268,7 @@ fn check_exact(store: Arc<dyn Store>, clock: &FakeClock, seed: u64) {
     let catalog = catalog_map(&engine);
     let retention = AppConfig::default().retention_millis();
     let mut counted_any = false;
+    let mut most_ranges = 0;
     for q in queries(&mut rng, clock.now()) {
         let got: Trends = engine.trends(APP, &q).unwrap();
         let (facets, counted) = brute_force(&events, &catalog, &q, clock.now(), retention);
@@ -269,7 +276,9 @@ fn check_exact(store: Arc<dyn Store>, clock: &FakeClock, seed: u64) {
         assert_eq!(got.events_counted, counted, "query {q:?}");
         assert!(got.rows_scanned >= counted);
         counted_any |= counted > 0;
+        most_ranges = most_ranges.max(got.ranges);
     }
+    assert!(most_ranges > 1024, "{most_ranges} ranges at most");
     assert!(counted_any, "the cases must count something");
 }
 
