@@ -105,10 +105,11 @@ pub fn run(args: TrendsArgs) -> anyhow::Result<()> {
 fn render(trends: &Trends) -> String {
     let json = trends.to_json();
     let mut out = format!(
-        "{} .. {}: {} events counted, {} rows scanned in {} ranges\n",
+        "{} .. {}: {} events counted; {} rows in the area and window of {} scanned in {} ranges\n",
         json["from"].as_str().unwrap_or_default(),
         json["to"].as_str().unwrap_or_default(),
         trends.events_counted,
+        trends.rows_matched,
         trends.rows_scanned,
         trends.ranges
     );

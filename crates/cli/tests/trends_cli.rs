@@ -99,6 +99,8 @@ fn trends_rank_facet_values_around_a_place() {
 
     let table = ok(&data, &around);
     assert!(table.contains("2 events counted"), "{table}");
+    // alice's p1, bob's p1 and p2, dave's unscored p2.
+    assert!(table.contains("4 rows in the area and window"), "{table}");
     let lines: Vec<&str> = table.lines().map(str::trim).collect();
     let brand = lines
         .iter()

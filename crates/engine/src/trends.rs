@@ -54,7 +54,8 @@
 //! nothing counts. `score(facet, value)` is the sum of the weights of the
 //! rows whose object has that value (each occurrence counts, as in
 //! profiles). `eventsCounted` is the number of distinct events with at
-//! least one counted row; `rowsScanned` what the key ranges returned.
+//! least one counted row; `rowsScanned` what the key ranges returned and
+//! `rowsMatched` how many of those were in the area and window.
 
 pub mod area;
 pub mod row;
@@ -145,6 +146,9 @@ pub struct Trends {
     pub events_counted: u64,
     /// Rows the key ranges returned.
     pub rows_scanned: u64,
+    /// Of those, rows in the area and window (scored by the strategy or
+    /// not): `rows_scanned / rows_matched` is what the key costs.
+    pub rows_matched: u64,
     /// Row ranges read.
     pub ranges: usize,
     /// The window, as asked (defaults filled in).
@@ -154,8 +158,8 @@ pub struct Trends {
 
 impl Trends {
     /// The API's JSON: `{"facets": {"brand": [{"value", "score"}]},
-    /// "eventsCounted", "rowsScanned", "ranges", "from", "to"}` (times as
-    /// ISO 8601 with milliseconds, UTC).
+    /// "eventsCounted", "rowsScanned", "rowsMatched", "ranges", "from", "to"}`
+    /// (times as ISO 8601 with milliseconds, UTC).
     pub fn to_json(&self) -> Value {
         let facets: serde_json::Map<String, Value> = self
             .facets
@@ -171,8 +175,8 @@ impl Trends {
         let time =
             |t: i64| affinity_rowkey::time::format_millis(t).unwrap_or_else(|_| t.to_string());
         json!({"facets": facets, "eventsCounted": self.events_counted,
-            "rowsScanned": self.rows_scanned, "ranges": self.ranges,
-            "from": time(self.from_millis), "to": time(self.to_millis)})
+            "rowsScanned": self.rows_scanned, "rowsMatched": self.rows_matched,
+            "ranges": self.ranges, "from": time(self.from_millis), "to": time(self.to_millis)})
     }
 }
 
@@ -356,6 +360,7 @@ impl Engine {
                 {
                     continue;
                 }
+                out.rows_matched += 1;
                 let Some(weight) = weights.event(t.event_type, &t.event_name) else {
                     continue;
                 };

@@ -133,7 +133,7 @@ fn brute_force(
     query: &TrendsQuery,
     now: i64,
     retention: i64,
-) -> (BTreeMap<String, Vec<ValueScore>>, u64) {
+) -> (BTreeMap<String, Vec<ValueScore>>, u64, u64) {
     let strategy = strategy();
     let to = query.to_millis.unwrap_or(now);
     let from = query
@@ -147,6 +147,7 @@ fn brute_force(
     let mut scores: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     let mut counted = BTreeSet::new();
     let mut seen = BTreeSet::new();
+    let mut matched = 0;
     for e in events {
         let key = EventKey::for_event(APP, e.identity(), e.timestamp_millis, &e.content())
             .and_then(|k| k.encode())
@@ -154,15 +155,15 @@ fn brute_force(
         if !seen.insert(key.clone()) || e.timestamp_millis < from || e.timestamp_millis >= to {
             continue;
         }
-        let Some(w) = strategy.event_score(e.event_type, &e.event_name) else {
-            continue;
-        };
+        let weight = strategy.event_score(e.event_type, &e.event_name);
         for id in &e.object_ids {
             let Some(o) = catalog.get(id) else { continue };
             let Some((lat, lng)) = o.geoloc else { continue };
             if !contains(&query.area, lat, lng) {
                 continue;
             }
+            matched += 1;
+            let Some(w) = weight else { continue };
             counted.insert(key.clone());
             for (f, v) in &o.facets {
                 if facets.contains(f) {
@@ -190,7 +191,7 @@ fn brute_force(
             (f.clone(), list)
         })
         .collect();
-    (out, counted.len() as u64)
+    (out, counted.len() as u64, matched)
 }
 
 fn queries(rng: &mut Rng, now: i64) -> Vec<TrendsQuery> {
@@ -271,10 +272,11 @@ fn check_exact(store: Arc<dyn Store>, clock: &FakeClock, seed: u64) {
     let mut most_ranges = 0;
     for q in queries(&mut rng, clock.now()) {
         let got: Trends = engine.trends(APP, &q).unwrap();
-        let (facets, counted) = brute_force(&events, &catalog, &q, clock.now(), retention);
+        let (facets, counted, matched) = brute_force(&events, &catalog, &q, clock.now(), retention);
         assert_eq!(got.facets, facets, "query {q:?}");
         assert_eq!(got.events_counted, counted, "query {q:?}");
-        assert!(got.rows_scanned >= counted);
+        assert_eq!(got.rows_matched, matched, "query {q:?}");
+        assert!(got.rows_scanned >= matched);
         counted_any |= counted > 0;
         most_ranges = most_ranges.max(got.ranges);
     }
@@ -341,8 +343,11 @@ fn expired_events_never_count() {
     clock.set(clock.now() + 80 * DAY);
     let after = engine.trends(APP, &q).unwrap();
     let catalog = catalog_map(&engine);
-    let (facets, counted) = brute_force(&events, &catalog, &q, clock.now(), 90 * DAY);
-    assert_eq!((after.facets, after.events_counted), (facets, counted));
+    let (facets, counted, matched) = brute_force(&events, &catalog, &q, clock.now(), 90 * DAY);
+    assert_eq!(
+        (after.facets, after.events_counted, after.rows_matched),
+        (facets, counted, matched)
+    );
     assert!(counted < before.events_counted);
 }
 

@@ -62,6 +62,8 @@ async fn trends_rank_facet_values_around_a_place() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["facets"], portland);
     assert_eq!(body["eventsCounted"], 2);
+    // u1's p1, u2's p1 and p2, u4's unscored p2.
+    assert_eq!(body["rowsMatched"], 4);
     assert!(body["rowsScanned"].as_u64().unwrap() >= 3, "{body}");
     assert!(body["from"].as_str().unwrap().ends_with('Z'));
     // The same box, corners in Algolia's order; `radius` is an alias.
