@@ -12,6 +12,9 @@
 //! Events given by `filters` name no object, so they have no place and are
 //! never counted; neither are objects without `_geoloc` or unknown to the
 //! catalog, nor events before 1970 (the location key cannot hold them).
+//! Events stored before this table existed have no rows and cannot get
+//! any: the events table keeps their resolved facet counts, not their
+//! objects or places.
 //!
 //! The key is the row-key crate's location + time key: Hilbert curve, one
 //! salt byte ([`row::SALTS`] = 4 values) and one-day time bins. Day bins,
