@@ -1,8 +1,6 @@
 //! Validation of a `RowFilter` and its compilation into an evaluable tree.
 
-use regex::bytes::Regex;
-
-use super::regex::compile_full_match;
+use super::regex::FullMatch;
 use crate::error::{Error, Result};
 use crate::filter::{ColumnRange, RowFilter, TimestampRange, ValueRange};
 
@@ -24,13 +22,13 @@ pub(crate) enum Node {
     Sink,
     PassAll,
     BlockAll,
-    RowKey(Regex),
+    RowKey(FullMatch),
     RowSample(f64),
-    Family(Regex),
-    Qualifier(Regex),
+    Family(FullMatch),
+    Qualifier(FullMatch),
     ColumnRange(ColumnRange),
     Timestamp(TimestampRange),
-    Value(Regex),
+    Value(FullMatch),
     ValueRange(ValueRange),
     Offset(usize),
     Limit(usize),
@@ -133,7 +131,7 @@ pub(crate) fn compile_node(filter: &RowFilter, depth: usize, in_condition: bool)
             if pattern.is_empty() {
                 return Err(invalid("row key regex must not be empty"));
             }
-            Node::RowKey(compile_full_match(pattern)?)
+            Node::RowKey(FullMatch::compile(pattern)?)
         }
         RowFilter::RowSample(p) => {
             // NaN fails both comparisons, so it is rejected too.
@@ -145,9 +143,9 @@ pub(crate) fn compile_node(filter: &RowFilter, depth: usize, in_condition: bool)
             Node::RowSample(*p)
         }
         RowFilter::FamilyNameRegex(pattern) => {
-            Node::Family(compile_full_match(pattern.as_bytes())?)
+            Node::Family(FullMatch::compile(pattern.as_bytes())?)
         }
-        RowFilter::ColumnQualifierRegex(pattern) => Node::Qualifier(compile_full_match(pattern)?),
+        RowFilter::ColumnQualifierRegex(pattern) => Node::Qualifier(FullMatch::compile(pattern)?),
         RowFilter::ColumnRange(range) => {
             if range.family.is_empty() {
                 return Err(invalid("column range needs a family name"));
@@ -164,7 +162,7 @@ pub(crate) fn compile_node(filter: &RowFilter, depth: usize, in_condition: bool)
             }
             Node::Timestamp(*range)
         }
-        RowFilter::ValueRegex(pattern) => Node::Value(compile_full_match(pattern)?),
+        RowFilter::ValueRegex(pattern) => Node::Value(FullMatch::compile(pattern)?),
         RowFilter::ValueRange(range) => Node::ValueRange(range.clone()),
         RowFilter::CellsPerRowOffset(n) => Node::Offset(
             usize::try_from(*n)

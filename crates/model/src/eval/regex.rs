@@ -10,6 +10,7 @@
 //! "any byte".
 
 use regex::bytes::{Regex, RegexBuilder};
+use regex_syntax::hir::{Class, Hir, HirKind};
 
 use crate::error::{Error, Result};
 
@@ -28,6 +29,138 @@ pub fn compile_full_match(pattern: &[u8]) -> Result<Regex> {
             pattern: String::from_utf8_lossy(pattern).into_owned(),
             reason: first_line(&e.to_string()),
         })
+}
+
+/// Largest finite language kept as a set of strings.
+const MAX_LITERALS: usize = 256;
+
+/// A compiled full-match pattern. A pattern whose language is a small
+/// finite set of strings (a literal, an alternation of literals: what
+/// exact-column filters are) is matched by comparing against that set,
+/// which costs a few `memcmp`s instead of a regex search per cell; any
+/// other pattern by the regex.
+#[derive(Debug, Clone)]
+pub struct FullMatch {
+    regex: Regex,
+    /// The language, sorted and deduplicated, when small and finite.
+    literals: Option<Vec<Box<[u8]>>>,
+}
+
+impl FullMatch {
+    /// Compile (and validate) a Bigtable (RE2) regex.
+    pub fn compile(pattern: &[u8]) -> Result<FullMatch> {
+        let regex = compile_full_match(pattern)?;
+        let literals = finite_language(&translate(pattern));
+        Ok(FullMatch { regex, literals })
+    }
+
+    /// Whether the whole of `haystack` matches.
+    pub fn is_match(&self, haystack: &[u8]) -> bool {
+        match &self.literals {
+            Some(set) if set.len() <= 8 => set.iter().any(|l| **l == *haystack),
+            Some(set) => set.binary_search_by(|l| (**l).cmp(haystack)).is_ok(),
+            None => self.regex.is_match(haystack),
+        }
+    }
+}
+
+/// Every string the (translated, byte-mode) pattern matches in full, when
+/// that is a finite set of at most [`MAX_LITERALS`].
+fn finite_language(translated: &str) -> Option<Vec<Box<[u8]>>> {
+    let hir = regex_syntax::ParserBuilder::new()
+        .unicode(false)
+        .utf8(false)
+        .build()
+        .parse(translated)
+        .ok()?;
+    let mut set = language(&hir)?;
+    set.sort_unstable();
+    set.dedup();
+    Some(set.into_iter().map(Vec::into_boxed_slice).collect())
+}
+
+fn language(hir: &Hir) -> Option<Vec<Vec<u8>>> {
+    match hir.kind() {
+        HirKind::Empty => Some(vec![Vec::new()]),
+        HirKind::Literal(lit) => Some(vec![lit.0.to_vec()]),
+        HirKind::Class(Class::Bytes(class)) => {
+            let mut out = Vec::new();
+            for range in class.iter() {
+                for b in range.start()..=range.end() {
+                    if out.len() == MAX_LITERALS {
+                        return None;
+                    }
+                    out.push(vec![b]);
+                }
+            }
+            Some(out)
+        }
+        HirKind::Capture(capture) => language(&capture.sub),
+        HirKind::Concat(parts) => {
+            let mut out = vec![Vec::new()];
+            for part in parts {
+                let tails = language(part)?;
+                if out.len().saturating_mul(tails.len()) > MAX_LITERALS {
+                    return None;
+                }
+                out = out
+                    .iter()
+                    .flat_map(|head| {
+                        tails.iter().map(move |tail| {
+                            let mut s = head.clone();
+                            s.extend_from_slice(tail);
+                            s
+                        })
+                    })
+                    .collect();
+            }
+            Some(out)
+        }
+        HirKind::Alternation(alternatives) => {
+            let mut out = Vec::new();
+            for alternative in alternatives {
+                out.extend(language(alternative)?);
+                if out.len() > MAX_LITERALS {
+                    return None;
+                }
+            }
+            Some(out)
+        }
+        // `x?`, `x{2,3}`: the parser turns some alternations into these.
+        HirKind::Repetition(rep) if rep.max.is_some_and(|max| max <= 4) => {
+            let once = language(&rep.sub)?;
+            let mut power = vec![Vec::new()];
+            let mut out = Vec::new();
+            for k in 0..=rep.max.unwrap_or(0) {
+                if k >= rep.min {
+                    out.extend(power.iter().cloned());
+                }
+                if Some(k) == rep.max {
+                    break;
+                }
+                if power.len().saturating_mul(once.len()) > MAX_LITERALS {
+                    return None;
+                }
+                power = power
+                    .iter()
+                    .flat_map(|head| {
+                        once.iter().map(move |tail| {
+                            let mut s = head.clone();
+                            s.extend_from_slice(tail);
+                            s
+                        })
+                    })
+                    .collect();
+                if out.len() > MAX_LITERALS {
+                    return None;
+                }
+            }
+            Some(out)
+        }
+        // Unicode classes (not produced in byte mode), anchors and
+        // unbounded repetitions: left to the regex.
+        _ => None,
+    }
 }
 
 fn first_line(message: &str) -> String {
@@ -116,6 +249,43 @@ mod tests {
     fn escaped_backslash_before_c_is_a_literal_backslash() {
         assert!(m(b"\\\\C", b"\\C"));
         assert!(!m(b"\\\\C", b"xC"));
+    }
+
+    #[test]
+    fn finite_patterns_match_by_set_and_agree_with_the_regex() {
+        let cases: [(&[u8], bool); 9] = [
+            (b"abc", true),
+            (b"(?:a|b|abc)", true),
+            (b"x[0-3]y|z", true),
+            (b"(?i)ab", true),
+            (b"a.c", true),
+            (b"..", false),
+            (b"ab?c{1,2}", true),
+            (b"a+", false),
+            (b"\\Cq", true),
+        ];
+        let hays: [&[u8]; 12] = [
+            b"", b"a", b"b", b"abc", b"ab", b"AB", b"aB", b"x2y", b"x4y", b"z", b"\\Cq", b"a\nc",
+        ];
+        for (pattern, finite) in cases {
+            let m = FullMatch::compile(pattern).expect("compiles");
+            assert_eq!(
+                m.literals.is_some(),
+                finite,
+                "{:?}",
+                String::from_utf8_lossy(pattern)
+            );
+            let re = compile_full_match(pattern).expect("compiles");
+            for hay in hays {
+                assert_eq!(m.is_match(hay), re.is_match(hay), "{pattern:?} on {hay:?}");
+            }
+        }
+        let many: Vec<String> = (0..40).map(|i| format!("q{i}")).collect();
+        let m = FullMatch::compile(many.join("|").as_bytes()).expect("compiles");
+        assert!(m.literals.as_ref().is_some_and(|l| l.len() == 40));
+        assert!(
+            m.is_match(b"q17") && m.is_match(b"q1") && !m.is_match(b"q40") && !m.is_match(b"q")
+        );
     }
 
     #[test]
