@@ -7,6 +7,7 @@
 
 use std::ops::Range;
 
+use affinity_model::eval::CellPrefilter;
 use affinity_model::gc::deletes;
 use affinity_model::{Bytes, Cell, Error, Result, Row};
 
@@ -89,12 +90,33 @@ impl RowBuilder {
 
     /// Finish the row. `reversed` says cells were pushed in descending key
     /// order. Returns `None` when no cell is visible.
-    pub fn finish(&mut self, meta: &TableMeta, reversed: bool, now_micros: i64) -> Option<Row> {
+    /// `prefilter` drops, after GC, cells that cannot reach the read's
+    /// filter output, before any `Cell` is built for them.
+    pub fn finish(
+        &mut self,
+        meta: &TableMeta,
+        reversed: bool,
+        now_micros: i64,
+        prefilter: Option<&CellPrefilter>,
+    ) -> Option<Row> {
         if reversed {
             self.slots.reverse();
         }
         if meta.has_gc() {
             self.apply_gc(meta, now_micros);
+        }
+        if let Some(pre) = prefilter {
+            let buf = &self.buf;
+            self.slots.retain(|s| {
+                meta.family(s.family_id).is_some_and(|f| {
+                    pre.may_pass(
+                        &f.name,
+                        &buf[s.qualifier.clone()],
+                        s.timestamp_micros,
+                        &buf[s.value.clone()],
+                    )
+                })
+            });
         }
         if self.slots.is_empty() {
             return None;

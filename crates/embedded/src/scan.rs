@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use affinity_model::eval::CompiledFilter;
+use affinity_model::eval::{CellPrefilter, CompiledFilter};
 use affinity_model::gc::deletes;
 use affinity_model::{Bytes, Cell, Result, Row};
 use rocksdb::{BoundColumnFamily, DBRawIteratorWithThreadMode, ReadOptions};
@@ -131,6 +131,7 @@ pub(crate) struct Scan<'a> {
     point: Option<RawIter<'a>>,
     reversed: bool,
     filter: CompiledFilter,
+    prefilter: Option<CellPrefilter>,
     remaining: Option<u64>,
     now_micros: i64,
     builder: RowBuilder,
@@ -158,6 +159,7 @@ impl<'a> Scan<'a> {
             iter_is_point: false,
             point: None,
             reversed: how.reversed,
+            prefilter: how.filter.cell_prefilter(),
             filter: how.filter,
             remaining: how.rows_limit,
             now_micros: how.now_micros,
@@ -216,7 +218,11 @@ impl<'a> Scan<'a> {
                     iter.next();
                 }
             }
-            if let Some(row) = self.builder.finish(&self.meta, backwards, self.now_micros) {
+            let pre = self.prefilter.as_ref();
+            if let Some(row) = self
+                .builder
+                .finish(&self.meta, backwards, self.now_micros, pre)
+            {
                 return Ok(Some(row));
             }
         }

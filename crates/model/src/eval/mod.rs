@@ -16,6 +16,7 @@
 //! so every backend rejects the same filters with the same error.
 
 mod compile;
+mod prefilter;
 mod regex;
 
 use std::ops::Bound;
@@ -28,7 +29,8 @@ use crate::filter::RowFilter;
 use compile::Node;
 
 pub use self::compile::{check_label, MAX_FILTER_DEPTH, MAX_LABEL_LEN};
-pub use self::regex::compile_full_match;
+pub use self::prefilter::CellPrefilter;
+pub use self::regex::{compile_full_match, FullMatch};
 
 /// A `RowFilter` ready to be applied to rows: arguments checked, regexes
 /// compiled once.
@@ -72,6 +74,14 @@ impl CompiledFilter {
         matches!(self.node, Node::PassAll)
     }
 
+    /// A test a backend may apply to each cell of a row (after GC, before
+    /// building the row) to drop cells that cannot change this filter's
+    /// output; `None` when it would keep every cell. See
+    /// [`CellPrefilter`].
+    pub fn cell_prefilter(&self) -> Option<CellPrefilter> {
+        CellPrefilter::of(&self.node)
+    }
+
     /// Apply the filter to a row whose cells are in canonical order. Returns
     /// `None` when no cell survives (Bigtable then omits the row).
     pub fn apply(&self, row: Row) -> Option<Row> {
@@ -108,7 +118,7 @@ fn merge(parts: Vec<Vec<Cell>>) -> Vec<Cell> {
     all
 }
 
-fn in_bounds(v: &[u8], start: &Bound<Bytes>, end: &Bound<Bytes>) -> bool {
+pub(crate) fn in_bounds(v: &[u8], start: &Bound<Bytes>, end: &Bound<Bytes>) -> bool {
     let after_start = match start {
         Bound::Unbounded => true,
         Bound::Included(s) => v >= s.as_ref(),

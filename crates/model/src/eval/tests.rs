@@ -425,6 +425,29 @@ mod properties {
         }
 
         #[test]
+        fn the_cell_prefilter_never_changes_the_output(f in gen::filter(KINDS), row in rows()) {
+            let Ok(compiled) = CompiledFilter::compile(&f) else {
+                return Ok(());
+            };
+            let Some(pre) = compiled.cell_prefilter() else {
+                return Ok(());
+            };
+            let pruned = Row {
+                key: row.key.clone(),
+                cells: row
+                    .cells
+                    .iter()
+                    .filter(|c| pre.may_pass(&c.family, &c.qualifier, c.timestamp_micros, &c.value))
+                    .cloned()
+                    .collect(),
+            };
+            prop_assert_eq!(
+                compiled.apply(pruned).map(|r| r.cells),
+                compiled.apply(row).map(|r| r.cells)
+            );
+        }
+
+        #[test]
         fn column_limit_bounds_every_column(f in gen::filter(NO_SINK), n in 1u32..3, row in rows()) {
             let limited = RowFilter::Chain(vec![f, RowFilter::CellsPerColumnLimit(n)]);
             if let Some(Some(out)) = apply(&limited, &row) {

@@ -1,0 +1,157 @@
+//! A per-cell necessary condition of a filter, for backends to test on a
+//! cell's parts before they build a `Cell` (the batch reader's filters
+//! keep a few cells of many; building the others only to drop them is
+//! most of the cost of a filtered scan).
+//!
+//! For every filter node `N` the derived predicate `P_N` satisfies
+//! `N(X) == N(P_N(X))` for any row `X`, where `P_N(X)` keeps the cells of
+//! `X` that pass `P_N`: removing the cells `P_N` rejects never changes the
+//! output. It is derived as:
+//! - a cell test (family, qualifier, column range, timestamp, value): the
+//!   test itself; `PassAll`: true; `BlockAll`: false;
+//! - `Interleave`: any child's predicate (each child sees at least the
+//!   cells its own predicate keeps);
+//! - `Chain`: all predicates of its leading *selectors* (nodes that keep or
+//!   drop each cell on its own, unchanged: cell tests and interleaves or
+//!   chains of them) and of the first node after them; later nodes see
+//!   cells the first non-selector may have changed, so they add nothing;
+//! - anything else (limits, offsets, conditions, labels, sinks, row-key
+//!   regexes, samples): true.
+
+use super::compile::Node;
+use super::in_bounds;
+use super::regex::FullMatch;
+use crate::filter::{ColumnRange, TimestampRange, ValueRange};
+
+/// See the module docs. Built by [`super::CompiledFilter::cell_prefilter`].
+#[derive(Debug, Clone)]
+pub struct CellPrefilter {
+    pre: Pre,
+}
+
+#[derive(Debug, Clone)]
+enum Pre {
+    True,
+    False,
+    All(Vec<Pre>),
+    Any(Vec<Pre>),
+    Family(FullMatch),
+    Qualifier(FullMatch),
+    ColumnRange(ColumnRange),
+    Timestamp(TimestampRange),
+    Value(FullMatch),
+    ValueRange(ValueRange),
+}
+
+impl CellPrefilter {
+    /// The predicate of `node`, `None` when it keeps every cell.
+    pub(crate) fn of(node: &Node) -> Option<CellPrefilter> {
+        match simplify(derive(node)) {
+            Pre::True => None,
+            pre => Some(CellPrefilter { pre }),
+        }
+    }
+
+    /// Whether a cell with these parts may reach the filter's output.
+    pub fn may_pass(
+        &self,
+        family: &str,
+        qualifier: &[u8],
+        timestamp_micros: i64,
+        value: &[u8],
+    ) -> bool {
+        test(&self.pre, family, qualifier, timestamp_micros, value)
+    }
+}
+
+fn test(pre: &Pre, family: &str, qualifier: &[u8], ts: i64, value: &[u8]) -> bool {
+    match pre {
+        Pre::True => true,
+        Pre::False => false,
+        Pre::All(parts) => parts.iter().all(|p| test(p, family, qualifier, ts, value)),
+        Pre::Any(parts) => parts.iter().any(|p| test(p, family, qualifier, ts, value)),
+        Pre::Family(m) => m.is_match(family.as_bytes()),
+        Pre::Qualifier(m) => m.is_match(qualifier),
+        Pre::ColumnRange(r) => family == r.family && in_bounds(qualifier, &r.start, &r.end),
+        Pre::Timestamp(r) => r.contains(ts),
+        Pre::Value(m) => m.is_match(value),
+        Pre::ValueRange(r) => in_bounds(value, &r.start, &r.end),
+    }
+}
+
+/// Nodes that keep or drop each cell on its own and leave it unchanged.
+fn is_selector(node: &Node) -> bool {
+    match node {
+        Node::PassAll
+        | Node::BlockAll
+        | Node::Family(_)
+        | Node::Qualifier(_)
+        | Node::ColumnRange(_)
+        | Node::Timestamp(_)
+        | Node::Value(_)
+        | Node::ValueRange(_) => true,
+        Node::Chain(nodes) | Node::Interleave(nodes) => nodes.iter().all(is_selector),
+        _ => false,
+    }
+}
+
+fn derive(node: &Node) -> Pre {
+    match node {
+        Node::PassAll => Pre::True,
+        Node::BlockAll => Pre::False,
+        Node::Family(m) => Pre::Family(m.clone()),
+        Node::Qualifier(m) => Pre::Qualifier(m.clone()),
+        Node::ColumnRange(r) => Pre::ColumnRange(r.clone()),
+        Node::Timestamp(r) => Pre::Timestamp(*r),
+        Node::Value(m) => Pre::Value(m.clone()),
+        Node::ValueRange(r) => Pre::ValueRange(r.clone()),
+        Node::Interleave(nodes) => Pre::Any(nodes.iter().map(derive).collect()),
+        Node::Chain(nodes) => {
+            let mut parts = Vec::new();
+            for n in nodes {
+                parts.push(derive(n));
+                if !is_selector(n) {
+                    break;
+                }
+            }
+            Pre::All(parts)
+        }
+        _ => Pre::True,
+    }
+}
+
+fn simplify(pre: Pre) -> Pre {
+    match pre {
+        Pre::All(parts) => {
+            let mut kept = Vec::new();
+            for p in parts.into_iter().map(simplify) {
+                match p {
+                    Pre::True => {}
+                    Pre::False => return Pre::False,
+                    p => kept.push(p),
+                }
+            }
+            match kept.len() {
+                0 => Pre::True,
+                1 => kept.pop().unwrap_or(Pre::True),
+                _ => Pre::All(kept),
+            }
+        }
+        Pre::Any(parts) => {
+            let mut kept = Vec::new();
+            for p in parts.into_iter().map(simplify) {
+                match p {
+                    Pre::True => return Pre::True,
+                    Pre::False => {}
+                    p => kept.push(p),
+                }
+            }
+            match kept.len() {
+                0 => Pre::False,
+                1 => kept.pop().unwrap_or(Pre::False),
+                _ => Pre::Any(kept),
+            }
+        }
+        other => other,
+    }
+}
