@@ -1,6 +1,7 @@
 //! `affinity bench ...`: benchmarks that print their figures.
 
 mod geo;
+mod http;
 mod schemas;
 mod store;
 
@@ -23,6 +24,11 @@ pub enum BenchCommand {
     /// half and all facets, per application profile; time, cells and bytes
     /// read, peak memory, equal profiles; Markdown, SVG chart, JSON.
     Schemas(schemas::SchemasBenchArgs),
+    /// The HTTP API under load: concurrent clients sending event batches,
+    /// then concurrent profile reads, on an in-process server (embedded
+    /// store or `--bigtable`) or a running one (`--url`); events/s, reads/s,
+    /// p50/p99 latency and errors, next to the goals.
+    Http(http::HttpBenchArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -31,6 +37,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Keys => crate::keys::bench(),
         BenchCommand::Geo(args) => geo::run(args),
         BenchCommand::Schemas(args) => schemas::run(args),
+        BenchCommand::Http(args) => http::run(args),
     }
 }
 

@@ -1,0 +1,479 @@
+//! `affinity bench http`: the HTTP API under load. Concurrent clients send
+//! `--batch`-event requests to `POST /1/events` for `--seconds`, then
+//! concurrent readers fetch profiles for `--seconds`; one line per phase
+//! (events/s and batch p50/p99; reads/s and p50/p99), next to the goals.
+//!
+//! The server is the real [`affinity_http::serve`] in this process, on the
+//! embedded store in `--data` (default a temporary directory) or on Cloud
+//! Bigtable with `--bigtable`; or, with `--url`, an `affinity serve`
+//! running elsewhere (then no store is opened here). Non-200 answers are
+//! counted, not fatal; a run with any makes the command fail afterwards,
+//! naming the first.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use affinity_engine::Engine;
+use affinity_http::auth::{Acl, Keys};
+use anyhow::{bail, Context};
+use serde_json::{json, Value};
+
+use super::quantile;
+
+/// The goals of issue 5, printed next to the figures.
+const GOAL_EVENTS_PER_S: f64 = 100_000.0;
+const GOAL_READ_P99_MS: f64 = 5.0;
+const GOAL_READERS: usize = 50;
+/// The application and admin key of the in-process server.
+const APP: &str = "bench";
+const KEY: &str = "bench-key";
+const DAY_MS: u64 = 86_400_000;
+/// Characters of an error body kept for the message.
+const BODY_CHARS: usize = 300;
+
+#[derive(clap::Args)]
+pub struct HttpBenchArgs {
+    /// Concurrent ingest clients.
+    #[arg(long, default_value_t = 4)]
+    clients: usize,
+    /// Seconds of each phase (ingest, then profile reads).
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Concurrent profile-read clients.
+    #[arg(long, default_value_t = 50)]
+    readers: usize,
+    /// Distinct users the events are spread over (and profiles read from).
+    #[arg(long, default_value_t = 10_000)]
+    users: usize,
+    /// Events per request (the API takes at most 1000).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    batch: u16,
+    /// Directory of the in-process server's embedded store (default: a
+    /// temporary directory, removed afterwards).
+    #[arg(long, conflicts_with_all = ["url", "bigtable"])]
+    data: Option<PathBuf>,
+    /// Run the in-process server on Cloud Bigtable: PROJECT/INSTANCE (the
+    /// emulator through BIGTABLE_EMULATOR_HOST).
+    #[arg(long, value_name = "PROJECT/INSTANCE", conflicts_with = "url")]
+    bigtable: Option<String>,
+    /// Drive an `affinity serve` already running at this base URL
+    /// (http://host:port) instead of a server in this process.
+    #[arg(long, requires_all = ["app_id", "api_key"])]
+    url: Option<String>,
+    /// The application to send events to with `--url`.
+    #[arg(long = "app-id", requires = "url")]
+    app_id: Option<String>,
+    /// A key of that application with the admin ACL (or events + profiles,
+    /// when the application already has a strategy).
+    #[arg(long = "api-key", requires = "url")]
+    api_key: Option<String>,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// Where the requests go.
+#[derive(Clone)]
+struct Target {
+    base: String,
+    app: String,
+    key: String,
+    client: reqwest::Client,
+}
+
+impl Target {
+    fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.auth(self.client.get(format!("{}{path}", self.base)))
+    }
+
+    fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        self.auth(self.client.post(format!("{}{path}", self.base)))
+    }
+
+    fn auth(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        request
+            .header("x-algolia-application-id", &self.app)
+            .header("x-algolia-api-key", &self.key)
+    }
+}
+
+/// What the clients of one phase saw.
+#[derive(Default)]
+struct Tally {
+    /// Latencies of the answered requests (200, and 404 for profiles).
+    latencies: Vec<Duration>,
+    ok: u64,
+    not_found: u64,
+    errors: u64,
+    first_error: Option<String>,
+}
+
+impl Tally {
+    fn error(&mut self, message: String) {
+        self.errors += 1;
+        self.first_error.get_or_insert(message);
+    }
+
+    fn merge(&mut self, other: Tally) {
+        self.latencies.extend(other.latencies);
+        self.ok += other.ok;
+        self.not_found += other.not_found;
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+    }
+
+    fn ms(&mut self, q: f64) -> f64 {
+        self.latencies.sort_unstable();
+        quantile(&self.latencies, q).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    }
+}
+
+/// A phase's tally and its wall time.
+struct Phase {
+    tally: Tally,
+    seconds: f64,
+}
+
+pub fn run(args: HttpBenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.clients > 0, "--clients must be positive");
+    anyhow::ensure!(args.readers > 0, "--readers must be positive");
+    anyhow::ensure!(args.users > 0, "--users must be positive");
+    anyhow::ensure!(args.seconds > 0, "--seconds must be positive");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let client = reqwest::Client::new();
+    match (&args.url, &args.app_id, &args.api_key) {
+        (Some(url), Some(app), Some(key)) => {
+            let target = Target {
+                base: url.trim_end_matches('/').to_string(),
+                app: app.clone(),
+                key: key.clone(),
+                client,
+            };
+            let described = format!("the server at {}", target.base);
+            runtime.block_on(bench(&args, target, &described, "remote"))
+        }
+        _ => {
+            // Opened outside the runtime: the Bigtable backend owns one.
+            let (data, _tmp) = match &args.bigtable {
+                Some(_) => (PathBuf::new(), None),
+                None => super::data_dir(args.data.as_deref())?,
+            };
+            let backend = crate::backend::BackendArgs {
+                data,
+                bigtable: args.bigtable.clone(),
+            };
+            let engine = Arc::new(Engine::open(backend.open()?)?);
+            let mut keys = Keys::default();
+            keys.add(APP, KEY, [Acl::Admin])?;
+            let kind = if args.bigtable.is_some() {
+                "bigtable"
+            } else {
+                "embedded"
+            };
+            let described = format!("an in-process server on the {}", backend.describe());
+            runtime.block_on(async {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .context("binding a loopback port")?;
+                let base = format!("http://{}", listener.local_addr()?);
+                let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+                let state = affinity_http::State::new(engine, keys);
+                let server = tokio::spawn(affinity_http::serve(listener, state, async {
+                    let _ = stopped.await;
+                }));
+                let target = Target {
+                    base,
+                    app: APP.to_string(),
+                    key: KEY.to_string(),
+                    client,
+                };
+                let result = bench(&args, target, &described, kind).await;
+                let _ = stop.send(());
+                server.await.context("the server task")??;
+                result
+            })
+        }
+    }
+}
+
+/// Check the server, set a strategy if the application has none, run both
+/// phases, print and write the figures; fail if any request failed.
+async fn bench(
+    args: &HttpBenchArgs,
+    target: Target,
+    described: &str,
+    kind: &str,
+) -> anyhow::Result<()> {
+    prepare(&target).await?;
+    eprintln!(
+        "affinity bench http: {described}; {} s of ingest, then {} s of profile reads",
+        args.seconds, args.seconds
+    );
+    let ingest = ingest(args, &target).await;
+    let reads = read_profiles(args, &target).await;
+    let (ingest_errors, read_errors) = (ingest.tally.errors, reads.tally.errors);
+    let first_error = ingest
+        .tally
+        .first_error
+        .clone()
+        .or_else(|| reads.tally.first_error.clone());
+    let (lines, json) = report(args, ingest, reads, described, kind);
+    println!("{lines}");
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&json)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if ingest_errors + read_errors > 0 {
+        bail!(
+            "{} requests failed (ingest {ingest_errors}, profile reads {read_errors}); the first: {}",
+            ingest_errors + read_errors,
+            first_error.unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+/// The server answers `/health`, and the application has a strategy (ours
+/// is set when it has none, so an existing one is never replaced).
+async fn prepare(target: &Target) -> anyhow::Result<()> {
+    let health = target
+        .client
+        .get(format!("{}/health", target.base))
+        .send()
+        .await
+        .with_context(|| format!("cannot reach an affinity server at {}", target.base))?;
+    expect(health, 200, "GET /health").await?;
+    let current = target
+        .get("/1/strategies/personalization")
+        .send()
+        .await
+        .context("GET /1/strategies/personalization")?;
+    if current.status().as_u16() == 404 {
+        let strategy = json!({
+            "eventsScoring": [
+                {"eventName": "Viewed", "eventType": "view", "score": 5},
+                {"eventName": "Clicked", "eventType": "click", "score": 10},
+                {"eventName": "Bought", "eventType": "conversion", "score": 50}],
+            "facetsScoring": [
+                {"facetName": "brand", "score": 100}, {"facetName": "category", "score": 80},
+                {"facetName": "color", "score": 40}, {"facetName": "size", "score": 20}],
+            "personalizationImpact": 50});
+        let set = target
+            .post("/1/strategies/personalization")
+            .body(strategy.to_string())
+            .send()
+            .await
+            .context("POST /1/strategies/personalization")?;
+        expect(set, 200, "POST /1/strategies/personalization").await
+    } else {
+        expect(current, 200, "GET /1/strategies/personalization").await
+    }
+}
+
+/// Fail naming the status and body unless the answer is `want`.
+async fn expect(resp: reqwest::Response, want: u16, what: &str) -> anyhow::Result<()> {
+    let status = resp.status().as_u16();
+    let body = resp.text().await.unwrap_or_default();
+    if status != want {
+        bail!("{what} answered {status}: {}", clip(&body));
+    }
+    Ok(())
+}
+
+fn clip(body: &str) -> String {
+    body.chars().take(BODY_CHARS).collect()
+}
+
+/// The ingest phase: `--clients` tasks sending batches until the deadline.
+async fn ingest(args: &HttpBenchArgs, target: &Target) -> Phase {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let deadline = Instant::now() + Duration::from_secs(args.seconds);
+    let started = Instant::now();
+    let (batch, users) = (usize::from(args.batch), args.users);
+    let tasks: Vec<_> = (0..args.clients)
+        .map(|c| {
+            let target = target.clone();
+            tokio::spawn(async move {
+                let mut tally = Tally::default();
+                let mut n = 0;
+                while Instant::now() < deadline {
+                    let body = events_body(c, n, batch, users, now);
+                    n += 1;
+                    let t = Instant::now();
+                    match target.post("/1/events").body(body).send().await {
+                        Ok(resp) if resp.status().as_u16() == 200 => {
+                            let _ = resp.bytes().await;
+                            tally.latencies.push(t.elapsed());
+                            tally.ok += 1;
+                        }
+                        Ok(resp) => {
+                            let status = resp.status().as_u16();
+                            let body = resp.text().await.unwrap_or_default();
+                            tally.error(format!(
+                                "POST /1/events answered {status}: {}",
+                                clip(&body)
+                            ));
+                        }
+                        Err(err) => {
+                            // The connection failed: this client stops.
+                            tally.error(format!("POST /1/events failed: {err}"));
+                            break;
+                        }
+                    }
+                }
+                tally
+            })
+        })
+        .collect();
+    join(tasks, started).await
+}
+
+/// One request's events: users spread over `users` (each client starts at
+/// its own offset), timestamps within the last day, a view/click/conversion
+/// mix and four filters per event. Written by hand: the clients share the
+/// server's cores, so the body should cost little to build.
+fn events_body(client: usize, n: usize, batch: usize, users: usize, now: i64) -> String {
+    let mut body = String::with_capacity(batch * 220 + 16);
+    body.push_str(r#"{"events":["#);
+    for i in 0..batch {
+        let seq = n * batch + i;
+        let user = (client * 7919 + seq) % users;
+        let age = (client * 1_000_003 + seq) as u64 % DAY_MS;
+        let mix = splitmix(((client as u64) << 40) ^ seq as u64);
+        let (kind, name) = match mix % 10 {
+            0 => ("conversion", "Bought"),
+            1..=3 => ("click", "Clicked"),
+            _ => ("view", "Viewed"),
+        };
+        if i > 0 {
+            body.push(',');
+        }
+        let _ = write!(
+            body,
+            r#"{{"eventType":"{kind}","eventName":"{name}","index":"products","userToken":"user{user}","timestamp":{},"filters":["brand:b{}","category:k{}","color:c{}","size:s{}"]}}"#,
+            now - age as i64,
+            (mix >> 8) % 40,
+            (mix >> 16) % 25,
+            (mix >> 24) % 12,
+            (mix >> 32) % 6,
+        );
+    }
+    body.push_str("]}");
+    body
+}
+
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The read phase: `--readers` tasks reading profiles until the deadline;
+/// 404 (a user without a profile) is an answer, not an error.
+async fn read_profiles(args: &HttpBenchArgs, target: &Target) -> Phase {
+    let deadline = Instant::now() + Duration::from_secs(args.seconds);
+    let started = Instant::now();
+    let (readers, users) = (args.readers, args.users);
+    let tasks: Vec<_> = (0..readers)
+        .map(|r| {
+            let target = target.clone();
+            tokio::spawn(async move {
+                let mut tally = Tally::default();
+                let mut n = r;
+                while Instant::now() < deadline {
+                    let path = format!("/1/profiles/personalization/user{}", (n * 31) % users);
+                    n += readers;
+                    let t = Instant::now();
+                    match target.get(&path).send().await {
+                        Ok(resp) => {
+                            let status = resp.status().as_u16();
+                            let body = resp.bytes().await.unwrap_or_default();
+                            match status {
+                                200 | 404 => {
+                                    tally.latencies.push(t.elapsed());
+                                    tally.ok += u64::from(status == 200);
+                                    tally.not_found += u64::from(status == 404);
+                                }
+                                _ => tally.error(format!(
+                                    "GET {path} answered {status}: {}",
+                                    clip(&String::from_utf8_lossy(&body))
+                                )),
+                            }
+                        }
+                        Err(err) => {
+                            tally.error(format!("GET {path} failed: {err}"));
+                            break;
+                        }
+                    }
+                }
+                tally
+            })
+        })
+        .collect();
+    join(tasks, started).await
+}
+
+async fn join(tasks: Vec<tokio::task::JoinHandle<Tally>>, started: Instant) -> Phase {
+    let mut tally = Tally::default();
+    for task in tasks {
+        match task.await {
+            Ok(t) => tally.merge(t),
+            Err(err) => tally.error(format!("a client task failed: {err}")),
+        }
+    }
+    Phase {
+        tally,
+        seconds: started.elapsed().as_secs_f64(),
+    }
+}
+
+/// The printed lines (one per phase) and the JSON document.
+fn report(
+    args: &HttpBenchArgs,
+    mut ingest: Phase,
+    mut reads: Phase,
+    described: &str,
+    kind: &str,
+) -> (String, Value) {
+    let batch = u64::from(args.batch);
+    let events = ingest.tally.ok * batch;
+    let events_per_s = events as f64 / ingest.seconds;
+    let (batch_p50, batch_p99) = (ingest.tally.ms(0.5), ingest.tally.ms(0.99));
+    let answered = reads.tally.ok + reads.tally.not_found;
+    let reads_per_s = answered as f64 / reads.seconds;
+    let (read_p50, read_p99) = (reads.tally.ms(0.5), reads.tally.ms(0.99));
+    let ingest_line = format!(
+        "ingest: {} clients x {batch}-event batches, {events} events in {:.1} s = {events_per_s:.0} events/s; batch latency p50 {batch_p50:.1} ms, p99 {batch_p99:.1} ms; {} errors (goal: >= 100k events/s)",
+        args.clients, ingest.seconds, ingest.tally.errors,
+    );
+    let read_line = format!(
+        "profiles: {} clients, {answered} reads ({} 404) in {:.1} s = {reads_per_s:.0} reads/s; p50 {read_p50:.2} ms, p99 {read_p99:.2} ms; {} errors (goal: profile read p99 <= 5 ms at 50 clients)",
+        args.readers, reads.tally.not_found, reads.seconds, reads.tally.errors,
+    );
+    let json = json!({
+        "target": described,
+        "backend": kind,
+        "settings": {"clients": args.clients, "readers": args.readers, "users": args.users,
+                     "batch": batch, "seconds": args.seconds},
+        "ingest": {"events": events, "events_per_s": events_per_s, "requests": ingest.tally.ok + ingest.tally.errors,
+                   "batch_p50_ms": batch_p50, "batch_p99_ms": batch_p99, "errors": ingest.tally.errors,
+                   "seconds": ingest.seconds},
+        "profiles": {"reads": answered, "reads_per_s": reads_per_s, "p50_ms": read_p50, "p99_ms": read_p99,
+                     "not_found": reads.tally.not_found, "errors": reads.tally.errors, "seconds": reads.seconds},
+        "goals": {"events_per_s": GOAL_EVENTS_PER_S, "profile_p99_ms": GOAL_READ_P99_MS,
+                  "profile_readers": GOAL_READERS,
+                  "ingest_met": events_per_s >= GOAL_EVENTS_PER_S,
+                  "profiles_met": args.readers >= GOAL_READERS && read_p99 <= GOAL_READ_P99_MS},
+    });
+    (format!("{ingest_line}\n{read_line}"), json)
+}

@@ -1,0 +1,90 @@
+//! `affinity bench http` end to end through the real binary: a short run
+//! on an in-process server over a temporary embedded store writes its
+//! figures as JSON with no errors; `--url` at a port where nothing listens
+//! fails with a message naming the address.
+
+use std::process::Command;
+
+fn affinity() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_affinity"));
+    cmd.env_remove("BIGTABLE_EMULATOR_HOST");
+    cmd
+}
+
+#[test]
+fn bench_http_runs_both_phases_and_writes_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("http.json");
+    let output = affinity()
+        .args(["bench", "http", "--seconds", "1", "--clients", "2"])
+        .args(["--readers", "4", "--users", "100", "--json"])
+        .arg(&json_path)
+        .output()
+        .expect("run the affinity binary");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "bench http failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("ingest: 2 clients x 1000-event batches"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("profiles: 4 clients"), "{stdout}");
+    assert!(stdout.contains(">= 100k events/s"), "{stdout}");
+    assert!(stdout.contains("p99 <= 5 ms at 50 clients"), "{stdout}");
+
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(report["backend"], "embedded", "{report}");
+    let ingest = &report["ingest"];
+    for field in [
+        "events",
+        "events_per_s",
+        "requests",
+        "batch_p50_ms",
+        "batch_p99_ms",
+    ] {
+        let value = ingest[field].as_f64();
+        assert!(value.is_some_and(|v| v > 0.0), "ingest {field}: {report}");
+    }
+    assert_eq!(ingest["errors"], 0, "{report}");
+    // Every request was a full batch.
+    assert_eq!(
+        ingest["events"].as_u64().unwrap(),
+        ingest["requests"].as_u64().unwrap() * 1000
+    );
+    assert!(ingest["batch_p99_ms"].as_f64() >= ingest["batch_p50_ms"].as_f64());
+
+    let profiles = &report["profiles"];
+    for field in ["reads", "reads_per_s", "p50_ms", "p99_ms"] {
+        let value = profiles[field].as_f64();
+        assert!(value.is_some_and(|v| v > 0.0), "profiles {field}: {report}");
+    }
+    assert_eq!(profiles["errors"], 0, "{report}");
+    // Thousands of events over 100 users: every user read has a profile.
+    assert_eq!(profiles["not_found"], 0, "{report}");
+}
+
+#[test]
+fn bench_http_at_a_closed_port_fails_naming_the_address() {
+    // A port that was free a moment ago, with nothing listening now.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let output = affinity()
+        .args(["bench", "http", "--seconds", "1", "--url", &url])
+        .args(["--app-id", "shop", "--api-key", "secret"])
+        .output()
+        .expect("run the affinity binary");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "succeeded without a server");
+    assert!(
+        stderr.contains(&format!("cannot reach an affinity server at {url}")),
+        "{stderr}"
+    );
+}
