@@ -1,9 +1,12 @@
 //! `affinity bench http` end to end through the real binary: a short run
 //! on an in-process server over a temporary embedded store writes its
 //! figures as JSON with no errors; `--url` at a port where nothing listens
-//! fails with a message naming the address.
+//! fails with a message naming the address; against a real `affinity
+//! serve`, a key that may not send events makes every batch a counted
+//! error and the run fails naming the first status and body.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 
 fn affinity() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_affinity"));
@@ -86,5 +89,95 @@ fn bench_http_at_a_closed_port_fails_naming_the_address() {
     assert!(
         stderr.contains(&format!("cannot reach an affinity server at {url}")),
         "{stderr}"
+    );
+}
+
+/// Kills the server when the test ends, even on failure.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn bench_http_counts_rejected_batches_and_fails_naming_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // A strategy already set, so a key without the admin ACL can run.
+    let strategy = dir.path().join("strategy.json");
+    std::fs::write(
+        &strategy,
+        r#"{"eventsScoring": [{"eventName": "Clicked", "eventType": "click", "score": 10}],
+            "facetsScoring": [{"facetName": "brand", "score": 100}],
+            "personalizationImpact": 50}"#,
+    )
+    .unwrap();
+    let set = affinity()
+        .args(["strategy", "set", "--app", "shop", "--data"])
+        .arg(&data)
+        .arg(&strategy)
+        .output()
+        .unwrap();
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    let config = dir.path().join("affinity.toml");
+    std::fs::write(
+        &config,
+        "[[apps]]\nid = \"shop\"\nkeys = [{ value = \"reader\", acl = [\"search\"] }]\n",
+    )
+    .unwrap();
+    let mut child = affinity()
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(&data)
+        .arg("--config")
+        .arg(&config)
+        .env_remove("AFFINITY_APP_ID")
+        .env_remove("AFFINITY_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _server = Server(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|word| word.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+
+    let json_path = dir.path().join("http.json");
+    let output = affinity()
+        .args(["bench", "http", "--seconds", "1", "--clients", "1"])
+        .args(["--readers", "2", "--users", "10", "--url", &url])
+        .args(["--app-id", "shop", "--api-key", "reader", "--json"])
+        .arg(&json_path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "succeeded with rejected batches");
+    assert!(
+        stderr.contains("the first: POST /1/events answered 403:") && stderr.contains("events ACL"),
+        "{stderr}"
+    );
+    // The figures are written all the same: no event went in, every
+    // request was an error, and the profile reads (allowed) were answered.
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let requests = report["ingest"]["requests"].as_u64().unwrap();
+    assert!(requests > 0, "{report}");
+    assert_eq!(report["ingest"]["errors"].as_u64(), Some(requests));
+    assert_eq!(report["ingest"]["events"], 0, "{report}");
+    assert_eq!(report["profiles"]["errors"], 0, "{report}");
+    assert!(
+        report["profiles"]["reads"].as_u64().unwrap() > 0,
+        "{report}"
     );
 }
