@@ -186,23 +186,24 @@ pub fn visit_row(
     for cell in &row.cells {
         ts = Some(cell.timestamp_micros.div_euclid(1000));
         let q = utf8(&cell.qualifier, "wide qualifier")?;
-        let fields = csv::decode_cow(q).ok_or_else(|| Error::corrupt("wide qualifier", q))?;
-        let (Some(ty), Some(name)) = (
-            fields.first().and_then(|t| EventType::parse(t)),
-            fields.get(1),
-        ) else {
+        let ([ty, name, facet], n) =
+            csv::decode_n::<3>(q).ok_or_else(|| Error::corrupt("wide qualifier", q))?;
+        let Some(ty) = EventType::parse(&ty).filter(|_| n >= 2) else {
             return Err(Error::corrupt("wide qualifier", q));
         };
-        let Some(facet) = fields.get(2) else { continue };
+        if n < 3 {
+            continue;
+        }
         let value = utf8(&cell.value, "wide value")?;
         for line in value.split('\n').filter(|l| !l.is_empty()) {
-            let parts = csv::decode_cow(line).ok_or_else(|| Error::corrupt("wide value", line))?;
-            let [op, v, n] = parts.as_slice() else {
+            let parts =
+                csv::decode_n::<3>(line).ok_or_else(|| Error::corrupt("wide value", line))?;
+            let ([op, v, n], 3) = parts else {
                 return Err(Error::corrupt("wide value", line));
             };
             let n: u32 = n.parse().map_err(|_| Error::corrupt("wide value", line))?;
             if op == FACET_OPERATOR {
-                visit(ty, name, facet, v, n);
+                visit(ty, &name, &facet, &v, n);
             }
         }
     }

@@ -28,8 +28,9 @@
 //! [`Accumulator`] is the one implementation; [`reference`](mod@reference) is the naive
 //! version over a plain list, for tests.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
+use rustc_hash::FxHashMap;
 use serde_json::Value;
 
 use crate::event::EventType;
@@ -116,7 +117,7 @@ impl Profile {
 #[derive(Debug)]
 pub struct Accumulator<'w> {
     weights: &'w Weights,
-    raw: HashMap<String, HashMap<String, i64>>,
+    raw: FxHashMap<String, FxHashMap<String, i64>>,
     last_event_millis: Option<i64>,
 }
 
@@ -124,7 +125,7 @@ impl<'w> Accumulator<'w> {
     pub fn new(weights: &'w Weights) -> Accumulator<'w> {
         Accumulator {
             weights,
-            raw: HashMap::new(),
+            raw: FxHashMap::default(),
             last_event_millis: None,
         }
     }

@@ -5,7 +5,9 @@
 //! are integers 0..=100; an `(eventType, eventName)` or a facet appears at
 //! most once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 
 use serde_json::{Map, Value};
 
@@ -159,7 +161,7 @@ impl Strategy {
 
     /// A lookup table for hot loops.
     pub fn weights(&self) -> Weights {
-        let mut events: HashMap<EventType, HashMap<String, u32>> = HashMap::new();
+        let mut events: FxHashMap<EventType, FxHashMap<String, u32>> = FxHashMap::default();
         for ((t, n), s) in &self.events {
             events.entry(*t).or_default().insert(n.clone(), *s);
         }
@@ -173,9 +175,10 @@ impl Strategy {
 /// Hash-map view of a strategy's weights.
 #[derive(Debug, Clone, Default)]
 pub struct Weights {
-    /// `type -> name -> score` (looked up by `&str`, without allocating).
-    pub events: HashMap<EventType, HashMap<String, u32>>,
-    pub facets: HashMap<String, u32>,
+    /// `type -> name -> score` (looked up by `&str`, without allocating;
+    /// Fx hashing: these lookups run for every count a batch reads).
+    pub events: FxHashMap<EventType, FxHashMap<String, u32>>,
+    pub facets: FxHashMap<String, u32>,
 }
 
 impl Weights {
