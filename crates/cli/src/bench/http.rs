@@ -147,60 +147,66 @@ pub fn run(args: HttpBenchArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let client = reqwest::Client::new();
     match (&args.url, &args.app_id, &args.api_key) {
         (Some(url), Some(app), Some(key)) => {
             let target = Target {
                 base: url.trim_end_matches('/').to_string(),
                 app: app.clone(),
                 key: key.clone(),
-                client,
+                client: reqwest::Client::new(),
             };
             let described = format!("the server at {}", target.base);
             runtime.block_on(bench(&args, target, &described, "remote"))
         }
-        _ => {
-            // Opened outside the runtime: the Bigtable backend owns one.
-            let (data, _tmp) = match &args.bigtable {
-                Some(_) => (PathBuf::new(), None),
-                None => super::data_dir(args.data.as_deref())?,
-            };
-            let backend = crate::backend::BackendArgs {
-                data,
-                bigtable: args.bigtable.clone(),
-            };
-            let engine = Arc::new(Engine::open(backend.open()?)?);
-            let mut keys = Keys::default();
-            keys.add(APP, KEY, [Acl::Admin])?;
-            let kind = if args.bigtable.is_some() {
-                "bigtable"
-            } else {
-                "embedded"
-            };
-            let described = format!("an in-process server on the {}", backend.describe());
-            runtime.block_on(async {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .context("binding a loopback port")?;
-                let base = format!("http://{}", listener.local_addr()?);
-                let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-                let state = affinity_http::State::new(engine, keys);
-                let server = tokio::spawn(affinity_http::serve(listener, state, async {
-                    let _ = stopped.await;
-                }));
-                let target = Target {
-                    base,
-                    app: APP.to_string(),
-                    key: KEY.to_string(),
-                    client,
-                };
-                let result = bench(&args, target, &described, kind).await;
-                let _ = stop.send(());
-                server.await.context("the server task")??;
-                result
-            })
-        }
+        _ => in_process(&args, runtime),
     }
+}
+
+/// Run the benchmark against the real server in this process, on the
+/// embedded store or `--bigtable`.
+fn in_process(args: &HttpBenchArgs, runtime: tokio::runtime::Runtime) -> anyhow::Result<()> {
+    // Opened outside the runtime: the Bigtable backend owns one.
+    let (data, _tmp) = match &args.bigtable {
+        Some(_) => (PathBuf::new(), None),
+        None => super::data_dir(args.data.as_deref())?,
+    };
+    let backend = crate::backend::BackendArgs {
+        data,
+        bigtable: args.bigtable.clone(),
+    };
+    let engine = Arc::new(Engine::open(backend.open()?)?);
+    let mut keys = Keys::default();
+    keys.add(APP, KEY, [Acl::Admin])?;
+    let kind = match args.bigtable {
+        Some(_) => "bigtable",
+        None => "embedded",
+    };
+    let described = format!("an in-process server on the {}", backend.describe());
+    let result = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("binding a loopback port")?;
+        let base = format!("http://{}", listener.local_addr()?);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let state = affinity_http::State::new(engine, keys);
+        let server = tokio::spawn(affinity_http::serve(listener, state, async {
+            let _ = stopped.await;
+        }));
+        let target = Target {
+            base,
+            app: APP.to_string(),
+            key: KEY.to_string(),
+            client: reqwest::Client::new(),
+        };
+        let result = bench(args, target, &described, kind).await;
+        let _ = stop.send(());
+        server.await.context("the server task")??;
+        result
+    });
+    // The engine's last holders (a recompute job the strategy started)
+    // finish before the temporary store directory is removed.
+    runtime.shutdown_timeout(Duration::from_secs(10));
+    result
 }
 
 /// Check the server, set a strategy if the application has none, run both
