@@ -483,3 +483,39 @@ fn report(
     });
     (format!("{ingest_line}\n{read_line}"), json)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_is_live_varied_traffic_over_the_users() {
+        let now = 1_700_000_000_000;
+        let body: Value = serde_json::from_str(&events_body(3, 7, 1000, 100, now)).unwrap();
+        let events = body["events"].as_array().unwrap();
+        assert_eq!(events.len(), 1000);
+        let mut users = std::collections::BTreeSet::new();
+        let mut kinds = std::collections::BTreeSet::new();
+        for e in events {
+            let ts = e["timestamp"].as_i64().unwrap();
+            assert!(ts <= now && now - ts < DAY_MS as i64, "{e}");
+            let filters: Vec<&str> = e["filters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_str().unwrap())
+                .collect();
+            let facets: Vec<&str> = filters.iter().filter_map(|f| f.split(':').next()).collect();
+            assert_eq!(facets, ["brand", "category", "color", "size"], "{e}");
+            users.insert(e["userToken"].as_str().unwrap().to_string());
+            kinds.insert(e["eventType"].as_str().unwrap().to_string());
+        }
+        assert_eq!(users.len(), 100, "every user gets events");
+        assert_eq!(kinds.len(), 3, "views, clicks and conversions");
+        // Another request of the same client sends other events.
+        assert_ne!(
+            events_body(3, 7, 10, 100, now),
+            events_body(3, 8, 10, 100, now)
+        );
+    }
+}
