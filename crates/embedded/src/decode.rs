@@ -34,6 +34,21 @@ pub(crate) struct RowBuilder {
     slots: Vec<Slot>,
     /// Capacity to give the next row's buffer.
     capacity_hint: usize,
+    /// Key prefix (everything but the timestamp) of the column of the last
+    /// cell offered, and how many versions of it were offered before.
+    column: Vec<u8>,
+    version: usize,
+}
+
+/// What [`RowBuilder::push`] did with a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pushed {
+    Kept,
+    /// Dropped unread: a version past its family's version cap. `run` is
+    /// how many versions of its column were dropped so far.
+    Hidden {
+        run: usize,
+    },
 }
 
 impl RowBuilder {
@@ -44,6 +59,8 @@ impl RowBuilder {
             key_len: 0,
             slots: Vec::new(),
             capacity_hint: 256,
+            column: Vec::new(),
+            version: 0,
         }
     }
 
@@ -60,6 +77,14 @@ impl RowBuilder {
         push_unescaped(&mut self.buf, &prefix[..prefix.len() - 2]);
         self.key_len = self.buf.len();
         self.slots.clear();
+        self.column.clear();
+        self.version = 0;
+    }
+
+    /// The key prefix of the current column (its cells' keys without the
+    /// timestamp), if the last cell offered was read forwards.
+    pub fn column(&self) -> &[u8] {
+        &self.column
     }
 
     /// True when `key` belongs to the row being built.
@@ -69,11 +94,38 @@ impl RowBuilder {
 
     /// Add a cell of the current row. Cells of unknown (dropped) families
     /// are skipped.
-    pub fn push(&mut self, meta: &TableMeta, key: &[u8], value: &[u8]) -> Result<()> {
+    ///
+    /// Cells must come in key order (forwards) for the version count to
+    /// hold; a backwards read sees the oldest version first and passes
+    /// `forwards = false`, which keeps every cell for GC to judge later.
+    pub fn push(
+        &mut self,
+        meta: &TableMeta,
+        key: &[u8],
+        value: &[u8],
+        forwards: bool,
+    ) -> Result<Pushed> {
         let cell = decode_after_row(key, self.prefix.len()).ok_or_else(|| corrupt_key(key))?;
         let Some(family) = meta.family(cell.family_id) else {
-            return Ok(());
+            return Ok(Pushed::Kept);
         };
+        if forwards {
+            let column = &key[..key.len().saturating_sub(8)];
+            if self.column == column {
+                self.version += 1;
+            } else {
+                self.column.clear();
+                self.column.extend_from_slice(column);
+                self.version = 0;
+            }
+            if let Some(cap) = family.version_cap {
+                if self.version >= cap {
+                    return Ok(Pushed::Hidden {
+                        run: self.version + 1 - cap,
+                    });
+                }
+            }
+        }
         let q_start = self.buf.len();
         push_unescaped(&mut self.buf, cell.qualifier);
         let v_start = self.buf.len();
@@ -85,7 +137,7 @@ impl RowBuilder {
             timestamp_micros: cell.timestamp_micros,
             value: v_start..self.buf.len(),
         });
-        Ok(())
+        Ok(Pushed::Kept)
     }
 
     /// Finish the row. `reversed` says cells were pushed in descending key

@@ -33,6 +33,25 @@ pub(crate) struct FamilyView {
     pub gc_rule: GcRule,
     /// Position of the family in name order.
     pub rank: u32,
+    /// `Some(k)` when the rule deletes every version past the k newest
+    /// whatever their age, so readers may skip those without looking.
+    pub version_cap: Option<usize>,
+}
+
+/// The `k` of [`FamilyView::version_cap`].
+fn version_cap(rule: &GcRule) -> Option<usize> {
+    match rule {
+        GcRule::MaxVersions(n) => Some(usize::try_from(*n).unwrap_or(usize::MAX)),
+        // A union deletes what any child deletes.
+        GcRule::Union(rules) => rules.iter().filter_map(version_cap).min(),
+        // An intersection deletes what every child deletes.
+        GcRule::Intersection(rules) => rules
+            .iter()
+            .map(version_cap)
+            .collect::<Option<Vec<usize>>>()
+            .and_then(|caps| caps.into_iter().max()),
+        _ => None,
+    }
 }
 
 /// Everything the store knows about one table.
@@ -75,6 +94,7 @@ impl TableMeta {
                     name: name.clone(),
                     gc_rule: family.gc_rule.clone(),
                     rank: rank as u32,
+                    version_cap: version_cap(&family.gc_rule),
                 });
             }
         }

@@ -8,9 +8,11 @@ use affinity_model::gc::deletes;
 use affinity_model::{Bytes, Cell, Result, Row};
 use rocksdb::{BoundColumnFamily, DBRawIteratorWithThreadMode, ReadOptions};
 
-use crate::decode::{corrupt_key, RowBuilder};
+use crate::decode::{corrupt_key, Pushed, RowBuilder};
 use crate::error::storage;
-use crate::keys::{column_prefix, component_len, decode_after_row, row_prefix};
+use crate::keys::{
+    column_prefix, component_len, component_successor, decode_after_row, row_prefix,
+};
 use crate::meta::TableMeta;
 use crate::ranges::KeyRange;
 use crate::store::Db;
@@ -103,6 +105,10 @@ pub(crate) fn read_latest(
     }
     Ok(out)
 }
+
+/// Hidden versions of one column stepped over before a scan seeks past
+/// the rest of them (a step costs less than a seek; many steps do not).
+const SEEK_AFTER_HIDDEN: usize = 4;
 
 /// How a [`Scan`] reads.
 pub(crate) struct ScanOptions {
@@ -211,11 +217,15 @@ impl<'a> Scan<'a> {
                 if !self.builder.owns(key) {
                     break;
                 }
-                self.builder.push(&self.meta, key, value)?;
-                if backwards {
-                    iter.prev();
-                } else {
-                    iter.next();
+                match self.builder.push(&self.meta, key, value, !backwards)? {
+                    // Many hidden versions of a column (counters bumped
+                    // by every read-modify-write, until compaction drops
+                    // them): jump past the column instead of stepping.
+                    Pushed::Hidden { run } if run >= SEEK_AFTER_HIDDEN => {
+                        iter.seek(component_successor(self.builder.column()));
+                    }
+                    _ if backwards => iter.prev(),
+                    _ => iter.next(),
                 }
             }
             let pre = self.prefilter.as_ref();
