@@ -154,18 +154,50 @@ impl Engine {
             acc.add_event(&e, 1);
         }
         for day in days.iter().rev() {
-            let events = self.user_events(&app, user, day * DAY_MILLIS, (day + 1) * DAY_MILLIS)?;
-            let last = events
-                .iter()
-                .filter(|e| acc.is_scoring(e.event_type, &e.event_name, &e.counts))
-                .map(|e| e.timestamp_millis)
-                .max();
+            let last =
+                self.last_scoring_time(&app, user, &acc, day * DAY_MILLIS, (day + 1) * DAY_MILLIS)?;
             if let Some(t) = last {
                 acc.note_event_time(t);
                 break;
             }
         }
         Ok(acc.finish(user))
+    }
+
+    /// The time of the user's latest scoring event with `from <= timestamp
+    /// < to` (within retention): each physical range read newest first,
+    /// stopping at its first scoring event, so a busy day costs a row or
+    /// two, not the whole day.
+    fn last_scoring_time(
+        &self,
+        app: &App,
+        user: &str,
+        acc: &Accumulator<'_>,
+        from_millis: i64,
+        to_millis: i64,
+    ) -> Result<Option<i64>> {
+        let cutoff = self.now_millis() - app.config.retention_millis();
+        let from = from_millis.max(cutoff);
+        if from >= to_millis {
+            return Ok(None);
+        }
+        let range = user_time_range(&app.id, user, from, to_millis)?;
+        let mut last: Option<i64> = None;
+        for (_, physical) in app.physical_ranges(&range) {
+            let mut request =
+                ReadRowsRequest::new(RowSet::from_range(physical)).with_filter(since(cutoff));
+            request.reversed = true;
+            for row in app.events.read_rows(&request)? {
+                let Some(e) = decode_row(&row?)? else {
+                    continue;
+                };
+                if acc.is_scoring(e.event_type, &e.event_name, &e.counts) {
+                    last = last.max(Some(e.timestamp_millis));
+                    break;
+                }
+            }
+        }
+        Ok(last)
     }
 
     /// Delete every event and the profile of a user (GDPR).
