@@ -38,8 +38,9 @@ pub enum BackendChoice {
 #[derive(clap::Args)]
 pub struct SchemasBenchArgs {
     /// Events per application profile on the embedded store (the default
-    /// runs in about a minute and a half on a 2-core machine).
-    #[arg(long, default_value_t = 100_000)]
+    /// runs in about a minute and a half on an otherwise idle 2-core
+    /// machine).
+    #[arg(long, default_value_t = 200_000)]
     events: u64,
     /// Events per application profile on the Bigtable emulator (much
     /// slower: every cell crosses gRPC, and the emulator evaluates the wide

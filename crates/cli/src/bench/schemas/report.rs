@@ -183,7 +183,8 @@ pub fn ratios(records: &[Record]) -> String {
                 median_of(records, &like, "narrow"),
                 median_of(records, &like, "wide"),
             ) {
-                parts.push(format!("{f} facets {:.2}x", n / w));
+                let plural = if f == 1 { "" } else { "s" };
+                parts.push(format!("{f} facet{plural} {:.2}x", n / w));
             }
         }
         let _ = writeln!(
@@ -346,7 +347,7 @@ pub(crate) mod tests {
         let md = markdown("settings here", &records);
         assert!(md.contains("settings here"));
         assert_eq!(md.matches("| embedded | balanced |").count(), 6);
-        assert!(md.contains("1 facets 3.00x, 20 facets 1.00x"), "{md}");
+        assert!(md.contains("1 facet 3.00x, 20 facets 1.00x"), "{md}");
         assert!(
             md.contains("wide 20 facets: 1.0M: 2.00 s/M, 2.0M: 2.00 s/M"),
             "{md}"
