@@ -1,37 +1,13 @@
 //! The engine's commands and `affinity serve`, end to end through the real
 //! binary on the embedded store.
 
+mod common;
+
+use common::{fails, ok};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-
-fn affinity(data: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_affinity"))
-        .args(args)
-        .arg("--data")
-        .arg(data)
-        .env_remove("AFFINITY_BIGTABLE")
-        .env_remove("BIGTABLE_EMULATOR_HOST")
-        .output()
-        .expect("run the affinity binary")
-}
-
-fn ok(data: &Path, args: &[&str]) -> String {
-    let out = affinity(data, args);
-    assert!(
-        out.status.success(),
-        "affinity {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
-}
-
-fn fails(data: &Path, args: &[&str]) -> String {
-    let out = affinity(data, args);
-    assert!(!out.status.success(), "affinity {args:?} should fail");
-    String::from_utf8(out.stderr).expect("utf-8")
-}
+use std::process::{Child, Command, Stdio};
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()

@@ -1,37 +1,12 @@
 //! `affinity trends` end to end through the real binary on the embedded
 //! store: catalog with places, strategy, ingest, then trends.
 
+mod common;
+
+use common::{fails, ok};
 use std::path::Path;
-use std::process::{Command, Output};
 
 use serde_json::{json, Value};
-
-fn affinity(data: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_affinity"))
-        .args(args)
-        .arg("--data")
-        .arg(data)
-        .env_remove("AFFINITY_BIGTABLE")
-        .env_remove("BIGTABLE_EMULATOR_HOST")
-        .output()
-        .expect("run the affinity binary")
-}
-
-fn ok(data: &Path, args: &[&str]) -> String {
-    let out = affinity(data, args);
-    assert!(
-        out.status.success(),
-        "affinity {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
-}
-
-fn fails(data: &Path, args: &[&str]) -> String {
-    let out = affinity(data, args);
-    assert!(!out.status.success(), "affinity {args:?} should fail");
-    String::from_utf8(out.stderr).expect("utf-8")
-}
 
 const STRATEGY: &str = r#"{"eventsScoring":[{"eventName":"Product Clicked","eventType":"click","score":30},{"eventName":"Purchase","eventType":"conversion","score":60}],"facetsScoring":[{"facetName":"brand","score":100},{"facetName":"color","score":50}],"personalizationImpact":80}"#;
 

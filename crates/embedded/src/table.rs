@@ -76,6 +76,13 @@ impl EmbeddedTable {
     }
 }
 
+/// Indices of the entries whose checks passed.
+fn passed<T>(statuses: &[Result<T>]) -> Vec<usize> {
+    (0..statuses.len())
+        .filter(|&i| statuses[i].is_ok())
+        .collect()
+}
+
 /// The distinct columns the rules touch.
 fn rule_columns(rules: &[ReadModifyWriteRule]) -> Vec<(&str, &Bytes)> {
     let mut out: Vec<(&str, &Bytes)> = rules
@@ -122,9 +129,7 @@ impl Table for EmbeddedTable {
             .iter()
             .map(|e| self.check_mutations(&meta, &e.row_key, &e.mutations))
             .collect();
-        let valid: Vec<usize> = (0..entries.len())
-            .filter(|&i| statuses[i].is_ok())
-            .collect();
+        let valid = passed(&statuses);
         if valid.is_empty() {
             return Ok(statuses);
         }
@@ -227,9 +232,7 @@ impl Table for EmbeddedTable {
                     })
             })
             .collect();
-        let valid: Vec<usize> = (0..entries.len())
-            .filter(|&i| statuses[i].is_ok())
-            .collect();
+        let valid = passed(&statuses);
         if valid.is_empty() {
             return Ok(statuses);
         }

@@ -79,6 +79,23 @@ fn finite_language(translated: &str) -> Option<Vec<Box<[u8]>>> {
     Some(set.into_iter().map(Vec::into_boxed_slice).collect())
 }
 
+/// Every head followed by every tail; `None` past [`MAX_LITERALS`].
+fn product(heads: &[Vec<u8>], tails: &[Vec<u8>]) -> Option<Vec<Vec<u8>>> {
+    if heads.len().saturating_mul(tails.len()) > MAX_LITERALS {
+        return None;
+    }
+    Some(
+        heads
+            .iter()
+            .flat_map(|head| {
+                tails
+                    .iter()
+                    .map(move |tail| [head.as_slice(), tail].concat())
+            })
+            .collect(),
+    )
+}
+
 fn language(hir: &Hir) -> Option<Vec<Vec<u8>>> {
     match hir.kind() {
         HirKind::Empty => Some(vec![Vec::new()]),
@@ -99,20 +116,7 @@ fn language(hir: &Hir) -> Option<Vec<Vec<u8>>> {
         HirKind::Concat(parts) => {
             let mut out = vec![Vec::new()];
             for part in parts {
-                let tails = language(part)?;
-                if out.len().saturating_mul(tails.len()) > MAX_LITERALS {
-                    return None;
-                }
-                out = out
-                    .iter()
-                    .flat_map(|head| {
-                        tails.iter().map(move |tail| {
-                            let mut s = head.clone();
-                            s.extend_from_slice(tail);
-                            s
-                        })
-                    })
-                    .collect();
+                out = product(&out, &language(part)?)?;
             }
             Some(out)
         }
@@ -138,19 +142,7 @@ fn language(hir: &Hir) -> Option<Vec<Vec<u8>>> {
                 if Some(k) == rep.max {
                     break;
                 }
-                if power.len().saturating_mul(once.len()) > MAX_LITERALS {
-                    return None;
-                }
-                power = power
-                    .iter()
-                    .flat_map(|head| {
-                        once.iter().map(move |tail| {
-                            let mut s = head.clone();
-                            s.extend_from_slice(tail);
-                            s
-                        })
-                    })
-                    .collect();
+                power = product(&power, &once)?;
                 if out.len() > MAX_LITERALS {
                     return None;
                 }
