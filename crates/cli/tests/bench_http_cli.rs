@@ -5,8 +5,11 @@
 //! serve`, a key that may not send events makes every batch a counted
 //! error and the run fails naming the first status and body.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::Command;
+
+use common::serve;
 
 fn affinity() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_affinity"));
@@ -92,16 +95,6 @@ fn bench_http_at_a_closed_port_fails_naming_the_address() {
     );
 }
 
-/// Kills the server when the test ends, even on failure.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn bench_http_counts_rejected_batches_and_fails_naming_the_first() {
     let dir = tempfile::tempdir().unwrap();
@@ -132,26 +125,8 @@ fn bench_http_counts_rejected_batches_and_fails_naming_the_first() {
         "[[apps]]\nid = \"shop\"\nkeys = [{ value = \"reader\", acl = [\"search\"] }]\n",
     )
     .unwrap();
-    let mut child = affinity()
-        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
-        .arg(&data)
-        .arg("--config")
-        .arg(&config)
-        .env_remove("AFFINITY_APP_ID")
-        .env_remove("AFFINITY_API_KEY")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let _server = Server(child);
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|word| word.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+    let server = serve(&data, &["--config", config.to_str().expect("utf-8 path")]);
+    let url = format!("http://{}", server.addr);
 
     let json_path = dir.path().join("http.json");
     let output = affinity()

@@ -3,11 +3,11 @@
 
 mod common;
 
-use common::{fails, ok};
-use std::io::{BufRead, BufReader, Read, Write};
+use common::{fails, ok, serve};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -166,16 +166,6 @@ fn migrate_narrow_to_wide_keeps_profiles() {
     assert!(ok(&data, &["profile", "--app", "shop", "alice", "--json"]).contains(ALICE));
 }
 
-/// Kills the server when the test ends, even on failure.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn request(addr: &str, method: &str, path: &str, key: &str, body: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
     write!(
@@ -196,35 +186,8 @@ fn request(addr: &str, method: &str, path: &str, key: &str, body: &str) -> (u16,
 #[test]
 fn serve_answers_the_insights_and_personalization_api() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_affinity"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--app-id",
-            "shop",
-            "--api-key",
-            "secret",
-        ])
-        .arg("--data")
-        .arg(dir.path())
-        .env_remove("AFFINITY_CONFIG")
-        .env_remove("AFFINITY_APP_ID")
-        .env_remove("AFFINITY_API_KEY")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let server = Server(child);
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+    let server = serve(dir.path(), &["--app-id", "shop", "--api-key", "secret"]);
+    let addr = server.addr.clone();
 
     let (status, body) = request(
         &addr,
