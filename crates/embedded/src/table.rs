@@ -200,22 +200,14 @@ impl Table for EmbeddedTable {
     }
 
     fn read_modify_write_row(&self, row_key: &[u8], rules: &[ReadModifyWriteRule]) -> Result<Row> {
-        let meta = self.meta()?;
-        check_read_modify_write(&self.name, row_key, rules, &|f| meta.has_family(f))?;
-        let inner = &*self.inner;
-        let stripe = inner.locks.stripe(&self.name, row_key);
-        let _guard = inner.locks.lock(stripe, Mode::Exclusive);
-        let now = now_micros();
-        let cf = inner.cf(&self.name, &meta)?;
-        let mut iter = point_iter(&inner.db, &cf);
-        let mut cells = read_latest(&mut iter, &meta, row_key, &rule_columns(rules), now)?;
-        let written = read_modify_write(&mut cells, rules, now)?;
-        let mutations = set_cells(&written);
-        self.write_row(&meta, row_key, &mutations, now)?;
-        Ok(Row {
-            key: Bytes::copy_from_slice(row_key),
-            cells: written,
-        })
+        let entry = RowRules::new(Bytes::copy_from_slice(row_key), rules.to_vec());
+        self.read_modify_write_rows(std::slice::from_ref(&entry))?
+            .pop()
+            .unwrap_or_else(|| {
+                Err(affinity_model::Error::Internal(
+                    "no status for the row".into(),
+                ))
+            })
     }
 
     /// All entries under their rows' locks, read, computed, and committed
@@ -283,6 +275,9 @@ impl Table for EmbeddedTable {
                 }
                 Err(err) => Err(err),
             };
+        }
+        if statuses.iter().all(|s| s.is_err()) {
+            return Ok(statuses);
         }
         let committed = inner
             .db
