@@ -1,88 +1,72 @@
-//! Garbage collection: which cells a family's GC rule hides, and the
-//! compaction filter that physically drops cells no read can see again.
+//! Garbage collection of stored rows, and the compaction filter that
+//! applies it as RocksDB rewrites files.
 //!
-//! GC is enforced on every read (a cell its rule deletes is never returned).
-//! Space is reclaimed two ways: the compaction filter drops cells of dropped
-//! families and cells old enough that their rule deletes them whatever their
-//! version (age only grows, so this is safe at any time); the background
-//! sweeper ([`crate::sweeper`]) deletes cells hidden by version limits,
-//! row by row under the row lock.
+//! GC is enforced on every read (a cell its rule deletes is never
+//! returned) and applied physically whenever a row is written (see
+//! [`crate::write`]). What ages out of rows nobody writes is reclaimed by
+//! the compaction filter, which sees whole rows and so judges version
+//! limits and ages exactly, and by the sweeper ([`crate::sweeper`]), which
+//! rewrites such rows under their lock.
 
 use std::ffi::{CStr, CString};
 use std::sync::Arc;
 
 use affinity_model::apply::now_micros;
-use affinity_model::gc::deletes;
-use affinity_model::GcRule;
 use parking_lot::RwLock;
 use rocksdb::compaction_filter::{CompactionFilter, Decision};
 use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
 
-use crate::keys::{decode_after_row, decode_cell_key};
+use crate::decode::Visibility;
 use crate::meta::TableMeta;
+use crate::row::{put_cell, raw_cells, RawCell, FORMAT};
 
-/// True when `rule` deletes the cell even if it were the newest of its
-/// column, so it deletes it whatever its actual version: the decision of
-/// [`deletes`] only grows with the version and with age.
-pub(crate) fn deletes_at_any_version(
-    rule: &GcRule,
-    timestamp_micros: i64,
-    now_micros: i64,
-) -> bool {
-    deletes(rule, 0, timestamp_micros, now_micros)
+/// What GC leaves of a stored row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Collected {
+    /// Every cell stays (or the value does not decode: left alone).
+    Unchanged,
+    /// No cell stays.
+    Empty,
+    /// Some cells go: the row re-encoded, and how many cells went.
+    Rewritten(Vec<u8>, u64),
 }
 
-/// Tells, cell by cell in key order, which cells of a row GC hides: cells
-/// of dropped families and cells their family's rule deletes.
-pub(crate) struct Visibility<'m> {
-    meta: &'m TableMeta,
-    now_micros: i64,
-    family_id: Option<u32>,
-    qualifier: Vec<u8>,
-    version: usize,
-}
-
-impl<'m> Visibility<'m> {
-    pub fn new(meta: &'m TableMeta, now_micros: i64) -> Visibility<'m> {
-        Visibility {
-            meta,
-            now_micros,
-            family_id: None,
-            qualifier: Vec::new(),
-            version: 0,
-        }
-    }
-
-    /// Forget the previous column (call at the start of each row).
-    pub fn start_row(&mut self) {
-        self.family_id = None;
-    }
-
-    /// True when the cell with this key (of a row whose prefix is
-    /// `prefix_len` bytes) is hidden. Cells must be fed in key order.
-    pub fn hidden(&mut self, key: &[u8], prefix_len: usize) -> bool {
-        let Some(cell) = decode_after_row(key, prefix_len) else {
-            return false;
-        };
-        if self.family_id == Some(cell.family_id) && self.qualifier == cell.qualifier {
-            self.version += 1;
+/// GC one stored row at `now_micros`. Cells of families newer than
+/// `meta` (ids at or past `next_family_id`) are kept.
+pub(crate) fn collect_stored(meta: &TableMeta, value: &[u8], now_micros: i64) -> Collected {
+    let mut visibility = Visibility::new(meta, now_micros);
+    let mut previous: Option<RawCell<'_>> = None;
+    let mut keep: Vec<RawCell<'_>> = Vec::new();
+    let mut dropped = 0u64;
+    let mut cells = raw_cells(value);
+    for cell in cells.by_ref() {
+        let newer_family = cell.family_id >= meta.next_family_id;
+        let visible = visibility.visible(&cell, previous.as_ref()).is_some();
+        previous = Some(cell);
+        if visible || newer_family {
+            keep.push(cell);
         } else {
-            self.family_id = Some(cell.family_id);
-            self.qualifier.clear();
-            self.qualifier.extend_from_slice(cell.qualifier);
-            self.version = 0;
-        }
-        match self.meta.family(cell.family_id) {
-            Some(family) => deletes(
-                &family.gc_rule,
-                self.version,
-                cell.timestamp_micros,
-                self.now_micros,
-            ),
-            // Dropped (ids are never reused); a higher id is newer than `meta`.
-            None => cell.family_id < self.meta.next_family_id,
+            dropped += 1;
         }
     }
+    if cells.failed() || dropped == 0 {
+        return Collected::Unchanged;
+    }
+    if keep.is_empty() {
+        return Collected::Empty;
+    }
+    let mut out = Vec::with_capacity(value.len());
+    out.push(FORMAT);
+    for c in keep {
+        put_cell(
+            &mut out,
+            c.family_id,
+            c.qualifier,
+            c.timestamp_micros,
+            c.value,
+        );
+    }
+    Collected::Rewritten(out, dropped)
 }
 
 /// The metadata a table's compaction filter consults; empty until the
@@ -112,6 +96,7 @@ impl CompactionFilterFactory for GcFilterFactory {
             meta: self.slot.read().clone(),
             now_micros: now_micros(),
             name: FILTER_NAME.to_owned(),
+            changed: Vec::new(),
         }
     }
 
@@ -120,44 +105,42 @@ impl CompactionFilterFactory for GcFilterFactory {
     }
 }
 
-/// Drops cells of dropped families and cells their rule deletes by age.
+/// Applies [`collect_stored`] to every row a compaction rewrites.
 pub(crate) struct GcFilter {
     meta: Option<Arc<TableMeta>>,
     now_micros: i64,
     name: CString,
+    /// The last changed value; RocksDB copies it before the next call.
+    changed: Vec<u8>,
 }
 
 impl GcFilter {
-    fn decide(&self, key: &[u8]) -> Decision {
+    fn decide(&mut self, value: &[u8]) -> Decision {
         let Some(meta) = &self.meta else {
             return Decision::Keep;
         };
-        let Some(cell) = decode_cell_key(key) else {
-            return Decision::Keep;
-        };
-        match meta.family(cell.family_id) {
-            Some(family)
-                if deletes_at_any_version(
-                    &family.gc_rule,
-                    cell.timestamp_micros,
-                    self.now_micros,
-                ) =>
-            {
-                Decision::Remove
+        match collect_stored(meta, value, self.now_micros) {
+            Collected::Unchanged => Decision::Keep,
+            Collected::Empty => Decision::Remove,
+            Collected::Rewritten(value, _) => {
+                self.changed = value;
+                // SAFETY: RocksDB's C API copies the new value
+                // (`new_value->assign`) as soon as the callback returns,
+                // and `self.changed` is not touched until the next call, so
+                // the slice outlives its use; `'static` is only what the
+                // `Decision` type asks for.
+                let slice: &'static [u8] = unsafe {
+                    std::slice::from_raw_parts(self.changed.as_ptr(), self.changed.len())
+                };
+                Decision::Change(slice)
             }
-            Some(_) => Decision::Keep,
-            // Ids below `next_family_id` that are not live were dropped and
-            // are never reused; a higher id belongs to a family created
-            // after this snapshot and must be kept.
-            None if cell.family_id < meta.next_family_id => Decision::Remove,
-            None => Decision::Keep,
         }
     }
 }
 
 impl CompactionFilter for GcFilter {
-    fn filter(&mut self, _level: u32, key: &[u8], _value: &[u8]) -> Decision {
-        self.decide(key)
+    fn filter(&mut self, _level: u32, _key: &[u8], value: &[u8]) -> Decision {
+        self.decide(value)
     }
 
     fn name(&self) -> &CStr {
@@ -170,46 +153,57 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    use affinity_model::TableSpec;
-
-    use crate::keys::{encode_cell_key, row_prefix};
+    use affinity_model::{GcRule, TableSpec};
 
     const DAY: i64 = 86_400_000_000;
 
-    #[test]
-    fn filter_drops_dropped_families_and_expired_cells_only() {
+    fn meta() -> TableMeta {
         let spec = TableSpec::new()
             .with_family("a", GcRule::MaxAge(Duration::from_secs(86_400)))
             .with_family("b", GcRule::MaxVersions(1))
             .with_family("c", GcRule::None);
-        let mut meta = TableMeta::from_spec("cf".into(), &spec);
+        let meta = TableMeta::from_spec("cf".into(), &spec);
         let mut families = meta.families.clone();
         families.remove("c");
-        meta = TableMeta::new(meta.cf_name.clone(), meta.next_family_id, families);
-        let filter = GcFilter {
-            meta: Some(Arc::new(meta)),
-            now_micros: 10 * DAY,
-            name: FILTER_NAME.to_owned(),
-        };
-        let key = |family: u32, ts: i64| {
-            let mut out = Vec::new();
-            encode_cell_key(&mut out, &row_prefix(b"r"), family, b"q", ts);
-            out
-        };
-        assert!(matches!(filter.decide(&key(0, 5 * DAY)), Decision::Remove));
-        assert!(matches!(filter.decide(&key(0, 10 * DAY)), Decision::Keep));
-        assert!(
-            matches!(filter.decide(&key(1, 0)), Decision::Keep),
-            "versions are the sweeper's job"
+        TableMeta::new(meta.cf_name.clone(), meta.next_family_id, families)
+    }
+
+    fn row(cells: &[(u32, &str, i64)]) -> Vec<u8> {
+        let mut out = vec![FORMAT];
+        for (f, q, ts) in cells {
+            put_cell(&mut out, *f, q.as_bytes(), *ts, b"v");
+        }
+        out
+    }
+
+    #[test]
+    fn collects_dropped_families_ages_and_versions() {
+        let meta = meta();
+        let now = 10 * DAY;
+        assert_eq!(
+            collect_stored(&meta, &row(&[(0, "q", 10 * DAY), (1, "q", 0)]), now),
+            Collected::Unchanged
         );
-        assert!(
-            matches!(filter.decide(&key(2, 10 * DAY)), Decision::Remove),
+        assert_eq!(
+            collect_stored(&meta, &row(&[(0, "q", 5 * DAY)]), now),
+            Collected::Empty,
+            "expired"
+        );
+        assert_eq!(
+            collect_stored(&meta, &row(&[(2, "q", now)]), now),
+            Collected::Empty,
             "dropped family"
         );
-        assert!(
-            matches!(filter.decide(&key(3, 0)), Decision::Keep),
+        assert_eq!(
+            collect_stored(&meta, &row(&[(1, "q", 3), (1, "q", 2), (1, "r", 1)]), now),
+            Collected::Rewritten(row(&[(1, "q", 3), (1, "r", 1)]), 1),
+            "versions past the limit"
+        );
+        assert_eq!(
+            collect_stored(&meta, &row(&[(3, "q", 0)]), now),
+            Collected::Unchanged,
             "family newer than the snapshot"
         );
-        assert!(matches!(filter.decide(b"garbage"), Decision::Keep));
+        assert_eq!(collect_stored(&meta, b"garbage", now), Collected::Unchanged);
     }
 }

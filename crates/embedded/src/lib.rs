@@ -29,47 +29,50 @@
 //! the table's metadata (column family, families with their numeric ids and
 //! GC rules; see `meta.rs`) and `next-cf` to the next `n`.
 //!
-//! Each cell is one RocksDB key, its value the cell's value:
+//! Each row is one RocksDB key: the raw row key, whose bytewise order is
+//! Bigtable's. The value holds the row's cells in canonical order (family
+//! name, qualifier, timestamp descending), so a scan is a plain ordered
+//! RocksDB iteration and a decoded row needs no sorting:
 //!
 //! ```text
-//! esc(row key) 00 01 | family id: u32 BE | esc(qualifier) 00 01 | !timestamp: u64 BE
-//! esc(x) = x with each 00 byte written 00 FF
+//! value = 02 | cell*
+//! cell  = family id varint | qualifier length varint | qualifier
+//!       | timestamp u64 BE | value length varint | value
 //! ```
 //!
-//! Keys sort as `(row key, family id, qualifier, timestamp descending)`, so
-//! a row is one contiguous key range, a column's newest version comes
-//! first, and a scan is a plain ordered RocksDB iteration. The escaped row
-//! key with its terminator is the prefix of every key of the row and is the
-//! RocksDB prefix extractor (prefix bloom filters serve point reads).
-//! Family ids are assigned at creation and never reused: cells of a dropped
-//! family become invisible at once and are removed by compaction. Cells are
-//! returned in family-name order whatever the ids' order. All integers are
-//! big-endian.
+//! (see `row.rs`). Family ids are assigned at creation and never reused:
+//! cells of a dropped family become invisible at once and are removed when
+//! the row is next written or compacted. A whole-key bloom filter serves
+//! point reads. Stores written in the earlier per-cell format (table
+//! metadata version 1) are refused with an error saying so.
 //!
 //! # Concurrency and durability
 //!
-//! A row mutation is one `WriteBatch`; `mutate_rows` writes one batch for
-//! all the entries that validated. Writes are synced to the WAL (RocksDB
-//! commits concurrent synced writers as a group). Rows are locked by
-//! striped locks: shared for blind writes, exclusive for anything that
-//! reads before it writes (check-and-mutate, read-modify-write, deletes,
-//! the GC sweeper), so nothing lands between such a read and its write.
-//! Readers take no lock: each range is read from one RocksDB snapshot.
+//! Every write locks the stripes of its rows exclusively (striped locks,
+//! taken in ascending order), reads the rows, applies the request with the
+//! model's own code (`affinity_model::apply`), and stores each touched row
+//! whole; `mutate_rows` and `read_modify_write_rows` write one
+//! `WriteBatch` for all the entries that validated. The batch goes to the
+//! WAL and memtable unsynced under the locks; the locks are released and
+//! then the WAL is synced (`FlushWAL(sync)`) before the call returns. The
+//! WAL is sequential, so a write that read another's result is durable only
+//! after that one is, and a write that returned `Ok` survives `kill -9`
+//! and power loss. Readers take no lock: each range is read from one
+//! RocksDB snapshot.
 //!
 //! # Garbage collection
 //!
 //! GC rules are applied to every read, so a read never returns a cell its
-//! rule deletes. Space is reclaimed in the background: the compaction
-//! filter drops cells of dropped families and cells too old for their rule
-//! (files untouched for 3 days are recompacted for it), and a sweeper
-//! thread ([`EmbeddedOptions::gc_interval`]) deletes versions beyond the
-//! limits in tables that have them. Under a given rule, reads match the
-//! model's `MemoryStore` (which collects a row whenever it is written): a
-//! delete of some versions of a column first deletes the versions GC hid,
-//! so they cannot resurface. Before a rule changes, the table is swept
-//! under the old rule, so relaxing a rule never brings back a cell that
-//! was hidden (`MemoryStore` would show the cells of rows not written
-//! since they were hidden).
+//! rule deletes, and every write collects the row it stores, exactly as
+//! the model's `MemoryStore` does. What ages out of rows nobody writes is
+//! reclaimed by the compaction filter (which sees whole rows, so it applies
+//! age and version rules exactly; files untouched for 3 days are
+//! recompacted for it) and by the sweeper thread
+//! ([`EmbeddedOptions::gc_interval`]), which rewrites rows holding hidden
+//! cells under their lock. Before a rule changes, the table is swept under
+//! the old rule, so relaxing a rule never brings back a cell that was
+//! hidden (`MemoryStore` would show the cells of rows not written since
+//! they were hidden).
 //!
 //! # Operations
 //!
@@ -89,11 +92,11 @@
 mod decode;
 mod error;
 mod gc;
-mod keys;
 mod locks;
 mod meta;
 mod options;
 mod ranges;
+mod row;
 mod scan;
 mod split;
 mod store;

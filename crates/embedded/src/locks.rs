@@ -1,42 +1,29 @@
 //! Striped per-row locks.
 //!
-//! Every write holds the stripe of each row it touches: blind writes (puts
-//! that read nothing) hold it shared, so they never wait on each other and
-//! RocksDB can group-commit them; a read-then-write (check-and-mutate,
-//! read-modify-write, deletes that must find the cells they delete, the GC
-//! sweeper) holds it exclusively, so nothing can land between its read and
-//! its write. Stripes are always taken in ascending order, so a request
-//! locking many rows cannot deadlock with another.
+//! Every write reads the rows it touches and stores them back whole, so it
+//! holds the stripe of each of its rows for the read and the write: nothing
+//! can land in between. Stripes are always taken in ascending order, so a
+//! request locking many rows cannot deadlock with another.
 
 use std::hash::{BuildHasher, Hasher};
 
-use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{Mutex, MutexGuard};
 
 /// Number of stripes (a power of two).
 const STRIPES: usize = 4096;
 
-/// How a stripe is held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Mode {
-    Shared,
-    Exclusive,
-}
-
 /// A held stripe.
-pub(crate) enum Guard<'a> {
-    Shared(#[allow(dead_code)] RwLockReadGuard<'a, ()>),
-    Exclusive(#[allow(dead_code)] RwLockWriteGuard<'a, ()>),
-}
+pub(crate) type Guard<'a> = MutexGuard<'a, ()>;
 
 pub(crate) struct RowLocks {
-    stripes: Box<[RwLock<()>]>,
+    stripes: Box<[Mutex<()>]>,
     hasher: std::collections::hash_map::RandomState,
 }
 
 impl RowLocks {
     pub fn new() -> RowLocks {
         RowLocks {
-            stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             hasher: std::collections::hash_map::RandomState::new(),
         }
     }
@@ -51,27 +38,15 @@ impl RowLocks {
     }
 
     /// Lock one stripe.
-    pub fn lock(&self, stripe: usize, mode: Mode) -> Guard<'_> {
-        let lock = &self.stripes[stripe & (STRIPES - 1)];
-        match mode {
-            Mode::Shared => Guard::Shared(lock.read()),
-            Mode::Exclusive => Guard::Exclusive(lock.write()),
-        }
+    pub fn lock(&self, stripe: usize) -> Guard<'_> {
+        self.stripes[stripe & (STRIPES - 1)].lock()
     }
 
-    /// Lock several stripes in ascending order; a stripe wanted in both
-    /// modes is taken exclusively.
-    pub fn lock_many(&self, mut wanted: Vec<(usize, Mode)>) -> Vec<Guard<'_>> {
-        // Exclusive sorts after shared, so the last entry of a stripe wins.
+    /// Lock several stripes (each once) in ascending order.
+    pub fn lock_many(&self, mut wanted: Vec<usize>) -> Vec<Guard<'_>> {
         wanted.sort_unstable();
-        let mut guards = Vec::with_capacity(wanted.len());
-        for (i, &(stripe, mode)) in wanted.iter().enumerate() {
-            let next_same = wanted.get(i + 1).is_some_and(|&(s, _)| s == stripe);
-            if !next_same {
-                guards.push(self.lock(stripe, mode));
-            }
-        }
-        guards
+        wanted.dedup();
+        wanted.into_iter().map(|s| self.lock(s)).collect()
     }
 }
 
@@ -82,23 +57,17 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn lock_many_takes_each_stripe_once_in_the_strongest_mode() {
+    fn lock_many_takes_each_stripe_once() {
         let locks = RowLocks::new();
-        let guards = locks.lock_many(vec![
-            (5, Mode::Shared),
-            (3, Mode::Exclusive),
-            (5, Mode::Exclusive),
-            (3, Mode::Shared),
-        ]);
+        let guards = locks.lock_many(vec![5, 3, 5, 3]);
         assert_eq!(guards.len(), 2);
-        assert!(guards.iter().all(|g| matches!(g, Guard::Exclusive(_))));
-        assert!(locks.stripes[5].try_read().is_none());
+        assert!(locks.stripes[5].try_lock().is_none());
         drop(guards);
-        assert!(locks.stripes[5].try_write().is_some());
+        assert!(locks.stripes[5].try_lock().is_some());
     }
 
     #[test]
-    fn exclusive_holders_exclude_each_other() {
+    fn holders_exclude_each_other() {
         let locks = Arc::new(RowLocks::new());
         let counter = Arc::new(AtomicUsize::new(0));
         let stripe = locks.stripe("t", b"row");
@@ -107,7 +76,7 @@ mod tests {
                 let (locks, counter) = (locks.clone(), counter.clone());
                 std::thread::spawn(move || {
                     for _ in 0..1000 {
-                        let _g = locks.lock(stripe, Mode::Exclusive);
+                        let _g = locks.lock(stripe);
                         // A non-atomic read-modify-write made safe by the lock.
                         let v = counter.load(Ordering::Relaxed);
                         std::hint::black_box(v);

@@ -15,11 +15,14 @@ use std::time::Duration;
 
 use affinity_model::{ColumnFamily, Error, GcRule, Result, TableSpec};
 
-const FORMAT_VERSION: u8 = 1;
+/// Version 2: rows stored one RocksDB key each (`crate::row`).
+const FORMAT_VERSION: u8 = 2;
+/// Version 1 stored one RocksDB key per cell; its data is not readable.
+const PER_CELL_FORMAT: u8 = 1;
 /// Deepest nesting of GC rules accepted when decoding.
 const MAX_RULE_DEPTH: usize = 64;
 
-/// A family as stored: its id in cell keys and its GC rule.
+/// A family as stored: the id its cells carry, and its GC rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FamilyMeta {
     pub id: u32,
@@ -31,27 +34,6 @@ pub(crate) struct FamilyMeta {
 pub(crate) struct FamilyView {
     pub name: String,
     pub gc_rule: GcRule,
-    /// Position of the family in name order.
-    pub rank: u32,
-    /// `Some(k)` when the rule deletes every version past the k newest
-    /// whatever their age, so readers may skip those without looking.
-    pub version_cap: Option<usize>,
-}
-
-/// The `k` of [`FamilyView::version_cap`].
-fn version_cap(rule: &GcRule) -> Option<usize> {
-    match rule {
-        GcRule::MaxVersions(n) => Some(usize::try_from(*n).unwrap_or(usize::MAX)),
-        // A union deletes what any child deletes.
-        GcRule::Union(rules) => rules.iter().filter_map(version_cap).min(),
-        // An intersection deletes what every child deletes.
-        GcRule::Intersection(rules) => rules
-            .iter()
-            .map(version_cap)
-            .collect::<Option<Vec<usize>>>()
-            .and_then(|caps| caps.into_iter().max()),
-        _ => None,
-    }
 }
 
 /// Everything the store knows about one table.
@@ -65,13 +47,8 @@ pub(crate) struct TableMeta {
     pub families: BTreeMap<String, FamilyMeta>,
     /// Families by id (`None` for dropped ids).
     by_id: Vec<Option<FamilyView>>,
-    /// True when ascending ids are also ascending names, so cells read in
-    /// key order are already in canonical order.
-    ids_in_name_order: bool,
     /// True when some family has a GC rule other than `None`.
     has_gc: bool,
-    /// True when some family's GC rule limits versions.
-    has_version_gc: bool,
 }
 
 impl TableMeta {
@@ -82,32 +59,21 @@ impl TableMeta {
         families: BTreeMap<String, FamilyMeta>,
     ) -> TableMeta {
         let mut by_id: Vec<Option<FamilyView>> = vec![None; next_family_id as usize];
-        let mut last_id = None;
-        let mut ids_in_name_order = true;
-        for (rank, (name, family)) in families.iter().enumerate() {
-            if last_id.is_some_and(|last| last > family.id) {
-                ids_in_name_order = false;
-            }
-            last_id = Some(family.id);
+        for (name, family) in &families {
             if let Some(slot) = by_id.get_mut(family.id as usize) {
                 *slot = Some(FamilyView {
                     name: name.clone(),
                     gc_rule: family.gc_rule.clone(),
-                    rank: rank as u32,
-                    version_cap: version_cap(&family.gc_rule),
                 });
             }
         }
         let has_gc = families.values().any(|f| f.gc_rule != GcRule::None);
-        let has_version_gc = families.values().any(|f| limits_versions(&f.gc_rule));
         TableMeta {
             cf_name,
             next_family_id,
             families,
             by_id,
-            ids_in_name_order,
             has_gc,
-            has_version_gc,
         }
     }
 
@@ -157,16 +123,8 @@ impl TableMeta {
         self.by_id.get(id as usize).and_then(Option::as_ref)
     }
 
-    pub fn ids_in_name_order(&self) -> bool {
-        self.ids_in_name_order
-    }
-
     pub fn has_gc(&self) -> bool {
         self.has_gc
-    }
-
-    pub fn has_version_gc(&self) -> bool {
-        self.has_version_gc
     }
 
     /// Encode for the metadata column family.
@@ -190,6 +148,13 @@ impl TableMeta {
             |what: &str| Error::Storage(format!("corrupt metadata of table {table:?}: {what}"));
         let mut r = Reader { bytes };
         let version = r.u8().ok_or_else(|| corrupt("empty"))?;
+        if version == PER_CELL_FORMAT {
+            return Err(Error::Storage(format!(
+                "table {table:?} was written by an older Affinity that stored one key per \
+                 cell; this version stores one key per row and cannot read it: \
+                 reload the data into a new --data directory"
+            )));
+        }
         if version != FORMAT_VERSION {
             return Err(corrupt(&format!("unknown format version {version}")));
         }
@@ -212,15 +177,6 @@ impl TableMeta {
             return Err(corrupt("trailing bytes"));
         }
         Ok(TableMeta::new(cf_name, next_family_id, families))
-    }
-}
-
-/// True when the rule can delete a cell for its version (not only its age).
-fn limits_versions(rule: &GcRule) -> bool {
-    match rule {
-        GcRule::MaxVersions(_) => true,
-        GcRule::Union(rules) | GcRule::Intersection(rules) => rules.iter().any(limits_versions),
-        GcRule::None | GcRule::MaxAge(_) => false,
     }
 }
 
@@ -345,7 +301,7 @@ mod tests {
         assert_eq!(back.families, meta.families);
         assert_eq!(back.spec(), meta.spec());
         assert_eq!(back.family(1).map(|f| f.name.as_str()), Some("p"));
-        assert!(back.has_gc() && back.has_version_gc() && back.ids_in_name_order());
+        assert!(back.has_gc());
     }
 
     #[test]
@@ -361,7 +317,15 @@ mod tests {
     }
 
     #[test]
-    fn ids_out_of_name_order_are_detected() {
+    fn per_cell_stores_are_refused_with_a_clear_error() {
+        let mut bytes = sample().encode();
+        bytes[0] = PER_CELL_FORMAT;
+        let err = TableMeta::decode("events", &bytes).expect_err("old format");
+        assert!(err.to_string().contains("one key per cell"), "{err}");
+    }
+
+    #[test]
+    fn ids_out_of_name_order_are_looked_up_by_id() {
         let mut families = BTreeMap::new();
         families.insert(
             "a".to_string(),
@@ -378,9 +342,9 @@ mod tests {
             },
         );
         let meta = TableMeta::new("cf".into(), 3, families);
-        assert!(!meta.ids_in_name_order());
-        assert_eq!(meta.family(2).map(|f| f.rank), Some(0));
+        assert_eq!(meta.family(2).map(|f| f.name.as_str()), Some("a"));
+        assert_eq!(meta.family(0).map(|f| f.name.as_str()), Some("b"));
         assert!(meta.family(1).is_none());
-        assert!(!meta.has_gc() && !meta.has_version_gc());
+        assert!(!meta.has_gc());
     }
 }

@@ -2,10 +2,9 @@
 
 use std::time::Duration;
 
-use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, SliceTransform};
+use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options};
 
 use crate::gc::{GcFilterFactory, GcSlot};
-use crate::keys::{has_row_prefix, row_prefix_of};
 
 /// How an [`crate::EmbeddedStore`] runs. Start from `default()` and change
 /// fields.
@@ -80,20 +79,15 @@ pub(crate) fn table_cf_options(options: &EmbeddedOptions, cache: &Cache, gc: GcS
     let mut block = BlockBasedOptions::default();
     block.set_block_cache(cache);
     block.set_block_size(16 << 10);
-    // Point reads seek to a row prefix: a prefix bloom filter skips files
-    // without the row; whole keys are never looked up.
+    // A row is one key: point reads and the read half of every write look
+    // up whole keys, so a whole-key bloom filter skips files without the row.
     block.set_bloom_filter(10.0, false);
-    block.set_whole_key_filtering(false);
+    block.set_whole_key_filtering(true);
     block.set_cache_index_and_filter_blocks(true);
     block.set_pin_l0_filter_and_index_blocks_in_cache(true);
 
     let mut opts = Options::default();
     opts.set_block_based_table_factory(&block);
-    opts.set_prefix_extractor(SliceTransform::create(
-        "affinity-row-prefix",
-        row_prefix_of,
-        Some(has_row_prefix),
-    ));
     opts.set_compression_type(DBCompressionType::Lz4);
     opts.set_write_buffer_size(options.write_buffer_bytes);
     // Room to absorb a burst while a flush runs, instead of stalling writers.

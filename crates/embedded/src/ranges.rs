@@ -1,18 +1,19 @@
-//! Turning a `RowSet` into sorted, disjoint ranges of encoded keys.
+//! Turning a `RowSet` into sorted, disjoint ranges of stored keys (row
+//! keys: one RocksDB key per row).
 
 use std::ops::Bound;
 
 use affinity_model::{RowRange, RowSet};
 
-use crate::keys::{component_successor, row_prefix};
+use crate::row::successor;
 
-/// A range of encoded keys `[lower, upper)`; `None` is unbounded.
+/// A range of row keys `[lower, upper)`; `None` is unbounded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct KeyRange {
     pub lower: Option<Vec<u8>>,
     pub upper: Option<Vec<u8>>,
-    /// True when the range holds exactly one row (a point read), which lets
-    /// the iterator use the prefix bloom filter.
+    /// True when the range holds exactly one row (a point read: a `get`,
+    /// which the whole-key bloom filters serve).
     pub single_row: bool,
 }
 
@@ -25,12 +26,11 @@ impl KeyRange {
         }
     }
 
-    /// Every cell of one row.
+    /// Exactly one row.
     pub fn row(row_key: &[u8]) -> KeyRange {
-        let prefix = row_prefix(row_key);
         KeyRange {
-            upper: Some(component_successor(&prefix)),
-            lower: Some(prefix),
+            upper: Some(successor(row_key)),
+            lower: Some(row_key.to_vec()),
             single_row: true,
         }
     }
@@ -40,14 +40,14 @@ impl KeyRange {
         let lower = match &range.start {
             Bound::Unbounded => None,
             Bound::Included(k) | Bound::Excluded(k) if k.is_empty() => None,
-            Bound::Included(k) => Some(row_prefix(k)),
-            Bound::Excluded(k) => Some(component_successor(&row_prefix(k))),
+            Bound::Included(k) => Some(k.to_vec()),
+            Bound::Excluded(k) => Some(successor(k)),
         };
         let upper = match &range.end {
             Bound::Unbounded => None,
             Bound::Included(k) | Bound::Excluded(k) if k.is_empty() => None,
-            Bound::Included(k) => Some(component_successor(&row_prefix(k))),
-            Bound::Excluded(k) => Some(row_prefix(k)),
+            Bound::Included(k) => Some(successor(k)),
+            Bound::Excluded(k) => Some(k.to_vec()),
         };
         KeyRange {
             lower,
@@ -82,7 +82,7 @@ pub(crate) fn plan(rows: &RowSet) -> Vec<KeyRange> {
             let overlaps = match (&last.upper, &range.lower) {
                 (None, _) => true,
                 (Some(_), None) => true,
-                (Some(end), Some(start)) => start <= end,
+                (Some(end), Some(start)) => start < end,
             };
             if overlaps {
                 if last.lower != range.lower || last.upper != range.upper {
@@ -106,7 +106,7 @@ mod tests {
     use affinity_model::Bytes;
 
     fn lower_of(key: &[u8]) -> Option<Vec<u8>> {
-        Some(row_prefix(key))
+        Some(key.to_vec())
     }
 
     #[test]
@@ -123,12 +123,20 @@ mod tests {
     }
 
     #[test]
+    fn adjacent_point_reads_stay_point_reads() {
+        // "a" ends at "a\0", where the point read of "a\0" starts.
+        let ranges = plan(&RowSet::from_keys([b"a".as_ref(), b"a\x00"]));
+        assert_eq!(ranges.len(), 2);
+        assert!(ranges.iter().all(|r| r.single_row));
+    }
+
+    #[test]
     fn overlapping_ranges_and_keys_merge() {
         let rows = RowSet {
             keys: vec![Bytes::from_static(b"c"), Bytes::from_static(b"z")],
             ranges: vec![
                 RowRange::closed_open("a", "d"),
-                RowRange::closed_open("d", "f"),
+                RowRange::closed_open("c", "f"),
                 RowRange::closed_open("x", "y"),
             ],
         };
@@ -166,7 +174,7 @@ mod tests {
         };
         let ranges = plan(&RowSet::from_range(range));
         let lower = ranges[0].lower.clone().expect("bounded");
-        assert!(row_prefix(b"a").as_slice() < lower.as_slice());
-        assert!(row_prefix(b"a\x00").as_slice() >= lower.as_slice());
+        assert!(b"a".as_slice() < lower.as_slice());
+        assert!(b"a\x00".as_slice() >= lower.as_slice());
     }
 }

@@ -15,8 +15,8 @@ use affinity_model::{Bytes, Result, SampleRowKey};
 use rocksdb::{BoundColumnFamily, ReadOptions};
 
 use crate::error::storage;
-use crate::keys::{component_successor, push_unescaped, row_prefix_of};
 use crate::meta::TableMeta;
+use crate::row::successor;
 use crate::store::{Db, Inner};
 
 /// Deepest bisection (guards against pathological key spans).
@@ -66,10 +66,8 @@ pub(crate) fn sample_row_keys(
         offset += size;
         chunk += size;
         if chunk >= target && i < last {
-            let mut row_key = Vec::with_capacity(boundary.len());
-            push_unescaped(&mut row_key, &boundary[..boundary.len() - 2]);
             samples.push(SampleRowKey {
-                row_key: Bytes::from(row_key),
+                row_key: Bytes::from(boundary),
                 offset_bytes: offset as i64,
             });
             chunk = 0;
@@ -93,18 +91,16 @@ fn approximate_size(db: &Db, cf: &Arc<BoundColumnFamily<'_>>, lower: &[u8], uppe
         .unwrap_or(0)
 }
 
-/// The start of the first row and the end of the last, as encoded keys.
+/// The first row key and the end (exclusive) of the last row.
 fn key_span(db: &Db, cf: &Arc<BoundColumnFamily<'_>>) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-    let mut opts = ReadOptions::default();
-    opts.set_total_order_seek(true);
-    let mut iter = db.raw_iterator_cf_opt(cf, opts);
+    let mut iter = db.raw_iterator_cf_opt(cf, ReadOptions::default());
     iter.seek_to_first();
-    let Some(first) = iter.key().map(|k| row_prefix_of(k).to_vec()) else {
+    let Some(first) = iter.key().map(<[u8]>::to_vec) else {
         iter.status().map_err(storage)?;
         return Ok(None);
     };
     iter.seek_to_last();
-    let Some(last) = iter.key().map(|k| component_successor(row_prefix_of(k))) else {
+    let Some(last) = iter.key().map(successor) else {
         iter.status().map_err(storage)?;
         return Ok(None);
     };
@@ -157,28 +153,27 @@ impl Splitter<'_, '_> {
     /// digits, still split near the middle).
     fn row_start_after(&self, lower: &[u8], upper: &[u8]) -> Result<Option<Vec<u8>>> {
         let mut opts = ReadOptions::default();
-        opts.set_total_order_seek(true);
         opts.set_iterate_lower_bound(lower.to_vec());
         opts.set_iterate_upper_bound(upper.to_vec());
         let mut iter = self.db.raw_iterator_cf_opt(self.cf, opts);
         iter.seek_to_last();
-        let Some(last) = iter.key().map(|k| row_prefix_of(k).to_vec()) else {
+        let Some(last) = iter.key().map(<[u8]>::to_vec) else {
             return iter.status().map_err(storage).map(|()| None);
         };
         if last.as_slice() <= lower {
             return Ok(None);
         }
         iter.seek(midpoint(lower, &last));
-        let Some(prefix) = iter.key().map(|k| row_prefix_of(k).to_vec()) else {
+        let Some(row) = iter.key().map(<[u8]>::to_vec) else {
             return iter.status().map_err(storage).map(|()| None);
         };
-        if prefix.as_slice() > lower {
-            return Ok(Some(prefix));
+        if row.as_slice() > lower {
+            return Ok(Some(row));
         }
-        // The midpoint falls in the first row: take the next row instead.
-        iter.seek(component_successor(&prefix));
+        // The midpoint falls on the first row: take the next row instead.
+        iter.seek(successor(&row));
         match iter.key() {
-            Some(key) => Ok(Some(row_prefix_of(key).to_vec())),
+            Some(key) => Ok(Some(key.to_vec())),
             None => iter.status().map_err(storage).map(|()| None),
         }
     }

@@ -167,8 +167,9 @@ impl EmbeddedStore {
             slots.insert(name.clone(), slot);
         }
         let db = Db::open_cf_descriptors(&db_opts, &path, descriptors).map_err(storage)?;
-        let mut write_options = WriteOptions::default();
-        write_options.set_sync(options.sync_writes);
+        // Writes are synced after their locks are released (`flush_wal`, see
+        // `table.rs`), never inside the write.
+        let write_options = WriteOptions::default();
         let inner = Inner {
             db,
             options,
@@ -228,21 +229,20 @@ impl EmbeddedStore {
         let entry = self.inner.entry(table)?;
         let cf = self.inner.cf(table, &entry.meta())?;
         let mut opts = rocksdb::ReadOptions::default();
-        opts.set_total_order_seek(true);
         opts.fill_cache(false);
         let mut iter = self.inner.db.raw_iterator_cf_opt(&cf, opts);
         iter.seek_to_first();
         let mut count = 0;
-        while iter.valid() {
-            count += 1;
+        while let Some(value) = iter.value() {
+            count += crate::row::raw_cells(value).count() as u64;
             iter.next();
         }
         iter.status().map_err(storage)?;
         Ok(count)
     }
 
-    /// Run one GC sweep now: compact tables that lost families, delete
-    /// cells hidden by version limits. Returns the number of cells deleted.
+    /// Run one GC sweep now: compact tables that lost families, rewrite
+    /// the rows holding cells GC hides. Returns the number of cells removed.
     pub fn sweep_gc(&self) -> Result<u64> {
         crate::sweeper::sweep_all(&self.inner)
     }

@@ -1,9 +1,9 @@
-//! The background GC sweeper: deletes cells their family's rule hides
-//! (version limits, which a compaction filter cannot judge because it does
-//! not see a column's newer versions and deletions in other levels) in the
-//! tables that have such limits, and compacts tables that lost families so
-//! the compaction filter drops their cells. Each row is re-read and cleaned
-//! under its exclusive lock, so the sweeper never races a writer.
+//! The background GC sweeper: rewrites the rows holding cells their
+//! family's rule hides (cells that aged out in rows nobody writes; a
+//! write collects its row itself) in the tables that have rules, and
+//! compacts tables that lost families so the compaction filter drops
+//! their cells. Each row is re-read and rewritten under its exclusive
+//! lock, so the sweeper never races a writer.
 
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -16,12 +16,9 @@ use rocksdb::{BoundColumnFamily, ReadOptions, WriteBatch, WriteOptions};
 use affinity_model::apply::now_micros;
 
 use crate::error::storage;
-use crate::gc::Visibility;
-use crate::keys::{component_len, component_successor, push_unescaped};
-use crate::locks::Mode;
+use crate::gc::{collect_stored, Collected};
 use crate::meta::TableMeta;
-use crate::ranges::KeyRange;
-use crate::scan::open_range;
+use crate::row::raw_cells;
 use crate::store::{Db, Inner};
 
 /// Wakes or stops the sweeper thread.
@@ -93,7 +90,7 @@ impl Sweeper {
                     // Failures are retried at the next tick.
                     let _ = compact_pending(&inner);
                     if full {
-                        let _ = sweep_versions(&inner);
+                        let _ = sweep_rows(&inner);
                         sweep_at = Instant::now() + every;
                     }
                 }
@@ -116,7 +113,7 @@ impl Sweeper {
 /// failing table and reports the first failure.
 pub(crate) fn sweep_all(inner: &Inner) -> Result<u64> {
     let compacted = compact_pending(inner);
-    let swept = sweep_versions(inner);
+    let swept = sweep_rows(inner);
     compacted.and(swept)
 }
 
@@ -149,11 +146,11 @@ fn compact_pending(inner: &Inner) -> Result<()> {
     })
 }
 
-/// Delete the cells hidden by version limits in every table that has one.
-fn sweep_versions(inner: &Inner) -> Result<u64> {
+/// Rewrite the rows holding hidden cells in every table with a GC rule.
+fn sweep_rows(inner: &Inner) -> Result<u64> {
     let mut deleted = 0;
     for_each_table(inner, |name, meta| {
-        if meta.has_version_gc() {
+        if meta.has_gc() {
             let cf = inner.cf(name, meta)?;
             deleted += sweep_table(inner, &cf, name, meta)?;
         }
@@ -162,6 +159,8 @@ fn sweep_versions(inner: &Inner) -> Result<u64> {
     .map(|()| deleted)
 }
 
+/// Rewrite every row of a table that holds cells GC hides (past a version
+/// limit, too old, or of a dropped family); returns the cells removed.
 pub(crate) fn sweep_table(
     inner: &Inner,
     cf: &Arc<BoundColumnFamily<'_>>,
@@ -169,68 +168,55 @@ pub(crate) fn sweep_table(
     meta: &TableMeta,
 ) -> Result<u64> {
     let mut opts = ReadOptions::default();
-    opts.set_total_order_seek(true);
     opts.fill_cache(false);
     let mut iter = inner.db.raw_iterator_cf_opt(cf, opts);
     iter.seek_to_first();
-    let mut visibility = Visibility::new(meta, now_micros());
+    let now = now_micros();
     let mut deleted = 0;
-    while let Some(first) = iter.key() {
-        let Some(prefix_len) = component_len(first) else {
-            iter.next();
-            continue;
-        };
-        let prefix = first[..prefix_len].to_vec();
-        visibility.start_row();
-        let mut any_hidden = false;
-        while let Some(key) = iter.key() {
-            if !key.starts_with(&prefix) {
-                break;
-            }
-            any_hidden |= visibility.hidden(key, prefix_len);
-            iter.next();
+    while let Some((key, value)) = iter.item() {
+        if collect_stored(meta, value, now) != Collected::Unchanged {
+            deleted += clean_row(inner, cf, table, meta, key, now)?;
         }
-        if any_hidden {
-            deleted += clean_row(inner, cf, table, meta, &prefix)?;
-        }
+        iter.next();
     }
     iter.status().map_err(storage)?;
     Ok(deleted)
 }
 
-/// Delete the hidden cells of one row, re-read under its exclusive lock.
+/// Collect one row, re-read under its exclusive lock.
 fn clean_row(
     inner: &Inner,
     cf: &Arc<BoundColumnFamily<'_>>,
     table: &str,
     meta: &TableMeta,
-    prefix: &[u8],
+    key: &[u8],
+    now: i64,
 ) -> Result<u64> {
-    let mut row_key = Vec::with_capacity(prefix.len());
-    push_unescaped(&mut row_key, &prefix[..prefix.len() - 2]);
-    let stripe = inner.locks.stripe(table, &row_key);
-    let _guard = inner.locks.lock(stripe, Mode::Exclusive);
+    let stripe = inner.locks.stripe(table, key);
+    let _guard = inner.locks.lock(stripe);
     let db: &Db = &inner.db;
-    let range = KeyRange {
-        lower: Some(prefix.to_vec()),
-        upper: Some(component_successor(prefix)),
-        single_row: true,
+    let Some(value) = db.get_pinned_cf(cf, key).map_err(storage)? else {
+        return Ok(0);
     };
-    let (mut iter, _) = open_range(db, cf, &range, false);
-    let mut visibility = Visibility::new(meta, now_micros());
     let mut batch = WriteBatch::default();
-    while let Some(key) = iter.key() {
-        if visibility.hidden(key, prefix.len()) {
+    let removed = match collect_stored(meta, &value, now) {
+        Collected::Unchanged => return Ok(0),
+        Collected::Empty => {
             batch.delete_cf(cf, key);
+            stored_cell_count(&value)
         }
-        iter.next();
-    }
-    iter.status().map_err(storage)?;
-    let count = batch.len() as u64;
-    if count > 0 {
-        // GC needs no durability: a lost delete is redone by the next sweep.
-        db.write_opt(batch, &WriteOptions::default())
-            .map_err(storage)?;
-    }
-    Ok(count)
+        Collected::Rewritten(row, removed) => {
+            batch.put_cf(cf, key, row);
+            removed
+        }
+    };
+    // GC needs no durability: a lost rewrite is redone by the next sweep.
+    db.write_opt(batch, &WriteOptions::default())
+        .map_err(storage)?;
+    Ok(removed)
+}
+
+/// The number of cells in a stored row.
+fn stored_cell_count(value: &[u8]) -> u64 {
+    raw_cells(value).count() as u64
 }

@@ -1,26 +1,34 @@
 //! A table's data operations.
+//!
+//! Every write locks the stripes of its rows exclusively, reads them,
+//! applies the request with the model's semantics ([`crate::write`]) and
+//! writes one `WriteBatch` to the memtable and the log; the locks are
+//! released before the log is synced, so concurrent requests on the same
+//! stripes overlap their syncs. The log is sequential, so whatever a later
+//! request read from an earlier one is durable no later than the later
+//! request itself, and a request returns only once its write is durable.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use affinity_model::apply::{now_micros, predicate_matches, read_modify_write};
+use affinity_model::apply::{apply_mutations, now_micros, predicate_matches, read_modify_write};
 use affinity_model::eval::CompiledFilter;
 use affinity_model::limits::{
     check_check_and_mutate, check_mutate_rows, check_read_modify_write, check_row_mutations,
     check_row_set,
 };
 use affinity_model::{
-    Bytes, Cell, Mutation, ReadModifyWriteRule, ReadRowsRequest, Result, Row, RowFilter,
-    RowMutations, RowRules, RowStream, SampleRowKey, Table,
+    Bytes, Mutation, ReadModifyWriteRule, ReadRowsRequest, Result, Row, RowFilter, RowMutations,
+    RowRules, RowStream, SampleRowKey, Table,
 };
+use rocksdb::WriteBatch;
 
 use crate::error::storage;
-use crate::locks::Mode;
+use crate::locks::Guard;
 use crate::meta::TableMeta;
 use crate::ranges::plan;
-use crate::scan::{point_iter, read_latest, read_row, Scan, ScanOptions};
+use crate::scan::{Scan, ScanOptions};
 use crate::store::Inner;
-use crate::write::{needs_read, BatchBuilder};
+use crate::write::Pending;
 
 /// A handle on one table of an [`crate::EmbeddedStore`]. It names the table:
 /// if the table is deleted, operations fail with `TableNotFound`.
@@ -47,32 +55,53 @@ impl EmbeddedTable {
         check_row_mutations(&self.name, row_key, mutations, &|f| meta.has_family(f))
     }
 
-    /// Apply validated mutations to one row. The caller holds the row's
-    /// lock: exclusively when a mutation deletes (it reads the row).
-    fn write_row(
-        &self,
-        meta: &TableMeta,
-        row_key: &[u8],
-        mutations: &[Mutation],
-        now: i64,
-    ) -> Result<()> {
-        let inner = &*self.inner;
-        let cf = inner.cf(&self.name, meta)?;
-        let with_reads = mutations.iter().any(needs_read);
-        let mut builder = BatchBuilder::new(&inner.db, &cf, meta, &self.name, now, with_reads);
-        builder.add_row(row_key, mutations)?;
-        inner
-            .db
-            .write_opt(builder.finish(), &inner.write_options)
-            .map_err(storage)
+    /// Lock the rows of `keys` exclusively.
+    fn lock<'k>(&self, keys: impl IntoIterator<Item = &'k Bytes>) -> Vec<Guard<'_>> {
+        let locks = &self.inner.locks;
+        locks.lock_many(
+            keys.into_iter()
+                .map(|k| locks.stripe(&self.name, k))
+                .collect(),
+        )
     }
 
-    fn lock_mode(mutations: &[Mutation]) -> Mode {
-        if mutations.iter().any(needs_read) {
-            Mode::Exclusive
+    /// Write `batch` while `guards` are held, release them, then make the
+    /// write durable.
+    fn commit(&self, batch: WriteBatch, guards: Vec<Guard<'_>>) -> Result<()> {
+        let inner = &*self.inner;
+        let written = if batch.is_empty() {
+            Ok(())
         } else {
-            Mode::Shared
+            inner
+                .db
+                .write_opt(batch, &inner.write_options)
+                .map_err(storage)
+        };
+        drop(guards);
+        written?;
+        if inner.options.sync_writes {
+            inner.db.flush_wal(true).map_err(storage)?;
         }
+        Ok(())
+    }
+
+    /// Apply validated entries, in order, in one batch.
+    fn write_entries(&self, meta: &TableMeta, entries: &[&RowMutations]) -> Result<()> {
+        let guards = self.lock(entries.iter().map(|e| &e.row_key));
+        let inner = &*self.inner;
+        let cf = inner.cf(&self.name, meta)?;
+        let now = now_micros();
+        let mut pending = Pending::load(
+            &inner.db,
+            &cf,
+            meta,
+            entries.iter().map(|e| &e.row_key),
+            now,
+        )?;
+        for entry in entries {
+            apply_mutations(pending.cells(&entry.row_key)?, &entry.mutations, now);
+        }
+        self.commit(pending.into_batch()?, guards)
     }
 }
 
@@ -80,32 +109,6 @@ impl EmbeddedTable {
 fn passed<T>(statuses: &[Result<T>]) -> Vec<usize> {
     (0..statuses.len())
         .filter(|&i| statuses[i].is_ok())
-        .collect()
-}
-
-/// The distinct columns the rules touch.
-fn rule_columns(rules: &[ReadModifyWriteRule]) -> Vec<(&str, &Bytes)> {
-    let mut out: Vec<(&str, &Bytes)> = rules
-        .iter()
-        .map(|r| (r.family.as_str(), &r.qualifier))
-        .collect();
-    out.sort_unstable();
-    out.dedup();
-    out
-}
-
-/// The mutations that store `cells` as they are.
-fn set_cells(cells: &[Cell]) -> Vec<Mutation> {
-    cells
-        .iter()
-        .map(|c| {
-            Mutation::set_cell(
-                c.family.clone(),
-                c.qualifier.clone(),
-                c.timestamp_micros,
-                c.value.clone(),
-            )
-        })
         .collect()
 }
 
@@ -117,9 +120,8 @@ impl Table for EmbeddedTable {
     fn mutate_row(&self, row_key: &[u8], mutations: &[Mutation]) -> Result<()> {
         let meta = self.meta()?;
         self.check_mutations(&meta, row_key, mutations)?;
-        let stripe = self.inner.locks.stripe(&self.name, row_key);
-        let _guard = self.inner.locks.lock(stripe, Self::lock_mode(mutations));
-        self.write_row(&meta, row_key, mutations, now_micros())
+        let entry = RowMutations::new(Bytes::copy_from_slice(row_key), mutations.to_vec());
+        self.write_entries(&meta, &[&entry])
     }
 
     fn mutate_rows(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>> {
@@ -133,32 +135,8 @@ impl Table for EmbeddedTable {
         if valid.is_empty() {
             return Ok(statuses);
         }
-        let inner = &*self.inner;
-        let locks = valid
-            .iter()
-            .map(|&i| {
-                let e = &entries[i];
-                (
-                    inner.locks.stripe(&self.name, &e.row_key),
-                    Self::lock_mode(&e.mutations),
-                )
-            })
-            .collect();
-        let _guards = inner.locks.lock_many(locks);
-        let cf = inner.cf(&self.name, &meta)?;
-        let with_reads = valid
-            .iter()
-            .any(|&i| entries[i].mutations.iter().any(needs_read));
-        let mut builder =
-            BatchBuilder::new(&inner.db, &cf, &meta, &self.name, now_micros(), with_reads);
-        for &i in &valid {
-            // Only a failed read can fail here; nothing is written then.
-            builder.add_row(&entries[i].row_key, &entries[i].mutations)?;
-        }
-        let written = inner
-            .db
-            .write_opt(builder.finish(), &inner.write_options)
-            .map_err(storage);
+        let chosen: Vec<&RowMutations> = valid.iter().map(|&i| &entries[i]).collect();
+        let written = self.write_entries(&meta, &chosen);
         for &i in &valid {
             statuses[i] = written.clone();
         }
@@ -178,23 +156,22 @@ impl Table for EmbeddedTable {
             meta.has_family(f)
         })?;
         let predicate = predicate.map(CompiledFilter::compile).transpose()?;
+        let key = Bytes::copy_from_slice(row_key);
+        let guards = self.lock([&key]);
         let inner = &*self.inner;
-        let stripe = inner.locks.stripe(&self.name, row_key);
-        let _guard = inner.locks.lock(stripe, Mode::Exclusive);
-        let now = now_micros();
         let cf = inner.cf(&self.name, &meta)?;
-        let cells = read_row(&inner.db, &cf, &meta, row_key, now)?
-            .map(|r| r.cells)
-            .unwrap_or_default();
-        let matched =
-            predicate_matches(predicate.as_ref(), &Bytes::copy_from_slice(row_key), &cells);
+        let now = now_micros();
+        let mut pending = Pending::load(&inner.db, &cf, &meta, [&key], now)?;
+        let cells = pending.cells(&key)?;
+        let matched = predicate_matches(predicate.as_ref(), &key, cells);
         let mutations = if matched {
             true_mutations
         } else {
             false_mutations
         };
         if !mutations.is_empty() {
-            self.write_row(&meta, row_key, mutations, now)?;
+            apply_mutations(cells, mutations, now);
+            self.commit(pending.into_batch()?, guards)?;
         }
         Ok(matched)
     }
@@ -211,7 +188,7 @@ impl Table for EmbeddedTable {
     }
 
     /// All entries under their rows' locks, read, computed, and committed
-    /// in one synced write: one fsync for the whole request.
+    /// in one write: one sync for the whole request.
     fn read_modify_write_rows(&self, entries: &[RowRules]) -> Result<Vec<Result<Row>>> {
         let meta = self.meta()?;
         let mut statuses: Vec<Result<Row>> = entries
@@ -228,62 +205,32 @@ impl Table for EmbeddedTable {
         if valid.is_empty() {
             return Ok(statuses);
         }
+        let guards = self.lock(valid.iter().map(|&i| &entries[i].row_key));
         let inner = &*self.inner;
-        let locks = valid
-            .iter()
-            .map(|&i| {
-                let stripe = inner.locks.stripe(&self.name, &entries[i].row_key);
-                (stripe, Mode::Exclusive)
-            })
-            .collect();
-        let _guards = inner.locks.lock_many(locks);
-        let now = now_micros();
         let cf = inner.cf(&self.name, &meta)?;
-        // Each row's rule columns, read with one iterator for the whole
-        // request and kept as this request leaves them, so a later entry
-        // on a row sees an earlier one's cells.
-        let mut iter = point_iter(&inner.db, &cf);
-        let mut rows: HashMap<Bytes, Vec<Cell>> = HashMap::with_capacity(valid.len());
-        let mut builder = BatchBuilder::new(&inner.db, &cf, &meta, &self.name, now, false);
+        let now = now_micros();
+        let mut pending = Pending::load(
+            &inner.db,
+            &cf,
+            &meta,
+            valid.iter().map(|&i| &entries[i].row_key),
+            now,
+        )?;
         for &i in &valid {
             let entry = &entries[i];
-            let cells = rows.entry(entry.row_key.clone()).or_default();
-            let missing: Vec<(&str, &Bytes)> = rule_columns(&entry.rules)
-                .into_iter()
-                .filter(|&(f, q)| !cells.iter().any(|c| c.family == f && c.qualifier == *q))
-                .collect();
-            if !missing.is_empty() {
-                cells.extend(read_latest(
-                    &mut iter,
-                    &meta,
-                    &entry.row_key,
-                    &missing,
-                    now,
-                )?);
-            }
-            // `read_modify_write` leaves `cells` as the batch will store
+            // `read_modify_write` leaves the cells as the batch will store
             // the row, or unchanged when the entry fails.
-            statuses[i] = match read_modify_write(cells, &entry.rules, now) {
-                Ok(written) => {
-                    // Only sets of validated families: nothing to fail on
-                    // but a broken store, which fails the whole request.
-                    builder.add_row(&entry.row_key, &set_cells(&written))?;
-                    Ok(Row {
-                        key: entry.row_key.clone(),
-                        cells: written,
-                    })
-                }
-                Err(err) => Err(err),
-            };
+            statuses[i] = read_modify_write(pending.cells(&entry.row_key)?, &entry.rules, now).map(
+                |written| Row {
+                    key: entry.row_key.clone(),
+                    cells: written,
+                },
+            );
         }
         if statuses.iter().all(|s| s.is_err()) {
             return Ok(statuses);
         }
-        let committed = inner
-            .db
-            .write_opt(builder.finish(), &inner.write_options)
-            .map_err(storage);
-        if let Err(err) = committed {
+        if let Err(err) = self.commit(pending.into_batch()?, guards) {
             for &i in &valid {
                 if statuses[i].is_ok() {
                     statuses[i] = Err(err.clone());

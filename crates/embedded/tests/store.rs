@@ -176,7 +176,7 @@ fn dropped_family_data_never_comes_back_and_is_reclaimed() {
 }
 
 #[test]
-fn sweeper_reclaims_versions_beyond_the_limit() {
+fn writes_collect_versions_beyond_the_limit() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(&dir);
     store
@@ -192,10 +192,33 @@ fn sweeper_reclaims_versions_beyond_the_limit() {
             .expect("write");
     }
     assert_eq!(render(&read_all(&*table)), ["r/f:q@3=v3"]);
-    assert_eq!(store.stored_cells("t").expect("count"), 3);
-    assert_eq!(store.sweep_gc().expect("sweep"), 2);
     assert_eq!(store.stored_cells("t").expect("count"), 1);
+    assert_eq!(store.sweep_gc().expect("sweep"), 0, "nothing left to sweep");
     assert_eq!(render(&read_all(&*table)), ["r/f:q@3=v3"]);
+}
+
+/// A table whose cells live one second, and one cell written now.
+fn one_second_table(store: &EmbeddedStore) -> Arc<dyn Table> {
+    let spec = TableSpec::new().with_family("f", GcRule::MaxAge(Duration::from_secs(1)));
+    store.create_table("t", &spec).expect("create");
+    let table = store.open_table("t").expect("open");
+    let now_ms = affinity_model::apply::now_micros() / 1000;
+    table
+        .mutate_row(b"r", &[set("f", "q", now_ms, "short-lived")])
+        .expect("write");
+    assert_eq!(store.stored_cells("t").expect("count"), 1);
+    table
+}
+
+#[test]
+fn sweeper_reclaims_cells_that_aged_out_in_idle_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(&dir);
+    let table = one_second_table(&store);
+    std::thread::sleep(Duration::from_millis(1100));
+    assert!(read_all(&*table).is_empty(), "hidden as soon as expired");
+    assert_eq!(store.sweep_gc().expect("sweep"), 1);
+    assert_eq!(store.stored_cells("t").expect("count"), 0);
 }
 
 #[test]
@@ -204,18 +227,9 @@ fn background_sweeper_runs_and_stops_with_the_store() {
     let mut opts = options();
     opts.gc_interval = Some(Duration::from_millis(20));
     let store = EmbeddedStore::open_with(dir.path(), opts).expect("open");
-    store
-        .create_table(
-            "t",
-            &TableSpec::new().with_family("f", GcRule::MaxVersions(1)),
-        )
-        .expect("create");
-    let table = store.open_table("t").expect("open");
-    table
-        .mutate_row(b"r", &[set("f", "q", 1, "a"), set("f", "q", 2, "b")])
-        .expect("write");
+    let table = one_second_table(&store);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while store.stored_cells("t").expect("count") > 1 {
+    while store.stored_cells("t").expect("count") > 0 {
         assert!(std::time::Instant::now() < deadline, "sweeper never ran");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -223,7 +237,7 @@ fn background_sweeper_runs_and_stops_with_the_store() {
     drop(table);
     // The sweeper thread is joined and the database closed: it reopens.
     let store = open(&dir);
-    assert_eq!(store.stored_cells("t").expect("count"), 1);
+    assert_eq!(store.stored_cells("t").expect("count"), 0);
 }
 
 #[test]
@@ -313,20 +327,21 @@ fn loosening_a_rule_does_not_resurrect_collected_versions() {
 fn expired_cells_are_hidden_then_compacted_away() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(&dir);
-    let spec = TableSpec::new().with_family("f", GcRule::MaxAge(Duration::from_secs(3600)));
-    store.create_table("t", &spec).expect("create");
-    let table = store.open_table("t").expect("open");
+    let table = one_second_table(&store);
     let now_ms = affinity_model::apply::now_micros() / 1000;
     table
-        .mutate_row(b"old", &[set("f", "q", 1, "expired")])
+        .mutate_row(b"stale", &[set("f", "q", now_ms - 2000, "expired")])
         .expect("write");
-    table
-        .mutate_row(b"new", &[set("f", "q", now_ms, "fresh")])
-        .expect("write");
-    assert_eq!(keys(&read_all(&*table)), ["new"]);
+    assert_eq!(
+        store.stored_cells("t").expect("count"),
+        1,
+        "a write stores nothing already expired"
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    assert!(read_all(&*table).is_empty());
     store.flush().expect("flush");
     store.compact().expect("compact");
-    assert_eq!(store.stored_cells("t").expect("count"), 1);
+    assert_eq!(store.stored_cells("t").expect("count"), 0);
 }
 
 #[test]
