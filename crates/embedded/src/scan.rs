@@ -60,6 +60,8 @@ pub(crate) struct Scan<'a> {
     reversed: bool,
     filter: CompiledFilter,
     prefilter: Option<CellPrefilter>,
+    /// True when the prefilter alone gives the filter's output.
+    filter_is_redundant: bool,
     remaining: Option<u64>,
     now_micros: i64,
     done: bool,
@@ -77,6 +79,9 @@ impl<'a> Scan<'a> {
         if how.reversed {
             ranges.reverse();
         }
+        let prefilter = how.filter.cell_prefilter();
+        let filter_is_redundant =
+            how.filter.is_pass_all() || prefilter.as_ref().is_some_and(CellPrefilter::is_exact);
         Scan {
             db,
             cf,
@@ -84,7 +89,8 @@ impl<'a> Scan<'a> {
             ranges: ranges.into_iter(),
             iter: None,
             reversed: how.reversed,
-            prefilter: how.filter.cell_prefilter(),
+            prefilter,
+            filter_is_redundant,
             filter: how.filter,
             remaining: how.rows_limit,
             now_micros: how.now_micros,
@@ -165,7 +171,7 @@ impl Iterator for Scan<'_> {
                     return Some(Err(e));
                 }
             };
-            let row = if self.filter.is_pass_all() {
+            let row = if self.filter_is_redundant {
                 row
             } else {
                 match self.filter.apply(row) {

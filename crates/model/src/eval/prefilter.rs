@@ -17,6 +17,14 @@
 //!   cells the first non-selector may have changed, so they add nothing;
 //! - anything else (limits, offsets, conditions, labels, sinks, row-key
 //!   regexes, samples): true.
+//!
+//! The predicate is *exact* ([`CellPrefilter::is_exact`]) when the filter
+//! is a tree of selectors whose interleaves' branches are pairwise
+//! disjoint (their exact families or exact qualifiers share no string):
+//! then `N(X)` is exactly the cells of `X` that pass `P_N`, in order, and a
+//! backend may skip the filter. (An interleave whose branches overlap
+//! outputs a cell once per branch, which no per-cell test expresses.)
+//! Alternatives of exact-qualifier tests are merged into one sorted set.
 
 use super::compile::Node;
 use super::in_bounds;
@@ -27,6 +35,7 @@ use crate::filter::{ColumnRange, TimestampRange, ValueRange};
 #[derive(Debug, Clone)]
 pub struct CellPrefilter {
     pre: Pre,
+    exact: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -37,6 +46,8 @@ enum Pre {
     Any(Vec<Pre>),
     Family(FullMatch),
     Qualifier(FullMatch),
+    /// Qualifier is one of these (sorted, deduplicated).
+    QualifierIn(Vec<Box<[u8]>>),
     ColumnRange(ColumnRange),
     Timestamp(TimestampRange),
     Value(FullMatch),
@@ -48,8 +59,17 @@ impl CellPrefilter {
     pub(crate) fn of(node: &Node) -> Option<CellPrefilter> {
         match simplify(derive(node)) {
             Pre::True => None,
-            pre => Some(CellPrefilter { pre }),
+            pre => Some(CellPrefilter {
+                pre,
+                exact: exact(node),
+            }),
         }
+    }
+
+    /// True when the cells passing this test, in order, *are* the filter's
+    /// output (see the module docs).
+    pub fn is_exact(&self) -> bool {
+        self.exact
     }
 
     /// Whether a cell with these parts may reach the filter's output.
@@ -72,6 +92,7 @@ fn test(pre: &Pre, family: &str, qualifier: &[u8], ts: i64, value: &[u8]) -> boo
         Pre::Any(parts) => parts.iter().any(|p| test(p, family, qualifier, ts, value)),
         Pre::Family(m) => m.is_match(family.as_bytes()),
         Pre::Qualifier(m) => m.is_match(qualifier),
+        Pre::QualifierIn(set) => set.binary_search_by(|l| (**l).cmp(qualifier)).is_ok(),
         Pre::ColumnRange(r) => family == r.family && in_bounds(qualifier, &r.start, &r.end),
         Pre::Timestamp(r) => r.contains(ts),
         Pre::Value(m) => m.is_match(value),
@@ -92,6 +113,69 @@ fn is_selector(node: &Node) -> bool {
         | Node::ValueRange(_) => true,
         Node::Chain(nodes) | Node::Interleave(nodes) => nodes.iter().all(is_selector),
         _ => false,
+    }
+}
+
+/// What a selector says of the columns it keeps: the exact families and
+/// exact qualifiers it allows (`None`: any).
+#[derive(Default)]
+struct Columns<'a> {
+    families: Option<Vec<&'a [u8]>>,
+    qualifiers: Option<Vec<&'a [u8]>>,
+}
+
+fn intersect<'a>(a: Option<Vec<&'a [u8]>>, b: Option<Vec<&'a [u8]>>) -> Option<Vec<&'a [u8]>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.into_iter().filter(|x| b.contains(x)).collect()),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+fn literals(m: &FullMatch) -> Option<Vec<&[u8]>> {
+    m.literals().map(|set| set.iter().map(|l| &**l).collect())
+}
+
+fn columns(node: &Node) -> Columns<'_> {
+    match node {
+        Node::Family(m) => Columns {
+            families: literals(m),
+            qualifiers: None,
+        },
+        Node::Qualifier(m) => Columns {
+            families: None,
+            qualifiers: literals(m),
+        },
+        Node::Chain(nodes) => nodes
+            .iter()
+            .map(columns)
+            .fold(Columns::default(), |a, b| Columns {
+                families: intersect(a.families, b.families),
+                qualifiers: intersect(a.qualifiers, b.qualifiers),
+            }),
+        _ => Columns::default(),
+    }
+}
+
+fn disjoint(a: &Columns<'_>, b: &Columns<'_>) -> bool {
+    let apart = |x: &Option<Vec<&[u8]>>, y: &Option<Vec<&[u8]>>| match (x, y) {
+        (Some(x), Some(y)) => !x.iter().any(|s| y.contains(s)),
+        _ => false,
+    };
+    apart(&a.families, &b.families) || apart(&a.qualifiers, &b.qualifiers)
+}
+
+/// See [`CellPrefilter::is_exact`].
+fn exact(node: &Node) -> bool {
+    match node {
+        Node::Chain(nodes) => nodes.iter().all(|n| is_selector(n) && exact(n)),
+        Node::Interleave(nodes) => {
+            let cols: Vec<Columns<'_>> = nodes.iter().map(columns).collect();
+            nodes.iter().all(|n| is_selector(n) && exact(n))
+                && (0..cols.len())
+                    .all(|i| (i + 1..cols.len()).all(|j| disjoint(&cols[i], &cols[j])))
+        }
+        n => is_selector(n),
     }
 }
 
@@ -145,6 +229,21 @@ fn simplify(pre: Pre) -> Pre {
                     Pre::False => {}
                     p => kept.push(p),
                 }
+            }
+            // Alternatives of exact qualifiers: one set lookup.
+            let sets: Option<Vec<&[Box<[u8]>]>> = kept
+                .iter()
+                .map(|p| match p {
+                    Pre::Qualifier(m) => m.literals(),
+                    Pre::QualifierIn(set) => Some(set.as_slice()),
+                    _ => None,
+                })
+                .collect();
+            if let Some(sets) = sets.filter(|s| s.len() > 1) {
+                let mut set: Vec<Box<[u8]>> = sets.concat();
+                set.sort_unstable();
+                set.dedup();
+                return Pre::QualifierIn(set);
             }
             match kept.len() {
                 0 => Pre::False,

@@ -54,6 +54,11 @@ impl FullMatch {
         Ok(FullMatch { regex, literals })
     }
 
+    /// The language, sorted and deduplicated, when small and finite.
+    pub fn literals(&self) -> Option<&[Box<[u8]>]> {
+        self.literals.as_deref()
+    }
+
     /// Whether the whole of `haystack` matches.
     pub fn is_match(&self, haystack: &[u8]) -> bool {
         match &self.literals {

@@ -75,6 +75,56 @@ fn proto_sink_example() {
 }
 
 #[test]
+fn prefilter_is_exact_only_when_interleaved_columns_are_disjoint() {
+    let q = |s: &str| RowFilter::exact_qualifier(s.as_bytes());
+    let alt =
+        |a: &str, b: &str| RowFilter::ColumnQualifierRegex(Bytes::from(format!("(?:{a}|{b})")));
+    let exactness = |f: RowFilter| {
+        let compiled = CompiledFilter::compile(&f).expect("compiles");
+        compiled.cell_prefilter().map(|p| p.is_exact())
+    };
+    // The wide batch filter's shape: a family, then disjoint qualifier sets.
+    let wide = RowFilter::Chain(vec![
+        RowFilter::exact_family("e"),
+        RowFilter::interleave(vec![alt("view,a", "view,b"), alt("click,a", "click,c")]),
+    ]);
+    assert_eq!(exactness(wide.clone()), Some(true));
+    let compiled = CompiledFilter::compile(&wide).expect("compiles");
+    let pre = compiled.cell_prefilter().expect("a prefilter");
+    let cells = vec![
+        cell("e", "click,a", 1, "x"),
+        cell("e", "click,b", 1, "x"),
+        cell("e", "view,a", 1, "x"),
+        cell("f", "view,a", 1, "x"),
+    ];
+    let kept: Vec<Cell> = cells
+        .iter()
+        .filter(|c| pre.may_pass(&c.family, &c.qualifier, c.timestamp_micros, &c.value))
+        .cloned()
+        .collect();
+    assert_eq!(kept, run(wide, cells));
+    // Overlapping branches output a cell twice: not exact.
+    assert_eq!(
+        exactness(RowFilter::interleave(vec![q("ab"), alt("ab", "cd")])),
+        Some(false)
+    );
+    // Disjoint by family, even with the same qualifier.
+    let column = |f: &str| RowFilter::Chain(vec![RowFilter::exact_family(f), q("a")]);
+    assert_eq!(
+        exactness(RowFilter::interleave(vec![column("f"), column("g")])),
+        Some(true)
+    );
+    // A limit is not a selector.
+    assert_eq!(
+        exactness(RowFilter::Chain(vec![
+            q("a"),
+            RowFilter::CellsPerColumnLimit(1)
+        ])),
+        Some(false)
+    );
+}
+
+#[test]
 fn interleave_keeps_duplicates_in_canonical_order() {
     let filter = RowFilter::Interleave(vec![
         RowFilter::FamilyNameRegex("B".into()),
@@ -441,10 +491,12 @@ mod properties {
                     .cloned()
                     .collect(),
             };
-            prop_assert_eq!(
-                compiled.apply(pruned).map(|r| r.cells),
-                compiled.apply(row).map(|r| r.cells)
-            );
+            let expected = compiled.apply(row).map(|r| r.cells);
+            if pre.is_exact() {
+                let exact = (!pruned.cells.is_empty()).then(|| pruned.cells.clone());
+                prop_assert_eq!(&exact, &expected, "an exact prefilter is the filter");
+            }
+            prop_assert_eq!(compiled.apply(pruned).map(|r| r.cells), expected);
         }
 
         #[test]
