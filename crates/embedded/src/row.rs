@@ -170,7 +170,10 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn cells(value: &[u8]) -> (Vec<(u32, Vec<u8>, i64, Vec<u8>)>, bool) {
+    /// A decoded cell: family id, qualifier, timestamp, value.
+    type Owned = (u32, Vec<u8>, i64, Vec<u8>);
+
+    fn cells(value: &[u8]) -> (Vec<Owned>, bool) {
         let mut it = raw_cells(value);
         let out = it
             .by_ref()
