@@ -142,24 +142,3 @@ pub(crate) fn visible_cells(
         .map(|r| r.cells)
         .unwrap_or_default())
 }
-
-/// The cells of `cells` (canonical order, live families) that GC keeps at
-/// `now_micros`.
-pub(crate) fn collect(meta: &TableMeta, cells: Vec<Cell>, now_micros: i64) -> Vec<Cell> {
-    let mut version = 0usize;
-    let mut keep = Vec::with_capacity(cells.len());
-    for (i, cell) in cells.iter().enumerate() {
-        let same = i > 0 && cells[i - 1].same_column(cell);
-        version = if same { version + 1 } else { 0 };
-        keep.push(
-            meta.family_id(&cell.family)
-                .and_then(|id| meta.family(id))
-                .is_some_and(|f| !deletes(&f.gc_rule, version, cell.timestamp_micros, now_micros)),
-        );
-    }
-    cells
-        .into_iter()
-        .zip(keep)
-        .filter_map(|(c, k)| k.then_some(c))
-        .collect()
-}

@@ -156,6 +156,11 @@ impl<'a> Iterator for RawCells<'a> {
     }
 }
 
+/// The number of cells in a stored row value (hidden ones included).
+pub(crate) fn cell_count(value: &[u8]) -> u64 {
+    raw_cells(value).count() as u64
+}
+
 /// The exclusive end of a row key's single-row range: the smallest key
 /// sorting after it.
 pub(crate) fn successor(key: &[u8]) -> Vec<u8> {

@@ -234,7 +234,7 @@ impl EmbeddedStore {
         iter.seek_to_first();
         let mut count = 0;
         while let Some(value) = iter.value() {
-            count += crate::row::raw_cells(value).count() as u64;
+            count += crate::row::cell_count(value);
             iter.next();
         }
         iter.status().map_err(storage)?;

@@ -18,7 +18,7 @@ use affinity_model::apply::now_micros;
 use crate::error::storage;
 use crate::gc::{collect_stored, Collected};
 use crate::meta::TableMeta;
-use crate::row::raw_cells;
+use crate::row::cell_count;
 use crate::store::{Db, Inner};
 
 /// Wakes or stops the sweeper thread.
@@ -203,7 +203,7 @@ fn clean_row(
         Collected::Unchanged => return Ok(0),
         Collected::Empty => {
             batch.delete_cf(cf, key);
-            stored_cell_count(&value)
+            cell_count(&value)
         }
         Collected::Rewritten(row, removed) => {
             batch.put_cf(cf, key, row);
@@ -214,9 +214,4 @@ fn clean_row(
     db.write_opt(batch, &WriteOptions::default())
         .map_err(storage)?;
     Ok(removed)
-}
-
-/// The number of cells in a stored row.
-fn stored_cell_count(value: &[u8]) -> u64 {
-    raw_cells(value).count() as u64
 }

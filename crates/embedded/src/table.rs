@@ -55,14 +55,19 @@ impl EmbeddedTable {
         check_row_mutations(&self.name, row_key, mutations, &|f| meta.has_family(f))
     }
 
-    /// Lock the rows of `keys` exclusively.
-    fn lock<'k>(&self, keys: impl IntoIterator<Item = &'k Bytes>) -> Vec<Guard<'_>> {
-        let locks = &self.inner.locks;
-        locks.lock_many(
-            keys.into_iter()
-                .map(|k| locks.stripe(&self.name, k))
-                .collect(),
-        )
+    /// The start of every write: lock the rows of `keys` exclusively, then
+    /// read them.
+    fn begin<'s>(
+        &'s self,
+        meta: &'s TableMeta,
+        keys: &[&Bytes],
+    ) -> Result<(Vec<Guard<'s>>, Pending<'s, 's>)> {
+        let inner = &*self.inner;
+        let locks = &inner.locks;
+        let guards = locks.lock_many(keys.iter().map(|k| locks.stripe(&self.name, k)).collect());
+        let cf = inner.cf(&self.name, meta)?;
+        let pending = Pending::load(&inner.db, cf, meta, keys.iter().copied(), now_micros())?;
+        Ok((guards, pending))
     }
 
     /// Write `batch` while `guards` are held, release them, then make the
@@ -87,17 +92,9 @@ impl EmbeddedTable {
 
     /// Apply validated entries, in order, in one batch.
     fn write_entries(&self, meta: &TableMeta, entries: &[&RowMutations]) -> Result<()> {
-        let guards = self.lock(entries.iter().map(|e| &e.row_key));
-        let inner = &*self.inner;
-        let cf = inner.cf(&self.name, meta)?;
-        let now = now_micros();
-        let mut pending = Pending::load(
-            &inner.db,
-            &cf,
-            meta,
-            entries.iter().map(|e| &e.row_key),
-            now,
-        )?;
+        let keys: Vec<&Bytes> = entries.iter().map(|e| &e.row_key).collect();
+        let (guards, mut pending) = self.begin(meta, &keys)?;
+        let now = pending.now_micros();
         for entry in entries {
             apply_mutations(pending.cells(&entry.row_key)?, &entry.mutations, now);
         }
@@ -157,11 +154,8 @@ impl Table for EmbeddedTable {
         })?;
         let predicate = predicate.map(CompiledFilter::compile).transpose()?;
         let key = Bytes::copy_from_slice(row_key);
-        let guards = self.lock([&key]);
-        let inner = &*self.inner;
-        let cf = inner.cf(&self.name, &meta)?;
-        let now = now_micros();
-        let mut pending = Pending::load(&inner.db, &cf, &meta, [&key], now)?;
+        let (guards, mut pending) = self.begin(&meta, &[&key])?;
+        let now = pending.now_micros();
         let cells = pending.cells(&key)?;
         let matched = predicate_matches(predicate.as_ref(), &key, cells);
         let mutations = if matched {
@@ -205,17 +199,9 @@ impl Table for EmbeddedTable {
         if valid.is_empty() {
             return Ok(statuses);
         }
-        let guards = self.lock(valid.iter().map(|&i| &entries[i].row_key));
-        let inner = &*self.inner;
-        let cf = inner.cf(&self.name, &meta)?;
-        let now = now_micros();
-        let mut pending = Pending::load(
-            &inner.db,
-            &cf,
-            &meta,
-            valid.iter().map(|&i| &entries[i].row_key),
-            now,
-        )?;
+        let keys: Vec<&Bytes> = valid.iter().map(|&i| &entries[i].row_key).collect();
+        let (guards, mut pending) = self.begin(&meta, &keys)?;
+        let now = pending.now_micros();
         for &i in &valid {
             let entry = &entries[i];
             // `read_modify_write` leaves the cells as the batch will store

@@ -11,10 +11,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use affinity_model::gc::visible_cells as collect;
 use affinity_model::{Bytes, Cell, Result};
 use rocksdb::{BoundColumnFamily, WriteBatch};
 
-use crate::decode::{collect, visible_cells};
+use crate::decode::visible_cells;
 use crate::error::storage;
 use crate::meta::TableMeta;
 use crate::row::encode_row;
@@ -22,6 +23,7 @@ use crate::store::Db;
 
 /// One row of a request: its visible cells as the request leaves them.
 struct Touched {
+    key: Bytes,
     cells: Vec<Cell>,
     existed: bool,
 }
@@ -29,83 +31,86 @@ struct Touched {
 /// The rows a request touches, read once, changed in request order, then
 /// written back together.
 pub(crate) struct Pending<'a, 'db> {
-    cf: &'a Arc<BoundColumnFamily<'db>>,
+    cf: Arc<BoundColumnFamily<'db>>,
     meta: &'a TableMeta,
     now_micros: i64,
-    rows: HashMap<Bytes, Touched>,
-    /// Keys in first-touched order (the batch is written in this order).
-    order: Vec<Bytes>,
+    /// In first-touched order (the batch is written in this order).
+    rows: Vec<Touched>,
+    /// Position of each key in `rows`.
+    index: HashMap<Bytes, usize>,
 }
 
 impl<'a, 'db> Pending<'a, 'db> {
-    /// Read the rows of `keys` (the caller holds their locks exclusively).
+    /// Read the rows of `keys` (the caller holds their locks exclusively)
+    /// at `now_micros`, the clock the request runs at.
     pub fn load<'k>(
         db: &'db Db,
-        cf: &'a Arc<BoundColumnFamily<'db>>,
+        cf: Arc<BoundColumnFamily<'db>>,
         meta: &'a TableMeta,
         keys: impl IntoIterator<Item = &'k Bytes>,
         now_micros: i64,
     ) -> Result<Pending<'a, 'db>> {
-        let mut order: Vec<Bytes> = Vec::new();
-        let mut rows = HashMap::new();
+        let mut index = HashMap::new();
+        let mut unique: Vec<&Bytes> = Vec::new();
         for key in keys {
-            if !rows.contains_key(key) {
-                rows.insert(
-                    key.clone(),
-                    Touched {
-                        cells: Vec::new(),
-                        existed: false,
-                    },
-                );
-                order.push(key.clone());
+            if !index.contains_key(key) {
+                index.insert(key.clone(), unique.len());
+                unique.push(key);
             }
         }
-        let values = db.batched_multi_get_cf(cf, order.iter().map(|k| k.as_ref()), false);
-        for (key, value) in order.iter().zip(values) {
-            if let Some(value) = value.map_err(storage)? {
-                let row = rows
-                    .get_mut(key)
-                    .ok_or_else(|| affinity_model::Error::Internal("row not loaded".into()))?;
-                row.cells = visible_cells(meta, key, &value, now_micros)?;
-                row.existed = true;
-            }
+        let values = db.batched_multi_get_cf(&cf, unique.iter().map(|k| k.as_ref()), false);
+        let mut rows = Vec::with_capacity(unique.len());
+        for (key, value) in unique.into_iter().zip(values) {
+            let stored = value.map_err(storage)?;
+            rows.push(Touched {
+                key: key.clone(),
+                cells: match &stored {
+                    Some(value) => visible_cells(meta, key, value, now_micros)?,
+                    None => Vec::new(),
+                },
+                existed: stored.is_some(),
+            });
         }
         Ok(Pending {
             cf,
             meta,
             now_micros,
             rows,
-            order,
+            index,
         })
+    }
+
+    /// The clock the request runs at.
+    pub fn now_micros(&self) -> i64 {
+        self.now_micros
     }
 
     /// The current cells of a loaded row.
     pub fn cells(&mut self, key: &Bytes) -> Result<&mut Vec<Cell>> {
-        self.rows
-            .get_mut(key)
+        self.index
+            .get(key)
+            .and_then(|&i| self.rows.get_mut(i))
             .map(|r| &mut r.cells)
             .ok_or_else(|| affinity_model::Error::Internal("row not loaded".into()))
     }
 
     /// The batch storing every touched row as it now stands (collected by
-    /// GC; an emptied row is deleted).
+    /// GC, exactly as `MemoryStore` collects a row it writes; an emptied
+    /// row is deleted).
     pub fn into_batch(self) -> Result<WriteBatch> {
+        let spec = self.meta.spec();
         let mut batch = WriteBatch::default();
         let mut buf = Vec::new();
-        let mut rows = self.rows;
-        for key in &self.order {
-            let Some(row) = rows.remove(key) else {
-                continue;
-            };
-            let cells = collect(self.meta, row.cells, self.now_micros);
+        for row in self.rows {
+            let cells = collect(&spec, row.cells, self.now_micros);
             if cells.is_empty() {
                 if row.existed {
-                    batch.delete_cf(self.cf, key);
+                    batch.delete_cf(&self.cf, &row.key);
                 }
                 continue;
             }
             encode_row(&mut buf, self.meta, &cells)?;
-            batch.put_cf(self.cf, key, &buf);
+            batch.put_cf(&self.cf, &row.key, &buf);
         }
         Ok(batch)
     }

@@ -28,7 +28,7 @@
 
 use super::compile::Node;
 use super::in_bounds;
-use super::regex::FullMatch;
+use super::regex::{in_literal_set, FullMatch};
 use crate::filter::{ColumnRange, TimestampRange, ValueRange};
 
 /// See the module docs. Built by [`super::CompiledFilter::cell_prefilter`].
@@ -92,7 +92,7 @@ fn test(pre: &Pre, family: &str, qualifier: &[u8], ts: i64, value: &[u8]) -> boo
         Pre::Any(parts) => parts.iter().any(|p| test(p, family, qualifier, ts, value)),
         Pre::Family(m) => m.is_match(family.as_bytes()),
         Pre::Qualifier(m) => m.is_match(qualifier),
-        Pre::QualifierIn(set) => set.binary_search_by(|l| (**l).cmp(qualifier)).is_ok(),
+        Pre::QualifierIn(set) => in_literal_set(set, qualifier),
         Pre::ColumnRange(r) => family == r.family && in_bounds(qualifier, &r.start, &r.end),
         Pre::Timestamp(r) => r.contains(ts),
         Pre::Value(m) => m.is_match(value),

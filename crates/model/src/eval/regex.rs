@@ -62,10 +62,18 @@ impl FullMatch {
     /// Whether the whole of `haystack` matches.
     pub fn is_match(&self, haystack: &[u8]) -> bool {
         match &self.literals {
-            Some(set) if set.len() <= 8 => set.iter().any(|l| **l == *haystack),
-            Some(set) => set.binary_search_by(|l| (**l).cmp(haystack)).is_ok(),
+            Some(set) => in_literal_set(set, haystack),
             None => self.regex.is_match(haystack),
         }
+    }
+}
+
+/// Whether `haystack` is one of `set` (sorted, deduplicated).
+pub(crate) fn in_literal_set(set: &[Box<[u8]>], haystack: &[u8]) -> bool {
+    if set.len() <= 8 {
+        set.iter().any(|l| **l == *haystack)
+    } else {
+        set.binary_search_by(|l| (**l).cmp(haystack)).is_ok()
     }
 }
 
