@@ -61,6 +61,12 @@ pub fn apply_mutations(cells: &mut Vec<Cell>, mutations: &[Mutation], now_micros
                     Cell::new(family.clone(), qualifier.clone(), ts, value.clone()),
                 );
             }
+            Mutation::AddToCell {
+                family,
+                qualifier,
+                timestamp_micros,
+                input,
+            } => add_to_cell(cells, family, qualifier, *timestamp_micros, *input),
             Mutation::DeleteFromColumn {
                 family,
                 qualifier,
@@ -72,6 +78,26 @@ pub fn apply_mutations(cells: &mut Vec<Cell>, mutations: &[Mutation], now_micros
             }),
             Mutation::DeleteFromFamily { family } => cells.retain(|c| c.family != *family),
             Mutation::DeleteFromRow => cells.clear(),
+        }
+    }
+}
+
+/// Add `input` to the sum cell of one column and timestamp (created as
+/// `input` when missing). The family is an aggregate one, so its cells are
+/// all 8-byte sums; a value of another length (impossible through the
+/// checks) is treated as 0.
+pub fn add_to_cell(cells: &mut Vec<Cell>, family: &str, qualifier: &Bytes, ts: i64, input: i64) {
+    let probe = Cell::new(family.to_string(), qualifier.clone(), ts, Bytes::new());
+    match cells.binary_search_by(|c| c.canonical_cmp(&probe)) {
+        Ok(i) => {
+            let sum = decode_i64(&cells[i].value)
+                .unwrap_or(0)
+                .wrapping_add(input);
+            cells[i].value = Bytes::copy_from_slice(&sum.to_be_bytes());
+        }
+        Err(i) => {
+            let value = Bytes::copy_from_slice(&input.to_be_bytes());
+            cells.insert(i, Cell { value, ..probe });
         }
     }
 }

@@ -35,6 +35,12 @@ pub enum Error {
     TableExists { table: String },
     #[error("column family {family:?} not found in table {table:?}")]
     FamilyNotFound { table: String, family: String },
+    #[error("column family type mismatch in table {table:?}: {reason}")]
+    FamilyTypeMismatch {
+        table: String,
+        family: String,
+        reason: String,
+    },
     #[error("column family {family:?} already exists in table {table:?}")]
     FamilyExists { table: String, family: String },
     #[error("invalid regex {pattern:?}: {reason}")]
@@ -120,7 +126,8 @@ impl Error {
             | Error::InvalidRegex { .. }
             | Error::InvalidFilter { .. }
             | Error::InvalidRowRange { .. }
-            | Error::InvalidArgument(_) => ErrorCode::InvalidArgument,
+            | Error::InvalidArgument(_)
+            | Error::FamilyTypeMismatch { .. } => ErrorCode::InvalidArgument,
             Error::TableNotFound { .. } | Error::FamilyNotFound { .. } => ErrorCode::NotFound,
             Error::TableExists { .. } | Error::FamilyExists { .. } => ErrorCode::AlreadyExists,
             Error::InvalidIncrementTarget { .. } => ErrorCode::FailedPrecondition,

@@ -57,4 +57,4 @@ pub use memory::MemoryStore;
 pub use mutation::{Mutation, ReadModifyWriteOp, ReadModifyWriteRule, RowMutations, RowRules};
 pub use rowset::{prefix_successor, ReadRowsRequest, RowRange, RowSet};
 pub use store::{RowStream, Store, Table};
-pub use table_spec::{ColumnFamily, FamilyModification, GcRule, TableSpec};
+pub use table_spec::{ColumnFamily, FamilyModification, FamilyType, GcRule, TableSpec};

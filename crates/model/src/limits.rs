@@ -5,6 +5,7 @@ use std::ops::Bound;
 use crate::error::{Error, Result};
 use crate::mutation::{Mutation, ReadModifyWriteRule, RowMutations};
 use crate::rowset::{RowRange, RowSet};
+use crate::table_spec::FamilyType;
 
 /// Largest row key, in bytes.
 pub const MAX_ROW_KEY_BYTES: usize = 4 * 1024;
@@ -95,14 +96,48 @@ pub fn check_mutation_count(count: usize) -> Result<()> {
     Ok(())
 }
 
+/// The type of a table's family, `None` when the table has no such family:
+/// what the checks below need to know about a table.
+pub type FamilyTypes<'a> = &'a dyn Fn(&str) -> Option<FamilyType>;
+
+fn check_family(
+    table: &str,
+    family: &str,
+    family_type: FamilyTypes<'_>,
+    aggregate: Option<bool>,
+    what: &str,
+) -> Result<()> {
+    check_family_name(family)?;
+    let Some(found) = family_type(family) else {
+        return Err(Error::FamilyNotFound {
+            table: table.to_string(),
+            family: family.to_string(),
+        });
+    };
+    match aggregate {
+        Some(wanted) if found.is_aggregate() != wanted => Err(Error::FamilyTypeMismatch {
+            table: table.to_string(),
+            family: family.to_string(),
+            reason: if wanted {
+                format!("{what} needs an aggregate family; {family:?} is a standard family")
+            } else {
+                format!("{what} cannot write to aggregate family {family:?}")
+            },
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Check one mutation's sizes, names and timestamps, and that its family is
-/// one of `has_family`'s. Does not check the mutation count.
+/// one of the table's, of the type the mutation needs (`SetCell` a
+/// standard family, `AddToCell` an aggregate one). Does not check the
+/// mutation count.
 pub fn check_mutation(
     mutation: &Mutation,
     table: &str,
-    has_family: &dyn Fn(&str) -> bool,
+    family_type: FamilyTypes<'_>,
 ) -> Result<()> {
-    let family = match mutation {
+    let (family, aggregate, what) = match mutation {
         Mutation::SetCell {
             family,
             qualifier,
@@ -114,7 +149,17 @@ pub fn check_mutation(
             if value.len() > MAX_VALUE_BYTES {
                 return Err(Error::ValueTooLarge { len: value.len() });
             }
-            family
+            (family, Some(false), "SetCell")
+        }
+        Mutation::AddToCell {
+            family,
+            qualifier,
+            timestamp_micros,
+            ..
+        } => {
+            check_qualifier(qualifier)?;
+            check_timestamp(*timestamp_micros, false)?;
+            (family, Some(true), "AddToCell")
         }
         Mutation::DeleteFromColumn {
             family,
@@ -130,19 +175,12 @@ pub fn check_mutation(
                     time_range.end_micros, time_range.start_micros
                 )));
             }
-            family
+            (family, None, "DeleteFromColumn")
         }
-        Mutation::DeleteFromFamily { family } => family,
+        Mutation::DeleteFromFamily { family } => (family, None, "DeleteFromFamily"),
         Mutation::DeleteFromRow => return Ok(()),
     };
-    check_family_name(family)?;
-    if !has_family(family) {
-        return Err(Error::FamilyNotFound {
-            table: table.to_string(),
-            family: family.clone(),
-        });
-    }
-    Ok(())
+    check_family(table, family, family_type, aggregate, what)
 }
 
 /// Check a whole `mutate_row` / `check_and_mutate_row` request.
@@ -150,12 +188,12 @@ pub fn check_row_mutations(
     table: &str,
     row_key: &[u8],
     mutations: &[Mutation],
-    has_family: &dyn Fn(&str) -> bool,
+    family_type: FamilyTypes<'_>,
 ) -> Result<()> {
     check_row_key(row_key)?;
     check_mutation_count(mutations.len())?;
     for m in mutations {
-        check_mutation(m, table, has_family)?;
+        check_mutation(m, table, family_type)?;
     }
     Ok(())
 }
@@ -165,19 +203,19 @@ pub fn check_read_modify_write(
     table: &str,
     row_key: &[u8],
     rules: &[ReadModifyWriteRule],
-    has_family: &dyn Fn(&str) -> bool,
+    family_type: FamilyTypes<'_>,
 ) -> Result<()> {
     check_row_key(row_key)?;
     check_mutation_count(rules.len())?;
     for rule in rules {
         check_qualifier(&rule.qualifier)?;
-        check_family_name(&rule.family)?;
-        if !has_family(&rule.family) {
-            return Err(Error::FamilyNotFound {
-                table: table.to_string(),
-                family: rule.family.clone(),
-            });
-        }
+        check_family(
+            table,
+            &rule.family,
+            family_type,
+            Some(false),
+            "ReadModifyWriteRow",
+        )?;
     }
     Ok(())
 }
@@ -189,7 +227,7 @@ pub fn check_check_and_mutate(
     row_key: &[u8],
     true_mutations: &[Mutation],
     false_mutations: &[Mutation],
-    has_family: &dyn Fn(&str) -> bool,
+    family_type: FamilyTypes<'_>,
 ) -> Result<()> {
     check_row_key(row_key)?;
     check_mutation_count(true_mutations.len() + false_mutations.len())?;
@@ -200,7 +238,7 @@ pub fn check_check_and_mutate(
             });
         }
         for m in branch {
-            check_mutation(m, table, has_family)?;
+            check_mutation(m, table, family_type)?;
         }
     }
     Ok(())
@@ -257,7 +295,7 @@ mod tests {
 
     #[test]
     fn delete_ranges_must_not_be_empty_or_inverted() {
-        let has = |_: &str| true;
+        let has = |_: &str| Some(FamilyType::Standard);
         let del = |s, e| Mutation::DeleteFromColumn {
             family: "f".into(),
             qualifier: bytes::Bytes::new(),
@@ -283,7 +321,7 @@ mod tests {
 
     #[test]
     fn check_and_mutate_needs_one_mutation() {
-        let has = |_: &str| true;
+        let has = |_: &str| Some(FamilyType::Standard);
         let set = Mutation::set_cell("f", "q", 1000, "v");
         assert_eq!(
             check_check_and_mutate("t", b"k", &[], &[], &has),

@@ -26,7 +26,7 @@ use crate::limits;
 use crate::mutation::{Mutation, ReadModifyWriteRule, RowMutations};
 use crate::rowset::{ReadRowsRequest, RowRange};
 use crate::store::{RowStream, Store, Table};
-use crate::table_spec::{FamilyModification, TableSpec};
+use crate::table_spec::{FamilyModification, FamilyType, TableSpec};
 
 /// A clock returning microseconds since the Unix epoch.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -171,8 +171,8 @@ struct TableState {
 }
 
 impl TableState {
-    fn has_family(&self) -> impl Fn(&str) -> bool + '_ {
-        |f: &str| self.spec.families.contains_key(f)
+    fn family_type(&self) -> impl Fn(&str) -> Option<FamilyType> + '_ {
+        |f: &str| self.spec.family_type(f)
     }
 
     /// Run `f` on the visible cells of row `key`, then store what is left
@@ -252,7 +252,7 @@ impl Table for MemoryTable {
         self.check_live()?;
         let now = self.now();
         let mut state = self.state.write();
-        limits::check_row_mutations(&self.name, row_key, mutations, &state.has_family())?;
+        limits::check_row_mutations(&self.name, row_key, mutations, &state.family_type())?;
         state.update_row(row_key, now, |cells| {
             apply_mutations(cells, mutations, now);
             Ok(())
@@ -270,7 +270,7 @@ impl Table for MemoryTable {
                 &self.name,
                 &entry.row_key,
                 &entry.mutations,
-                &state.has_family(),
+                &state.family_type(),
             );
             statuses.push(checked.and_then(|()| {
                 state.update_row(&entry.row_key, now, |cells| {
@@ -297,7 +297,7 @@ impl Table for MemoryTable {
             row_key,
             true_mutations,
             false_mutations,
-            &state.has_family(),
+            &state.family_type(),
         )?;
         let predicate = predicate.map(CompiledFilter::compile).transpose()?;
         let key = Bytes::copy_from_slice(row_key);
@@ -317,7 +317,7 @@ impl Table for MemoryTable {
         self.check_live()?;
         let now = self.now();
         let mut state = self.state.write();
-        limits::check_read_modify_write(&self.name, row_key, rules, &state.has_family())?;
+        limits::check_read_modify_write(&self.name, row_key, rules, &state.family_type())?;
         let cells = state.update_row(row_key, now, |cells| read_modify_write(cells, rules, now))?;
         Ok(Row {
             key: Bytes::copy_from_slice(row_key),

@@ -16,6 +16,15 @@ pub enum Mutation {
         timestamp_micros: i64,
         value: Bytes,
     },
+    /// Add `input` to the cell of one column and timestamp of an aggregate
+    /// family (`FamilyType::SumInt64`), creating it (as `input`) when
+    /// missing. `timestamp_micros` is explicit (>= 0, whole milliseconds).
+    AddToCell {
+        family: String,
+        qualifier: Bytes,
+        timestamp_micros: i64,
+        input: i64,
+    },
     /// Delete the cells of one column whose timestamp is in `time_range`.
     DeleteFromColumn {
         family: String,
@@ -44,6 +53,21 @@ impl Mutation {
         }
     }
 
+    /// An `AddToCell` of `input`.
+    pub fn add_to_cell(
+        family: impl Into<String>,
+        qualifier: impl Into<Bytes>,
+        timestamp_micros: i64,
+        input: i64,
+    ) -> Mutation {
+        Mutation::AddToCell {
+            family: family.into(),
+            qualifier: qualifier.into(),
+            timestamp_micros,
+            input,
+        }
+    }
+
     /// A `DeleteFromColumn` over all timestamps.
     pub fn delete_column(family: impl Into<String>, qualifier: impl Into<Bytes>) -> Mutation {
         Mutation::DeleteFromColumn {
@@ -53,15 +77,16 @@ impl Mutation {
         }
     }
 
-    /// True when applying it twice has the same effect as once (it does not
-    /// use the server's clock). Only idempotent entries are retried.
+    /// True when applying it twice has the same effect as once (it neither
+    /// uses the server's clock nor adds). Only idempotent entries are
+    /// retried.
     pub fn is_idempotent(&self) -> bool {
         !matches!(
             self,
             Mutation::SetCell {
                 timestamp_micros: crate::SERVER_TIME,
                 ..
-            }
+            } | Mutation::AddToCell { .. }
         )
     }
 }

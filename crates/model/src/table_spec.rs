@@ -19,10 +19,39 @@ pub enum GcRule {
     Union(Vec<GcRule>),
 }
 
+/// What the cells of a family hold, as Bigtable's family `value_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FamilyType {
+    /// Plain cells, written with `SetCell`.
+    #[default]
+    Standard,
+    /// An aggregate family summing 64-bit integers: cells are written with
+    /// `AddToCell` only (adds to the same column and timestamp sum into one
+    /// cell) and read as 8-byte big-endian values.
+    SumInt64,
+}
+
+impl FamilyType {
+    pub fn is_aggregate(self) -> bool {
+        self != FamilyType::Standard
+    }
+}
+
 /// A column family of a table.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ColumnFamily {
     pub gc_rule: GcRule,
+    pub value_type: FamilyType,
+}
+
+impl ColumnFamily {
+    /// A standard family.
+    pub fn standard(gc_rule: GcRule) -> ColumnFamily {
+        ColumnFamily {
+            gc_rule,
+            value_type: FamilyType::Standard,
+        }
+    }
 }
 
 /// What a table holds: its column families.
@@ -38,8 +67,24 @@ impl TableSpec {
 
     /// Add (or replace) a family.
     pub fn with_family(mut self, name: impl Into<String>, gc_rule: GcRule) -> TableSpec {
-        self.families.insert(name.into(), ColumnFamily { gc_rule });
+        self.families
+            .insert(name.into(), ColumnFamily::standard(gc_rule));
         self
+    }
+
+    /// Add (or replace) an aggregate family summing 64-bit integers.
+    pub fn with_sum_family(mut self, name: impl Into<String>, gc_rule: GcRule) -> TableSpec {
+        let family = ColumnFamily {
+            gc_rule,
+            value_type: FamilyType::SumInt64,
+        };
+        self.families.insert(name.into(), family);
+        self
+    }
+
+    /// The type of a family, if the table has it.
+    pub fn family_type(&self, name: &str) -> Option<FamilyType> {
+        self.families.get(name).map(|f| f.value_type)
     }
 }
 
@@ -83,12 +128,8 @@ impl TableSpec {
                             family: family.clone(),
                         });
                     }
-                    next.families.insert(
-                        family.clone(),
-                        ColumnFamily {
-                            gc_rule: gc_rule.clone(),
-                        },
-                    );
+                    next.families
+                        .insert(family.clone(), ColumnFamily::standard(gc_rule.clone()));
                 }
                 FamilyModification::Update { family, gc_rule } => {
                     crate::gc::validate_gc_rule(gc_rule)?;

@@ -25,6 +25,7 @@
 //! [`MemoryStore`](crate::MemoryStore) and compares every read.
 
 mod admin;
+mod aggregates;
 mod concurrency;
 mod filters;
 mod gc;
@@ -44,6 +45,7 @@ pub use reference::{check_against_reference, ReferenceConfig};
 /// The cases, one function each, as the macros call them.
 pub mod cases {
     pub use super::admin::*;
+    pub use super::aggregates::*;
     pub use super::concurrency::*;
     pub use super::filters::*;
     pub use super::gc::*;
@@ -175,6 +177,27 @@ impl Ctx {
         let mut base: String = self.name.chars().take(40).collect();
         base = base.replace(|c: char| !(c.is_ascii_alphanumeric() || c == '_'), "_");
         format!("{base}-{:08x}", rand::random::<u32>())
+    }
+
+    /// Create a table from `spec` (its families made with the table),
+    /// deleted when the returned handle is dropped.
+    pub fn table_with_spec(&self, spec: &TableSpec) -> TestTable {
+        let name = self.unique_name();
+        self.store
+            .create_table(&name, spec)
+            .unwrap_or_else(|e| panic!("create_table({name}): {e}"));
+        let guard = TableGuard {
+            store: self.store.clone(),
+            name: name.clone(),
+        };
+        let table = self
+            .store
+            .open_table(&name)
+            .unwrap_or_else(|e| panic!("open_table({name}): {e}"));
+        TestTable {
+            table,
+            _guard: guard,
+        }
     }
 
     /// Create a table with these families (created in alphabetical order),
@@ -352,6 +375,12 @@ macro_rules! conformance_suite {
             limit_mutate_rows_total,
             atomic_row_mutation_visibility,
             concurrent_increments,
+            aggregate_add_to_cell_sums,
+            aggregate_family_type_is_enforced,
+            aggregate_deletes_and_gc,
+            aggregate_check_and_mutate,
+            aggregate_concurrent_adds,
+            aggregate_table_spec,
         }
     };
 }
