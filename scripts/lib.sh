@@ -15,8 +15,9 @@ ensure_build_prereqs() {
   fi
   local missing=()
   command -v clang >/dev/null 2>&1 || missing+=(clang)
-  if ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 \
-     && ! ls /usr/lib/*/libclang*.so* >/dev/null 2>&1; then
+  # bindgen loads libclang.so or libclang-N.so (not libclang-cpp).
+  if ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-[0-9]*.so* \
+         /usr/lib/*/libclang.so* /usr/lib/*/libclang-[0-9]*.so* >/dev/null 2>&1; then
     missing+=(libclang-dev)
   fi
   [ ${#missing[@]} -eq 0 ] && return 0

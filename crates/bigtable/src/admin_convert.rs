@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use affinity_model::{ColumnFamily, Error, FamilyModification, GcRule, Result, TableSpec};
+use affinity_model::{
+    ColumnFamily, Error, FamilyModification, FamilyType, GcRule, Result, TableSpec,
+};
 use googleapis_tonic_google_bigtable_admin_v2::google::bigtable::admin::v2 as admin;
 
 /// A GC rule as the admin API takes it.
@@ -80,8 +82,50 @@ fn duration_from_proto(d: &prost_types::Duration) -> Result<Duration> {
 pub(crate) fn family_to_proto(family: &ColumnFamily) -> Result<admin::ColumnFamily> {
     Ok(admin::ColumnFamily {
         gc_rule: Some(gc_rule_to_proto(&family.gc_rule)?),
-        value_type: None,
+        value_type: type_to_proto(family.value_type),
     })
+}
+
+/// A family's `value_type`: none for a standard family, an int64 sum
+/// aggregate (big-endian 8-byte values) for a sum family.
+fn type_to_proto(value_type: FamilyType) -> Option<admin::Type> {
+    use admin::r#type::{aggregate, int64, Aggregate, Int64, Kind};
+    match value_type {
+        FamilyType::Standard => None,
+        FamilyType::SumInt64 => {
+            let int64 = admin::Type {
+                kind: Some(Kind::Int64Type(Int64 {
+                    encoding: Some(int64::Encoding {
+                        encoding: Some(int64::encoding::Encoding::BigEndianBytes(
+                            int64::encoding::BigEndianBytes::default(),
+                        )),
+                    }),
+                })),
+            };
+            Some(admin::Type {
+                kind: Some(Kind::AggregateType(Box::new(Aggregate {
+                    input_type: Some(Box::new(int64)),
+                    state_type: None,
+                    aggregator: Some(aggregate::Aggregator::Sum(aggregate::Sum {})),
+                }))),
+            })
+        }
+    }
+}
+
+/// A family's type from its `value_type`; aggregates other than an int64
+/// sum are refused (Affinity never creates them).
+fn type_from_proto(family: &str, value_type: Option<&admin::Type>) -> Result<FamilyType> {
+    use admin::r#type::{aggregate::Aggregator, Kind};
+    match value_type.and_then(|t| t.kind.as_ref()) {
+        None => Ok(FamilyType::Standard),
+        Some(Kind::AggregateType(a)) if matches!(a.aggregator, Some(Aggregator::Sum(_))) => {
+            Ok(FamilyType::SumInt64)
+        }
+        Some(other) => Err(Error::InvalidArgument(format!(
+            "column family {family:?} has a value type Affinity does not support: {other:?}"
+        ))),
+    }
 }
 
 /// A table's spec from its admin-API description.
@@ -92,6 +136,7 @@ pub(crate) fn spec_from_proto(table: &admin::Table) -> Result<TableSpec> {
             name.clone(),
             ColumnFamily {
                 gc_rule: gc_rule_from_proto(family.gc_rule.as_ref())?,
+                value_type: type_from_proto(name, family.value_type.as_ref())?,
             },
         );
     }
@@ -106,15 +151,18 @@ pub(crate) fn modification_to_proto(
     let (id, m) = match modification {
         FamilyModification::Create { family, gc_rule } => (
             family,
+            Mod::Create(family_to_proto(&ColumnFamily::standard(gc_rule.clone()))?),
+        ),
+        FamilyModification::CreateSum { family, gc_rule } => (
+            family,
             Mod::Create(family_to_proto(&ColumnFamily {
                 gc_rule: gc_rule.clone(),
+                value_type: FamilyType::SumInt64,
             })?),
         ),
         FamilyModification::Update { family, gc_rule } => (
             family,
-            Mod::Update(family_to_proto(&ColumnFamily {
-                gc_rule: gc_rule.clone(),
-            })?),
+            Mod::Update(family_to_proto(&ColumnFamily::standard(gc_rule.clone()))?),
         ),
         FamilyModification::Drop { family } => (family, Mod::Drop(true)),
     };
@@ -150,15 +198,22 @@ mod tests {
         let mut table = admin::Table::default();
         table.column_families.insert(
             "e".into(),
+            family_to_proto(&ColumnFamily::standard(GcRule::MaxVersions(1))).unwrap(),
+        );
+        table.column_families.insert(
+            "n".into(),
             family_to_proto(&ColumnFamily {
-                gc_rule: GcRule::MaxVersions(1),
+                gc_rule: GcRule::None,
+                value_type: FamilyType::SumInt64,
             })
             .unwrap(),
         );
         let spec = spec_from_proto(&table).unwrap();
         assert_eq!(
             spec,
-            TableSpec::new().with_family("e", GcRule::MaxVersions(1))
+            TableSpec::new()
+                .with_family("e", GcRule::MaxVersions(1))
+                .with_sum_family("n", GcRule::None)
         );
     }
 

@@ -151,6 +151,26 @@ pub(crate) fn mutation_to_proto(mutation: &Mutation) -> pb::Mutation {
             timestamp_micros: *timestamp_micros,
             value: value.clone(),
         }),
+        Mutation::AddToCell {
+            family,
+            qualifier,
+            timestamp_micros,
+            input,
+        } => m::Mutation::AddToCell(m::AddToCell {
+            family_name: family.clone(),
+            column_qualifier: Some(pb::Value {
+                kind: Some(pb::value::Kind::RawValue(qualifier.clone())),
+                r#type: None,
+            }),
+            timestamp: Some(pb::Value {
+                kind: Some(pb::value::Kind::RawTimestampMicros(*timestamp_micros)),
+                r#type: None,
+            }),
+            input: Some(pb::Value {
+                kind: Some(pb::value::Kind::IntValue(*input)),
+                r#type: None,
+            }),
+        }),
         Mutation::DeleteFromColumn {
             family,
             qualifier,

@@ -1,9 +1,9 @@
 //! `MutateRows`: per-entry statuses, and retries of only the entries that
 //! failed with a retryable code and are idempotent.
 
-use std::collections::BTreeSet;
-
 use affinity_model::{limits, Error, Mutation, Result, RowMutations};
+
+use crate::table::Families;
 use googleapis_tonic_google_bigtable_v2::google::bigtable::v2 as pb;
 use tonic::Code;
 
@@ -33,9 +33,9 @@ pub(crate) fn mutate_rows(
     let mut known = table.known_families();
     let mut reloaded = false;
     for (index, entry) in entries.iter().enumerate() {
-        let check = |known: &BTreeSet<String>| {
+        let check = |known: &Families| {
             limits::check_row_mutations(&name, &entry.row_key, &entry.mutations, &|f: &str| {
-                known.contains(f)
+                known.get(f).copied()
             })
         };
         let mut checked = check(&known);

@@ -1,11 +1,12 @@
 //! `BigtableTable`: one table's data operations over the v2 data API.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use affinity_model::{
-    eval, limits, Error, Mutation, ReadModifyWriteOp, ReadModifyWriteRule, ReadRowsRequest, Result,
-    Row, RowFilter, RowMutations, RowRules, RowStream, SampleRowKey, Table, TableSpec,
+    eval, limits, Error, FamilyType, Mutation, ReadModifyWriteOp, ReadModifyWriteRule,
+    ReadRowsRequest, Result, Row, RowFilter, RowMutations, RowRules, RowStream, SampleRowKey,
+    Table, TableSpec,
 };
 use bytes::Bytes;
 use googleapis_tonic_google_bigtable_v2::google::bigtable::v2 as pb;
@@ -28,11 +29,19 @@ pub struct BigtableTable {
     name: String,
     /// `projects/{p}/instances/{i}/tables/{name}`.
     path: String,
-    families: RwLock<Arc<BTreeSet<String>>>,
+    families: RwLock<Arc<Families>>,
 }
 
-fn family_names(spec: &TableSpec) -> Arc<BTreeSet<String>> {
-    Arc::new(spec.families.keys().cloned().collect())
+/// A table's families and their types, as the client-side checks see them.
+pub(crate) type Families = BTreeMap<String, FamilyType>;
+
+fn family_names(spec: &TableSpec) -> Arc<Families> {
+    Arc::new(
+        spec.families
+            .iter()
+            .map(|(name, f)| (name.clone(), f.value_type))
+            .collect(),
+    )
 }
 
 impl BigtableTable {
@@ -54,14 +63,14 @@ impl BigtableTable {
         &self.shared
     }
 
-    pub(crate) fn known_families(&self) -> Arc<BTreeSet<String>> {
+    pub(crate) fn known_families(&self) -> Arc<Families> {
         match self.families.read() {
             Ok(f) => Arc::clone(&f),
             Err(poisoned) => Arc::clone(&poisoned.into_inner()),
         }
     }
 
-    pub(crate) fn reload_families(&self) -> Result<Arc<BTreeSet<String>>> {
+    pub(crate) fn reload_families(&self) -> Result<Arc<Families>> {
         let (path, table) = (self.path.clone(), self.name.clone());
         let spec = self
             .shared
@@ -79,13 +88,13 @@ impl BigtableTable {
     /// (another client may have just created it).
     pub(crate) fn check_with_families(
         &self,
-        check: impl Fn(&dyn Fn(&str) -> bool) -> Result<()>,
+        check: impl Fn(&dyn Fn(&str) -> Option<FamilyType>) -> Result<()>,
     ) -> Result<()> {
         let known = self.known_families();
-        match check(&|f: &str| known.contains(f)) {
+        match check(&|f: &str| known.get(f).copied()) {
             Err(Error::FamilyNotFound { .. }) => {
                 let known = self.reload_families()?;
-                check(&|f: &str| known.contains(f))
+                check(&|f: &str| known.get(f).copied())
             }
             other => other,
         }
@@ -98,7 +107,7 @@ impl BigtableTable {
     pub(crate) fn explain_failure(
         &self,
         err: Error,
-        check: impl Fn(&dyn Fn(&str) -> bool) -> Result<()>,
+        check: impl Fn(&dyn Fn(&str) -> Option<FamilyType>) -> Result<()>,
     ) -> Error {
         if !may_be_unknown_family(&err) {
             return err;
@@ -139,11 +148,11 @@ pub(crate) fn may_be_unknown_family(err: &Error) -> bool {
 /// `err`, or the `FamilyNotFound` that `check` finds with the families
 /// `known`.
 pub(crate) fn explain_with(
-    known: &BTreeSet<String>,
+    known: &Families,
     err: Error,
-    check: impl Fn(&dyn Fn(&str) -> bool) -> Result<()>,
+    check: impl Fn(&dyn Fn(&str) -> Option<FamilyType>) -> Result<()>,
 ) -> Error {
-    match check(&|f: &str| known.contains(f)) {
+    match check(&|f: &str| known.get(f).copied()) {
         Err(family_err @ Error::FamilyNotFound { .. }) => family_err,
         _ => err,
     }
@@ -155,7 +164,7 @@ impl Table for BigtableTable {
     }
 
     fn mutate_row(&self, row_key: &[u8], mutations: &[Mutation]) -> Result<()> {
-        let check = |has: &dyn Fn(&str) -> bool| {
+        let check = |has: &dyn Fn(&str) -> Option<FamilyType>| {
             limits::check_row_mutations(&self.name, row_key, mutations, has)
         };
         self.check_with_families(check)?;
@@ -197,7 +206,7 @@ impl Table for BigtableTable {
         true_mutations: &[Mutation],
         false_mutations: &[Mutation],
     ) -> Result<bool> {
-        let check = |has: &dyn Fn(&str) -> bool| {
+        let check = |has: &dyn Fn(&str) -> Option<FamilyType>| {
             limits::check_check_and_mutate(
                 &self.name,
                 row_key,
@@ -286,7 +295,7 @@ impl Table for BigtableTable {
     }
 
     fn read_modify_write_row(&self, row_key: &[u8], rules: &[ReadModifyWriteRule]) -> Result<Row> {
-        let check = |has: &dyn Fn(&str) -> bool| {
+        let check = |has: &dyn Fn(&str) -> Option<FamilyType>| {
             limits::check_read_modify_write(&self.name, row_key, rules, has)
         };
         self.check_with_families(check)?;

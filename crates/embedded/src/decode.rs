@@ -11,7 +11,7 @@ use std::ops::Range;
 
 use affinity_model::eval::CellPrefilter;
 use affinity_model::gc::deletes;
-use affinity_model::{Bytes, Cell, Result, Row};
+use affinity_model::{Bytes, Cell, CellRef, Result, Row};
 
 use crate::meta::{FamilyView, TableMeta};
 use crate::row::{corrupt_row, raw_cells, RawCell};
@@ -127,6 +127,48 @@ pub(crate) fn read_row(
         key: data.slice(..at),
         cells,
     }))
+}
+
+/// Decode a stored row for a visiting read: the cells visible at
+/// `now_micros` that `prefilter` lets through, as views of `value` (and of
+/// `meta`'s family names) pushed onto `out` (cleared first).
+pub(crate) fn read_refs<'v>(
+    meta: &'v TableMeta,
+    key: &[u8],
+    value: &'v [u8],
+    now_micros: i64,
+    prefilter: Option<&CellPrefilter>,
+    out: &mut Vec<CellRef<'v>>,
+) -> Result<()> {
+    out.clear();
+    let mut visibility = Visibility::new(meta, now_micros);
+    let mut previous: Option<RawCell<'_>> = None;
+    let mut cells = raw_cells(value);
+    for cell in cells.by_ref() {
+        let family = visibility.visible(&cell, previous.as_ref());
+        previous = Some(cell);
+        let Some(family) = family else { continue };
+        if prefilter.is_some_and(|p| {
+            !p.may_pass(
+                &family.name,
+                cell.qualifier,
+                cell.timestamp_micros,
+                cell.value,
+            )
+        }) {
+            continue;
+        }
+        out.push(CellRef {
+            family: &family.name,
+            qualifier: cell.qualifier,
+            timestamp_micros: cell.timestamp_micros,
+            value: cell.value,
+        });
+    }
+    if cells.failed() {
+        return Err(corrupt_row(key));
+    }
+    Ok(())
 }
 
 /// Decode a stored row for a write: its visible cells at `now_micros`,

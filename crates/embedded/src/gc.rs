@@ -49,11 +49,15 @@ pub(crate) fn collect_stored(meta: &TableMeta, value: &[u8], now_micros: i64) ->
             dropped += 1;
         }
     }
-    if cells.failed() || dropped == 0 {
+    if cells.failed() {
         return Collected::Unchanged;
     }
     if keep.is_empty() {
+        // A row its writes emptied (a merge cannot delete) goes too.
         return Collected::Empty;
+    }
+    if dropped == 0 {
+        return Collected::Unchanged;
     }
     let mut out = Vec::with_capacity(value.len());
     out.push(FORMAT);
@@ -205,5 +209,6 @@ mod tests {
             "family newer than the snapshot"
         );
         assert_eq!(collect_stored(&meta, b"garbage", now), Collected::Unchanged);
+        assert_eq!(collect_stored(&meta, &[FORMAT], now), Collected::Empty);
     }
 }

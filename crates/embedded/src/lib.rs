@@ -93,6 +93,7 @@ mod decode;
 mod error;
 mod gc;
 mod locks;
+mod merge;
 mod meta;
 mod options;
 mod ranges;

@@ -1,29 +1,36 @@
 //! Striped per-row locks.
 //!
-//! Every write reads the rows it touches and stores them back whole, so it
-//! holds the stripe of each of its rows for the read and the write: nothing
-//! can land in between. Stripes are always taken in ascending order, so a
+//! A write that reads the rows it touches and stores them back whole
+//! (check-and-mutate, read-modify-write, the sweeper) holds the stripe of
+//! each of its rows exclusively for the read and the write: nothing can
+//! land in between. A blind write (a merge operand, see [`crate::merge`])
+//! holds its stripes shared until its batch is in the memtable, so blind
+//! writes run side by side but never inside another request's
+//! read-then-write. Stripes are always taken in ascending order, so a
 //! request locking many rows cannot deadlock with another.
 
 use std::hash::{BuildHasher, Hasher};
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Number of stripes (a power of two).
 const STRIPES: usize = 4096;
 
 /// A held stripe.
-pub(crate) type Guard<'a> = MutexGuard<'a, ()>;
+pub(crate) enum Guard<'a> {
+    Exclusive(#[allow(dead_code)] RwLockWriteGuard<'a, ()>),
+    Shared(#[allow(dead_code)] RwLockReadGuard<'a, ()>),
+}
 
 pub(crate) struct RowLocks {
-    stripes: Box<[Mutex<()>]>,
+    stripes: Box<[RwLock<()>]>,
     hasher: std::collections::hash_map::RandomState,
 }
 
 impl RowLocks {
     pub fn new() -> RowLocks {
         RowLocks {
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
             hasher: std::collections::hash_map::RandomState::new(),
         }
     }
@@ -37,16 +44,39 @@ impl RowLocks {
         (h.finish() as usize) & (STRIPES - 1)
     }
 
-    /// Lock one stripe.
+    /// Lock one stripe exclusively.
     pub fn lock(&self, stripe: usize) -> Guard<'_> {
-        self.stripes[stripe & (STRIPES - 1)].lock()
+        Guard::Exclusive(self.stripes[stripe & (STRIPES - 1)].write())
     }
 
-    /// Lock several stripes (each once) in ascending order.
-    pub fn lock_many(&self, mut wanted: Vec<usize>) -> Vec<Guard<'_>> {
-        wanted.sort_unstable();
-        wanted.dedup();
-        wanted.into_iter().map(|s| self.lock(s)).collect()
+    /// Lock several stripes (each once) in ascending order, exclusively.
+    pub fn lock_many(&self, wanted: Vec<usize>) -> Vec<Guard<'_>> {
+        self.lock_mixed(wanted.into_iter().map(|s| (s, true)).collect())
+    }
+
+    /// Lock several stripes in ascending order, each exclusively when any
+    /// of its requests `(stripe, exclusive)` asks so, else shared.
+    pub fn lock_mixed(&self, mut wanted: Vec<(usize, bool)>) -> Vec<Guard<'_>> {
+        let mask = STRIPES - 1;
+        // Exclusive requests sort after shared ones of the same stripe, so
+        // the last of each stripe decides.
+        wanted.sort_unstable_by_key(|&(s, exclusive)| (s & mask, exclusive));
+        let mut out = Vec::with_capacity(wanted.len());
+        for (i, &(stripe, exclusive)) in wanted.iter().enumerate() {
+            if wanted
+                .get(i + 1)
+                .is_some_and(|next| next.0 & mask == stripe & mask)
+            {
+                continue;
+            }
+            let lock = &self.stripes[stripe & mask];
+            out.push(if exclusive {
+                Guard::Exclusive(lock.write())
+            } else {
+                Guard::Shared(lock.read())
+            });
+        }
+        out
     }
 }
 
@@ -61,9 +91,37 @@ mod tests {
         let locks = RowLocks::new();
         let guards = locks.lock_many(vec![5, 3, 5, 3]);
         assert_eq!(guards.len(), 2);
-        assert!(locks.stripes[5].try_lock().is_none());
+        assert!(locks.stripes[5].try_read().is_none());
         drop(guards);
-        assert!(locks.stripes[5].try_lock().is_some());
+        assert!(locks.stripes[5].try_write().is_some());
+    }
+
+    #[test]
+    fn mixed_requests_take_each_stripe_once_exclusive_wins() {
+        let locks = RowLocks::new();
+        let guards = locks.lock_mixed(vec![
+            (9, false),
+            (4, true),
+            (9, true),
+            (4, false),
+            (1, false),
+        ]);
+        assert_eq!(guards.len(), 3);
+        assert!(locks.stripes[9].try_read().is_none());
+        assert!(locks.stripes[4].try_read().is_none());
+        assert!(locks.stripes[1].try_read().is_some());
+        assert!(locks.stripes[1].try_write().is_none());
+    }
+
+    #[test]
+    fn shared_holders_exclude_only_exclusive_ones() {
+        let locks = RowLocks::new();
+        let a = locks.lock_mixed(vec![(7, false), (2, false)]);
+        let b = locks.lock_mixed(vec![(7, false)]);
+        assert!(locks.stripes[7].try_write().is_none());
+        drop((a, b));
+        let _x = locks.lock_many(vec![7]);
+        assert!(locks.stripes[7].try_read().is_none());
     }
 
     #[test]

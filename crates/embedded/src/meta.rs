@@ -2,8 +2,8 @@
 //! in the metadata column family.
 //!
 //! ```text
-//! meta     = version u8 (=1) | cf name (str) | next family id u32 | n u32 | family * n
-//! family   = name (str) | id u32 | gc rule
+//! meta     = version u8 (=3) | cf name (str) | next family id u32 | n u32 | family * n
+//! family   = name (str) | id u32 | gc rule | type u8 (0 standard, 1 int64 sum)
 //! gc rule  = 0 (none) | 1 n:u32 (max versions) | 2 secs:u64 nanos:u32 (max age)
 //!          | 3 n:u32 rule*n (intersection) | 4 n:u32 rule*n (union)
 //! str      = len u16 | utf-8 bytes
@@ -13,10 +13,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use affinity_model::{ColumnFamily, Error, GcRule, Result, TableSpec};
+use affinity_model::{ColumnFamily, Error, FamilyType, GcRule, Result, TableSpec};
 
-/// Version 2: rows stored one RocksDB key each (`crate::row`).
-const FORMAT_VERSION: u8 = 2;
+/// Version 3: version 2 and each family's type (aggregate families).
+const FORMAT_VERSION: u8 = 3;
+/// Version 2: rows stored one RocksDB key each (`crate::row`), every family
+/// standard. Read as version 3 with standard families.
+const UNTYPED_FORMAT: u8 = 2;
 /// Version 1 stored one RocksDB key per cell; its data is not readable.
 const PER_CELL_FORMAT: u8 = 1;
 /// Deepest nesting of GC rules accepted when decoding.
@@ -27,6 +30,7 @@ const MAX_RULE_DEPTH: usize = 64;
 pub(crate) struct FamilyMeta {
     pub id: u32,
     pub gc_rule: GcRule,
+    pub value_type: FamilyType,
 }
 
 /// A family as the read path sees it, looked up by id.
@@ -87,6 +91,7 @@ impl TableMeta {
                 let family = FamilyMeta {
                     id: id as u32,
                     gc_rule: cf.gc_rule.clone(),
+                    value_type: cf.value_type,
                 };
                 (name.clone(), family)
             })
@@ -103,6 +108,7 @@ impl TableMeta {
                 .map(|(name, f)| {
                     let cf = ColumnFamily {
                         gc_rule: f.gc_rule.clone(),
+                        value_type: f.value_type,
                     };
                     (name.clone(), cf)
                 })
@@ -114,8 +120,9 @@ impl TableMeta {
         self.families.get(name).map(|f| f.id)
     }
 
-    pub fn has_family(&self, name: &str) -> bool {
-        self.families.contains_key(name)
+    /// The type of a family, if the table has it.
+    pub fn family_type(&self, name: &str) -> Option<FamilyType> {
+        self.families.get(name).map(|f| f.value_type)
     }
 
     /// The live family with this id, if any.
@@ -137,6 +144,10 @@ impl TableMeta {
             put_str(&mut out, name);
             out.extend_from_slice(&family.id.to_be_bytes());
             put_rule(&mut out, &family.gc_rule);
+            out.push(match family.value_type {
+                FamilyType::Standard => 0,
+                FamilyType::SumInt64 => 1,
+            });
         }
         out
     }
@@ -155,7 +166,7 @@ impl TableMeta {
                  reload the data into a new --data directory"
             )));
         }
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != UNTYPED_FORMAT {
             return Err(corrupt(&format!("unknown format version {version}")));
         }
         let cf_name = r.str().ok_or_else(|| corrupt("bad column family name"))?;
@@ -166,12 +177,27 @@ impl TableMeta {
             let name = r.str().ok_or_else(|| corrupt("bad family name"))?;
             let id = r.u32().ok_or_else(|| corrupt("bad family id"))?;
             let gc_rule = r.rule(0).ok_or_else(|| corrupt("bad gc rule"))?;
+            let value_type = match version {
+                UNTYPED_FORMAT => FamilyType::Standard,
+                _ => match r.u8() {
+                    Some(0) => FamilyType::Standard,
+                    Some(1) => FamilyType::SumInt64,
+                    _ => return Err(corrupt("bad family type")),
+                },
+            };
             if id >= next_family_id {
                 return Err(corrupt(&format!(
                     "family id {id} is not below {next_family_id}"
                 )));
             }
-            families.insert(name, FamilyMeta { id, gc_rule });
+            families.insert(
+                name,
+                FamilyMeta {
+                    id,
+                    gc_rule,
+                    value_type,
+                },
+            );
         }
         if !r.bytes.is_empty() {
             return Err(corrupt("trailing bytes"));
@@ -283,6 +309,7 @@ mod tests {
     fn sample() -> TableMeta {
         let spec = TableSpec::new()
             .with_family("e", GcRule::MaxVersions(1))
+            .with_sum_family("n", GcRule::MaxVersions(2))
             .with_family(
                 "p",
                 GcRule::Union(vec![
@@ -300,7 +327,8 @@ mod tests {
         assert_eq!(back.cf_name, "t/x/1");
         assert_eq!(back.families, meta.families);
         assert_eq!(back.spec(), meta.spec());
-        assert_eq!(back.family(1).map(|f| f.name.as_str()), Some("p"));
+        assert_eq!(back.family(2).map(|f| f.name.as_str()), Some("p"));
+        assert_eq!(back.family_type("n"), Some(FamilyType::SumInt64));
         assert!(back.has_gc());
     }
 
@@ -332,6 +360,7 @@ mod tests {
             FamilyMeta {
                 id: 2,
                 gc_rule: GcRule::None,
+                value_type: FamilyType::Standard,
             },
         );
         families.insert(
@@ -339,6 +368,7 @@ mod tests {
             FamilyMeta {
                 id: 0,
                 gc_rule: GcRule::None,
+                value_type: FamilyType::SumInt64,
             },
         );
         let meta = TableMeta::new("cf".into(), 3, families);

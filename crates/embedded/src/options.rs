@@ -93,6 +93,11 @@ pub(crate) fn table_cf_options(options: &EmbeddedOptions, cache: &Cache, gc: GcS
     // Room to absorb a burst while a flush runs, instead of stalling writers.
     opts.set_max_write_buffer_number(4);
     opts.set_level_compaction_dynamic_level_bytes(true);
+    opts.set_merge_operator(
+        "affinity-row-writes",
+        crate::merge::full_merge_fn(gc.clone()),
+        crate::merge::partial_merge,
+    );
     opts.set_compaction_filter_factory(GcFilterFactory::new(gc));
     // Rewrite files untouched for 3 days, so the compaction filter reclaims
     // expired cells (and tombstones go) even in data no write disturbs.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use affinity_model::eval::{CellPrefilter, CompiledFilter};
-use affinity_model::{Result, Row};
+use affinity_model::{recycle_cells, CellRef, Result, Row, RowRef};
 use rocksdb::{BoundColumnFamily, DBRawIteratorWithThreadMode, ReadOptions};
 
 use crate::decode;
@@ -149,6 +149,90 @@ impl<'a> Scan<'a> {
                 return Ok(row);
             }
         }
+    }
+}
+
+impl Scan<'_> {
+    /// Show every row of the scan to `visit` (see
+    /// `Table::visit_rows`). When the prefilter alone gives the filter's
+    /// output, rows are shown as views of RocksDB's buffers: no `Row`, no
+    /// copy of the value, no `String` per cell. Otherwise each row is
+    /// built and filtered as `next` does.
+    pub fn visit(mut self, visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>) -> Result<()> {
+        if !self.filter_is_redundant {
+            return self.visit_built(visit);
+        }
+        let meta = Arc::clone(&self.meta);
+        let mut buffer: Vec<CellRef<'static>> = Vec::new();
+        // One row: `Ok(false)` when the scan is to stop.
+        let mut show = |key: &[u8], value: &[u8], remaining: &mut Option<u64>| -> Result<bool> {
+            let mut cells = recycle_cells(std::mem::take(&mut buffer));
+            decode::read_refs(
+                &meta,
+                key,
+                value,
+                self.now_micros,
+                self.prefilter.as_ref(),
+                &mut cells,
+            )?;
+            let go_on = if cells.is_empty() {
+                true
+            } else {
+                if let Some(n) = remaining.as_mut() {
+                    *n -= 1;
+                }
+                visit(RowRef { key, cells: &cells })? && *remaining != Some(0)
+            };
+            buffer = recycle_cells(cells);
+            Ok(go_on)
+        };
+        let mut remaining = self.remaining;
+        if remaining == Some(0) {
+            return Ok(());
+        }
+        for range in self.ranges.by_ref() {
+            if let (Some(key), true) = (&range.lower, range.single_row) {
+                let stored = self.db.get_pinned_cf(&self.cf, key).map_err(storage)?;
+                if let Some(value) = stored {
+                    if !show(key, &value, &mut remaining)? {
+                        return Ok(());
+                    }
+                }
+                continue;
+            }
+            let mut iter = open_range(self.db, &self.cf, &range, self.reversed);
+            while let Some((key, value)) = iter.item() {
+                if !show(key, value, &mut remaining)? {
+                    return Ok(());
+                }
+                if self.reversed {
+                    iter.prev();
+                } else {
+                    iter.next();
+                }
+            }
+            iter.status().map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    /// [`Scan::visit`] over built and filtered rows.
+    fn visit_built(self, visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>) -> Result<()> {
+        let mut buffer: Vec<CellRef<'static>> = Vec::new();
+        for row in self {
+            let row = row?;
+            let mut cells = recycle_cells(std::mem::take(&mut buffer));
+            cells.extend(row.cells.iter().map(CellRef::from));
+            let go_on = visit(RowRef {
+                key: &row.key,
+                cells: &cells,
+            })?;
+            buffer = recycle_cells(cells);
+            if !go_on {
+                break;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -399,6 +399,7 @@ impl Store for EmbeddedStore {
                 FamilyMeta {
                     id,
                     gc_rule: family.gc_rule.clone(),
+                    value_type: family.value_type,
                 },
             );
         }

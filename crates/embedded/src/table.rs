@@ -1,13 +1,17 @@
 //! A table's data operations.
 //!
-//! Every write locks the stripes of its rows exclusively, reads them,
-//! applies the request with the model's semantics ([`crate::write`]) and
-//! writes one `WriteBatch` to the memtable and the log; the locks are
+//! `mutate_row(s)` write blind: each row's mutations become one merge
+//! operand ([`crate::merge`]), written under the rows' stripes held
+//! shared. Check-and-mutate and read-modify-write lock their rows'
+//! stripes exclusively, read them, apply the request with the model's
+//! semantics ([`crate::write`]) and write the rows back whole. Either way
+//! one `WriteBatch` goes to the memtable and the log; the locks are
 //! released before the log is synced, so concurrent requests on the same
 //! stripes overlap their syncs. The log is sequential, so whatever a later
 //! request read from an earlier one is durable no later than the later
 //! request itself, and a request returns only once its write is durable.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use affinity_model::apply::{apply_mutations, now_micros, predicate_matches, read_modify_write};
@@ -18,12 +22,13 @@ use affinity_model::limits::{
 };
 use affinity_model::{
     Bytes, Mutation, ReadModifyWriteRule, ReadRowsRequest, Result, Row, RowFilter, RowMutations,
-    RowRules, RowStream, SampleRowKey, Table,
+    RowRef, RowRules, RowStream, SampleRowKey, Table,
 };
 use rocksdb::WriteBatch;
 
 use crate::error::storage;
 use crate::locks::Guard;
+use crate::merge::encode_operand;
 use crate::meta::TableMeta;
 use crate::ranges::plan;
 use crate::scan::{Scan, ScanOptions};
@@ -52,7 +57,7 @@ impl EmbeddedTable {
         row_key: &[u8],
         mutations: &[Mutation],
     ) -> Result<()> {
-        check_row_mutations(&self.name, row_key, mutations, &|f| meta.has_family(f))
+        check_row_mutations(&self.name, row_key, mutations, &|f| meta.family_type(f))
     }
 
     /// The start of every write: lock the rows of `keys` exclusively, then
@@ -90,16 +95,60 @@ impl EmbeddedTable {
         Ok(())
     }
 
-    /// Apply validated entries, in order, in one batch.
+    /// Apply validated entries, in order, in one batch. A row whose
+    /// entries only add to aggregate cells (`AddToCell`) gets each entry as
+    /// a merge operand ([`crate::merge`]): no read, its stripe held shared.
+    /// Every other row is locked exclusively, read, changed and written
+    /// back whole.
     fn write_entries(&self, meta: &TableMeta, entries: &[&RowMutations]) -> Result<()> {
-        let keys: Vec<&Bytes> = entries.iter().map(|e| &e.row_key).collect();
-        let (guards, mut pending) = self.begin(meta, &keys)?;
+        let inner = &*self.inner;
+        let locks = &inner.locks;
+        let read: HashSet<&Bytes> = entries
+            .iter()
+            .filter(|e| !only_adds(&e.mutations))
+            .map(|e| &e.row_key)
+            .collect();
+        let guards = locks.lock_mixed(
+            entries
+                .iter()
+                .map(|e| {
+                    let stripe = locks.stripe(&self.name, &e.row_key);
+                    (stripe, read.contains(&e.row_key))
+                })
+                .collect(),
+        );
+        let cf = inner.cf(&self.name, meta)?;
+        let read_keys: Vec<&Bytes> = entries
+            .iter()
+            .map(|e| &e.row_key)
+            .filter(|k| read.contains(k))
+            .collect();
+        let mut pending = Pending::load(&inner.db, Arc::clone(&cf), meta, read_keys, now_micros())?;
         let now = pending.now_micros();
+        let mut operands: Vec<(&Bytes, Vec<u8>)> = Vec::new();
         for entry in entries {
-            apply_mutations(pending.cells(&entry.row_key)?, &entry.mutations, now);
+            if read.contains(&entry.row_key) {
+                apply_mutations(pending.cells(&entry.row_key)?, &entry.mutations, now);
+            } else {
+                let mut operand = Vec::new();
+                encode_operand(&mut operand, meta, &entry.mutations, now)?;
+                operands.push((&entry.row_key, operand));
+            }
         }
-        self.commit(pending.into_batch()?, guards)
+        let mut batch = pending.into_batch()?;
+        for (key, operand) in operands {
+            batch.merge_cf(&cf, key, operand);
+        }
+        self.commit(batch, guards)
     }
+}
+
+/// True for a non-empty list of `AddToCell`s (a blind write).
+fn only_adds(mutations: &[Mutation]) -> bool {
+    !mutations.is_empty()
+        && mutations
+            .iter()
+            .all(|m| matches!(m, Mutation::AddToCell { .. }))
 }
 
 /// Indices of the entries whose checks passed.
@@ -150,7 +199,7 @@ impl Table for EmbeddedTable {
         // Same order of checks as the reference model.
         let meta = self.meta()?;
         check_check_and_mutate(&self.name, row_key, true_mutations, false_mutations, &|f| {
-            meta.has_family(f)
+            meta.family_type(f)
         })?;
         let predicate = predicate.map(CompiledFilter::compile).transpose()?;
         let key = Bytes::copy_from_slice(row_key);
@@ -188,7 +237,7 @@ impl Table for EmbeddedTable {
         let mut statuses: Vec<Result<Row>> = entries
             .iter()
             .map(|e| {
-                check_read_modify_write(&self.name, &e.row_key, &e.rules, &|f| meta.has_family(f))
+                check_read_modify_write(&self.name, &e.row_key, &e.rules, &|f| meta.family_type(f))
                     .map(|()| Row {
                         key: e.row_key.clone(),
                         cells: Vec::new(),
@@ -232,6 +281,21 @@ impl Table for EmbeddedTable {
     }
 
     fn read_rows(&self, request: &ReadRowsRequest) -> Result<RowStream<'_>> {
+        Ok(Box::new(self.scan(request)?))
+    }
+
+    fn visit_rows(
+        &self,
+        request: &ReadRowsRequest,
+        visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>,
+    ) -> Result<()> {
+        self.scan(request)?.visit(visit)
+    }
+}
+
+impl EmbeddedTable {
+    /// The scan serving a read request.
+    fn scan(&self, request: &ReadRowsRequest) -> Result<Scan<'_>> {
         let meta = self.meta()?;
         check_row_set(&request.rows)?;
         let filter = CompiledFilter::compile_opt(request.filter.as_ref())?;
@@ -245,7 +309,6 @@ impl Table for EmbeddedTable {
             rows_limit,
             now_micros: now_micros(),
         };
-        let scan = Scan::new(&inner.db, cf, meta, plan(&request.rows), how);
-        Ok(Box::new(scan))
+        Ok(Scan::new(&inner.db, cf, meta, plan(&request.rows), how))
     }
 }

@@ -90,9 +90,7 @@ pub fn add_to_cell(cells: &mut Vec<Cell>, family: &str, qualifier: &Bytes, ts: i
     let probe = Cell::new(family.to_string(), qualifier.clone(), ts, Bytes::new());
     match cells.binary_search_by(|c| c.canonical_cmp(&probe)) {
         Ok(i) => {
-            let sum = decode_i64(&cells[i].value)
-                .unwrap_or(0)
-                .wrapping_add(input);
+            let sum = decode_i64(&cells[i].value).unwrap_or(0).wrapping_add(input);
             cells[i].value = Bytes::copy_from_slice(&sum.to_be_bytes());
         }
         Err(i) => {

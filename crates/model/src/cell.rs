@@ -76,3 +76,42 @@ pub struct SampleRowKey {
     pub row_key: Bytes,
     pub offset_bytes: i64,
 }
+
+/// A cell borrowed from a store's buffers, as [`crate::Table::visit_rows`]
+/// shows it (no labels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CellRef<'a> {
+    pub family: &'a str,
+    pub qualifier: &'a [u8],
+    /// Microseconds since the Unix epoch, always a multiple of 1000.
+    pub timestamp_micros: i64,
+    pub value: &'a [u8],
+}
+
+impl<'a> From<&'a Cell> for CellRef<'a> {
+    fn from(cell: &'a Cell) -> CellRef<'a> {
+        CellRef {
+            family: &cell.family,
+            qualifier: &cell.qualifier,
+            timestamp_micros: cell.timestamp_micros,
+            value: &cell.value,
+        }
+    }
+}
+
+/// A row borrowed from a store's buffers: its key and its cells in the
+/// order [`Row::cells`] would hold them.
+#[derive(Debug, Clone, Copy)]
+pub struct RowRef<'a> {
+    pub key: &'a [u8],
+    pub cells: &'a [CellRef<'a>],
+}
+
+/// An empty vector of cell views of any lifetime, keeping `cells`'s
+/// allocation: a scan reuses one buffer for the views of every row.
+pub fn recycle_cells<'b>(mut cells: Vec<CellRef<'_>>) -> Vec<CellRef<'b>> {
+    cells.clear();
+    // In-place collect of an empty vector of the same layout: no element
+    // is produced and the allocation is kept.
+    cells.into_iter().map(|_| unreachable!()).collect()
+}

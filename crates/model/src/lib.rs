@@ -50,7 +50,7 @@ pub mod store;
 pub mod table_spec;
 
 pub use bytes::Bytes;
-pub use cell::{Cell, Row, SampleRowKey, SERVER_TIME};
+pub use cell::{recycle_cells, Cell, CellRef, Row, RowRef, SampleRowKey, SERVER_TIME};
 pub use error::{Error, ErrorCode, Result};
 pub use filter::{ColumnRange, RowFilter, TimestampRange, ValueRange};
 pub use memory::MemoryStore;

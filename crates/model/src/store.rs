@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::cell::{Row, SampleRowKey};
+use crate::cell::{recycle_cells, CellRef, Row, RowRef, SampleRowKey};
 use crate::error::Result;
 use crate::filter::RowFilter;
 use crate::mutation::{Mutation, ReadModifyWriteRule, RowMutations, RowRules};
@@ -86,6 +86,33 @@ pub trait Table: Send + Sync {
 
     /// Read rows.
     fn read_rows(&self, request: &ReadRowsRequest) -> Result<RowStream<'_>>;
+
+    /// Read rows as [`Table::read_rows`] does, showing each to `visit` as
+    /// views of the store's buffers (labels are not shown): a backend can
+    /// serve a scan without building a [`Row`] per row or a `String` per
+    /// cell. `visit` returns `Ok(true)` to go on, `Ok(false)` to stop; its
+    /// error ends the read and is returned.
+    fn visit_rows(
+        &self,
+        request: &ReadRowsRequest,
+        visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>,
+    ) -> Result<()> {
+        let mut buffer: Vec<CellRef<'static>> = Vec::new();
+        for row in self.read_rows(request)? {
+            let row = row?;
+            let mut cells = recycle_cells(std::mem::take(&mut buffer));
+            cells.extend(row.cells.iter().map(CellRef::from));
+            let go_on = visit(RowRef {
+                key: &row.key,
+                cells: &cells,
+            })?;
+            buffer = recycle_cells(cells);
+            if !go_on {
+                break;
+            }
+        }
+        Ok(())
+    }
 
     /// Read one row, `None` when it has no cells (after the filter).
     fn read_row(&self, row_key: &[u8], filter: Option<&RowFilter>) -> Result<Option<Row>> {

@@ -91,9 +91,25 @@ impl TableSpec {
 /// One change to a table's families, as in `ModifyColumnFamilies`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FamilyModification {
-    Create { family: String, gc_rule: GcRule },
-    Update { family: String, gc_rule: GcRule },
-    Drop { family: String },
+    /// Create a standard family.
+    Create {
+        family: String,
+        gc_rule: GcRule,
+    },
+    /// Create an aggregate family summing 64-bit integers
+    /// ([`FamilyType::SumInt64`]).
+    CreateSum {
+        family: String,
+        gc_rule: GcRule,
+    },
+    /// Change a family's GC rule (its type stays).
+    Update {
+        family: String,
+        gc_rule: GcRule,
+    },
+    Drop {
+        family: String,
+    },
 }
 
 impl TableSpec {
@@ -119,7 +135,8 @@ impl TableSpec {
         let mut next = self.clone();
         for m in modifications {
             match m {
-                FamilyModification::Create { family, gc_rule } => {
+                FamilyModification::Create { family, gc_rule }
+                | FamilyModification::CreateSum { family, gc_rule } => {
                     crate::limits::check_family_name(family)?;
                     crate::gc::validate_gc_rule(gc_rule)?;
                     if next.families.contains_key(family) {
@@ -128,8 +145,15 @@ impl TableSpec {
                             family: family.clone(),
                         });
                     }
-                    next.families
-                        .insert(family.clone(), ColumnFamily::standard(gc_rule.clone()));
+                    let value_type = match m {
+                        FamilyModification::CreateSum { .. } => FamilyType::SumInt64,
+                        _ => FamilyType::Standard,
+                    };
+                    let created = ColumnFamily {
+                        gc_rule: gc_rule.clone(),
+                        value_type,
+                    };
+                    next.families.insert(family.clone(), created);
                 }
                 FamilyModification::Update { family, gc_rule } => {
                     crate::gc::validate_gc_rule(gc_rule)?;

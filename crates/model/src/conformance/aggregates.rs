@@ -62,8 +62,11 @@ pub fn aggregate_add_to_cell_sums(ctx: &Ctx) {
         ["k/a:x@1=v", "k/s:q@2=10", "k/s:q@1=-3", "k/s:r@1=-5"]
     );
     // Values are 8-byte big-endian integers.
-    let row = ok(t.read_row(b"k", Some(&RowFilter::exact_family("s"))), "read_row")
-        .expect("row k exists");
+    let row = ok(
+        t.read_row(b"k", Some(&RowFilter::exact_family("s"))),
+        "read_row",
+    )
+    .expect("row k exists");
     assert!(row.cells.iter().all(|c| c.value.len() == 8), "{row:?}");
     // mutate_rows adds too, one entry per row.
     let entries = vec![
@@ -154,9 +157,7 @@ pub fn aggregate_deletes_and_gc(ctx: &Ctx) {
         &t,
         "k",
         &[
-            Mutation::DeleteFromFamily {
-                family: "s".into(),
-            },
+            Mutation::DeleteFromFamily { family: "s".into() },
             add("s", "z", 1, 5),
         ],
     );
