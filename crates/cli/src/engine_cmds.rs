@@ -159,8 +159,9 @@ pub fn ingest(args: IngestArgs) -> anyhow::Result<()> {
     let limits = engine.retention_limits(app_id)?;
     let report = engine.ingest_json_lines(app_id, open_input(&args.file)?, &limits)?;
     println!(
-        "ingested {} events: {} counted, {} duplicates, {} unknown objects",
-        report.events, report.applied, report.duplicates, report.unknown_objects
+        "ingested {} events: {} stored, {} repeated within the input, {} unknown objects \
+         (an event stored before, as by a retried file, still counts once)",
+        report.events, report.stored, report.duplicates, report.unknown_objects
     );
     Ok(())
 }

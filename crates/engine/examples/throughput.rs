@@ -256,7 +256,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         s.spawn(move || -> Result<usize, affinity_engine::Error> {
                             let mut applied = 0;
                             for chunk in part.chunks(1000) {
-                                applied += engine.ingest("bench", chunk)?.applied;
+                                applied += engine.ingest("bench", chunk)?.stored;
                             }
                             Ok(applied)
                         })

@@ -209,6 +209,24 @@ impl Writer<'_> {
     }
 }
 
+/// [`Table::visit_rows`] with a visitor that may fail with an engine
+/// error, which ends the read and is returned.
+pub(crate) fn visit_rows(
+    table: &dyn Table,
+    request: &ReadRowsRequest,
+    mut visit: impl FnMut(affinity_model::RowRef<'_>) -> Result<()>,
+) -> Result<()> {
+    let mut failure = None;
+    table.visit_rows(request, &mut |row| match visit(row) {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            failure = Some(e);
+            Ok(false)
+        }
+    })?;
+    failure.map_or(Ok(()), Err)
+}
+
 fn scan_range(
     app: &App,
     range: RowRange,
@@ -218,17 +236,16 @@ fn scan_range(
     progress: &Progress,
 ) -> Result<()> {
     let request = ReadRowsRequest::new(RowSet::from_range(range)).with_filter(filter.clone());
-    let mut current: Option<(Bytes, Accumulator<'_>)> = None;
+    let mut current: Option<(Vec<u8>, Accumulator<'_>)> = None;
     let mut events = 0u64;
-    for row in app.events.read_rows(&request)? {
-        let row = row?;
-        let user = user_of(app.logical_key(&row.key)?)
+    visit_rows(app.events.as_ref(), &request, |row| {
+        let user = user_of(app.logical_key(row.key)?)
             .ok_or_else(|| Error::corrupt("event key", format!("{:?}", row.key)))?;
-        if current.as_ref().is_none_or(|(u, _)| u.as_ref() != user) {
+        if current.as_ref().is_none_or(|(u, _)| u.as_slice() != user) {
             if let Some((u, acc)) = current.take() {
                 finish_user(&u, acc, writer, progress)?;
             }
-            current = Some((Bytes::copy_from_slice(user), Accumulator::new(weights)));
+            current = Some((user.to_vec(), Accumulator::new(weights)));
         }
         if let Some((_, acc)) = current.as_mut() {
             let mut scoring = false;
@@ -245,7 +262,8 @@ fn scan_range(
         if events.is_multiple_of(4096) {
             progress.events.fetch_add(4096, Ordering::Relaxed);
         }
-    }
+        Ok(())
+    })?;
     progress.events.fetch_add(events % 4096, Ordering::Relaxed);
     if let Some((u, acc)) = current.take() {
         finish_user(&u, acc, writer, progress)?;

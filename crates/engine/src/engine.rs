@@ -39,6 +39,7 @@ use std::sync::{Mutex, RwLock};
 use crate::catalog::{Catalog, CatalogObject};
 use crate::error::{Error, Result};
 use crate::event::EventType;
+use crate::ingest::{COUNTERS_FAMILY, IDS_FAMILY};
 use crate::schema::{Schema, WIDE_FAMILY};
 use crate::strategy::Strategy;
 
@@ -246,13 +247,10 @@ impl Engine {
 
     fn profiles_spec(config: &AppConfig) -> TableSpec {
         let days = u64::from(config.retention_days + STATE_MARGIN_DAYS);
-        let state = GcRule::Union(vec![
-            GcRule::MaxVersions(1),
-            GcRule::MaxAge(Duration::from_millis(days * DAY_MILLIS as u64)),
-        ]);
+        let state = GcRule::MaxAge(Duration::from_millis(days * DAY_MILLIS as u64));
         TableSpec::new()
-            .with_family("c", state.clone())
-            .with_family("l", state)
+            .with_sum_family(COUNTERS_FAMILY, state.clone())
+            .with_sum_family(IDS_FAMILY, state)
             .with_family("b", GcRule::MaxVersions(1))
     }
 
@@ -361,6 +359,10 @@ impl Engine {
                 .filter(|(f, fam)| current.families.get(*f) != Some(fam))
                 .map(|(f, fam)| match current.families.contains_key(f) {
                     true => FamilyModification::Update {
+                        family: f.clone(),
+                        gc_rule: fam.gc_rule.clone(),
+                    },
+                    false if fam.value_type.is_aggregate() => FamilyModification::CreateSum {
                         family: f.clone(),
                         gc_rule: fam.gc_rule.clone(),
                     },

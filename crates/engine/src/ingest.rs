@@ -1,60 +1,53 @@
 //! Streaming ingestion: a batch of events -> the events table + each user's
-//! profile state, updated with read-modify-write increments, never by
-//! reading the user's events.
+//! profile state, updated with blind aggregate adds (`AddToCell`), never by
+//! reading the user's events nor the state itself.
 //!
 //! # Profile state (table `profiles.<app>`, one row per user and day,
 //! key `user,DDDDDDDD`, see [`state_row_key`])
 //!
-//! Per-day rows keep each read-modify-write small (a store rewrites from
-//! the row it reads) and let a profile read scan only the days within
-//! retention.
+//! Both families are aggregate families summing 64-bit integers (Cloud
+//! Bigtable's `Int64` sum type; the embedded store adds them with a RocksDB
+//! merge operand, without reading the row). Every add of a day uses the
+//! day's first microsecond as its timestamp, so a column holds one cell.
 //!
-//! - family `c`: one counter per `(day, type, name, facet, value)`,
-//!   qualifier CSV(day, type, name, facet, value) where `day` is the
-//!   event's UTC day number (`timestamp div 86400000`), value a 64-bit
-//!   big-endian count (an increment target);
-//! - family `l`: the applied log, one cell per day, qualifier = the day
-//!   number; value = 17-byte records `sign (+/-) | timestamp i64 BE |
-//!   suffix u64 BE` naming events by their row key.
+//! - family `n`: one counter per `(type, name, facet, value)` of the day,
+//!   qualifier CSV(type, name, facet, value), the sum of the counts of the
+//!   day's events;
+//! - family `i`: one cell per event of the day, qualifier = the event's id
+//!   (16 bytes: timestamp i64 BE | key suffix u64 BE), the number of times
+//!   the event was added.
 //!
-//! Both families keep one version and expire `retention + 2 days` after
-//! their last write, when their day is past retention (events are at most
-//! one hour in the future).
+//! Both families expire `retention + 2 days` after the day started (the
+//! day is then past retention; events are at most one hour in the future).
 //!
 //! # Protocol and guarantee
 //!
 //! For a batch: (1) every event row is written (idempotent: a retry writes
-//! the same cells at the same key); (2) one `read_modify_write_rows` adds
-//! every event's counts to its user-day row and appends a `+` record per
-//! event, each row atomically (the embedded store commits the whole batch
-//! in one synced write; Cloud Bigtable gets concurrent calls); (3) where
-//! the returned log shows an event applied more than once (a retried
-//! batch, or two ingesters racing), a second `read_modify_write_rows`
-//! takes the surplus back and appends `-` records.
+//! the same cells at the same key); (2) one `mutate_rows` adds, per
+//! user-day row, the batch's counts of that day to `n` and 1 per event to
+//! its `i` cell: each row's adds are one atomic entry.
 //!
-//! No read precedes (2): checking the logs first would cost a read per row
-//! on every batch to save work only on retries, which (3) handles.
-//!
-//! Invariant, at every instant, because counters and log change in the
-//! same atomic call: each day's counters equal the sum over its log
-//! records of `sign * counts(event)`. The profile reader corrects any event
-//! whose net record count is not 1 by reading that one event row, so a
-//! profile read is exact whatever crashed where:
+//! Invariant, at every instant, because a row's counters and ids change
+//! in the same atomic mutation: each day's counters equal the sum over its
+//! `i` cells of `times * counts(event)`. A reader takes an event whose
+//! `times` is not 1 (a retried batch, two ingesters racing with the same
+//! event) and corrects it by reading that one event row and adding its
+//! counts `1 - times` times, so a profile read is exact whatever crashed
+//! where, and nothing is ever read before a write:
 //! - crash before (2): nothing counted; the batch was not acknowledged and
 //!   its retry applies it (the event rows are already there);
-//! - crash after (2): the retry counts the events again and (3) takes the
-//!   surplus back;
-//! - concurrent ingesters of the same event: the surplus is taken back by
-//!   (3), or, if that crashes, corrected at read time;
-//! - concurrent ingesters of different events lose nothing: increments
-//!   are atomic.
+//! - crash after (2), or a retry of an acknowledged batch: the events count
+//!   twice in `n`, their `i` cells say 2, and readers count them once;
+//! - concurrent ingesters of different events lose nothing: adds are
+//!   atomic and commutative.
 //!
 //! A profile read reflects an event as soon as its ingestion returns.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashSet};
 use std::io::BufRead;
 
-use affinity_model::{Bytes, ReadModifyWriteRule, RowMutations, RowRules};
+use affinity_model::{limits, Bytes, Mutation, RowMutations};
 use affinity_rowkey::composite::EventKey;
 
 use crate::engine::{App, Engine, DAY_MILLIS};
@@ -63,10 +56,12 @@ use crate::event::{Event, Limits, MAX_SKEW_MILLIS};
 use crate::scoring::{FacetCounts, ScoredEvent};
 use crate::{csv, event::EventType};
 
-/// Size of one applied-log record.
-pub const RECORD_LEN: usize = 17;
 /// Events per batch of [`Engine::ingest_json_lines`] (the API's limit).
 pub const BATCH_EVENTS: usize = 1000;
+/// The state family of counters.
+pub const COUNTERS_FAMILY: &str = "n";
+/// The state family of event ids.
+pub const IDS_FAMILY: &str = "i";
 
 /// An event id within a user: its timestamp and key suffix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -80,13 +75,26 @@ impl EventId {
         self.timestamp_millis.div_euclid(DAY_MILLIS)
     }
 
-    /// The applied-log record of this event (`sign` is `b'+'` or `b'-'`).
-    pub fn record(&self, sign: u8) -> [u8; RECORD_LEN] {
-        let mut out = [0u8; RECORD_LEN];
-        out[0] = sign;
-        out[1..9].copy_from_slice(&self.timestamp_millis.to_be_bytes());
-        out[9..].copy_from_slice(&self.suffix.to_be_bytes());
+    /// The qualifier of this event's cell in family `i`.
+    pub fn qualifier(&self) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        out[..8].copy_from_slice(&self.timestamp_millis.to_be_bytes());
+        out[8..].copy_from_slice(&self.suffix.to_be_bytes());
         out
+    }
+
+    /// The id a family-`i` qualifier names.
+    pub fn from_qualifier(q: &[u8]) -> Result<EventId> {
+        let bad = || Error::corrupt("event id qualifier", format!("{q:?}"));
+        let (ts, suffix) = q
+            .split_first_chunk::<8>()
+            .filter(|(_, rest)| rest.len() == 8)
+            .ok_or_else(bad)?;
+        let suffix: [u8; 8] = suffix.try_into().map_err(|_| bad())?;
+        Ok(EventId {
+            timestamp_millis: i64::from_be_bytes(*ts),
+            suffix: u64::from_be_bytes(suffix),
+        })
     }
 
     /// The event's row key in the events table.
@@ -97,55 +105,29 @@ impl EventId {
     }
 }
 
-/// Net record count per event of a log cell.
-pub fn parse_log(value: &[u8]) -> Result<HashMap<EventId, i64>> {
-    if !value.len().is_multiple_of(RECORD_LEN) {
-        return Err(Error::corrupt(
-            "applied log",
-            format!("{} bytes", value.len()),
-        ));
-    }
-    let mut out = HashMap::new();
-    for rec in value.chunks_exact(RECORD_LEN) {
-        let mut ts = [0u8; 8];
-        ts.copy_from_slice(&rec[1..9]);
-        let mut sfx = [0u8; 8];
-        sfx.copy_from_slice(&rec[9..]);
-        let id = EventId {
-            timestamp_millis: i64::from_be_bytes(ts),
-            suffix: u64::from_be_bytes(sfx),
-        };
-        let delta = match rec[0] {
-            b'+' => 1,
-            b'-' => -1,
-            other => {
-                return Err(Error::corrupt(
-                    "applied log",
-                    format!("record sign {other}"),
-                ))
-            }
-        };
-        *out.entry(id).or_default() += delta;
-    }
-    Ok(out)
+/// The counter qualifier of `(type, name, facet, value)`.
+pub fn counter_qualifier(ty: EventType, name: &str, facet: &str, value: &str) -> String {
+    csv::encode(&[ty.as_str(), name, facet, value])
 }
 
-/// The counter qualifier of `(day, type, name, facet, value)`.
-pub fn counter_qualifier(day: i64, ty: EventType, name: &str, facet: &str, value: &str) -> String {
-    csv::encode(&[day.to_string().as_str(), ty.as_str(), name, facet, value])
-}
+/// A counter qualifier's fields: type, name, facet, value (borrowed when
+/// unquoted).
+pub type CounterColumn<'q> = (EventType, Cow<'q, str>, Cow<'q, str>, Cow<'q, str>);
 
 /// Parse a counter qualifier.
-pub fn parse_counter_qualifier(q: &[u8]) -> Result<(i64, EventType, String, String, String)> {
+pub fn parse_counter_qualifier(q: &[u8]) -> Result<CounterColumn<'_>> {
     let bad = || Error::corrupt("counter qualifier", String::from_utf8_lossy(q).into_owned());
     let text = std::str::from_utf8(q).map_err(|_| bad())?;
-    let fields = csv::decode(text).ok_or_else(bad)?;
-    let [day, ty, name, facet, value] = fields.as_slice() else {
+    let ([ty, name, facet, value], 4) = csv::decode_n::<4>(text).ok_or_else(bad)? else {
         return Err(bad());
     };
-    let day = day.parse().map_err(|_| bad())?;
-    let ty = EventType::parse(ty).ok_or_else(bad)?;
-    Ok((day, ty, name.clone(), facet.clone(), value.clone()))
+    let ty = EventType::parse(&ty).ok_or_else(bad)?;
+    Ok((ty, name, facet, value))
+}
+
+/// The timestamp of every state cell of `day`: the day's first microsecond.
+pub fn day_micros(day: i64) -> i64 {
+    day * DAY_MILLIS * 1000
 }
 
 /// An event ready to store.
@@ -162,118 +144,77 @@ struct Prepared {
 pub struct IngestReport {
     /// Events received.
     pub events: usize,
-    /// Events newly counted in profiles.
-    pub applied: usize,
-    /// Events already counted (a retry) or repeated within the batch.
+    /// Distinct events stored and added to their users' profile state. An
+    /// event stored before (a retried batch) is stored and added again,
+    /// and profile reads count it once.
+    pub stored: usize,
+    /// Events repeating an earlier event of the same request (counted
+    /// once).
     pub duplicates: usize,
     /// Object ids not found in the catalog.
     pub unknown_objects: usize,
-    /// Events counted again (a retried batch, or racing ingesters) and
-    /// taken back; they are also counted in `duplicates`.
-    pub compensated: usize,
 }
 
 impl IngestReport {
     fn merge(&mut self, other: &IngestReport) {
         self.events += other.events;
-        self.applied += other.applied;
+        self.stored += other.stored;
         self.duplicates += other.duplicates;
         self.unknown_objects += other.unknown_objects;
-        self.compensated += other.compensated;
     }
 }
 
-fn apply_rules(counts: &mut BTreeMap<String, i64>, e: &Prepared, multiplicity: i64) {
-    for (f, v, n) in e.event.counts.iter() {
-        let q = counter_qualifier(e.id.day(), e.event.event_type, &e.event.event_name, f, v);
-        *counts.entry(q).or_default() += i64::from(n) * multiplicity;
-    }
-}
-
-/// The rules of one state row: its counters' increments (zeros dropped)
-/// and its log appends.
-fn row_rules(
-    row_key: Bytes,
-    counts: BTreeMap<String, i64>,
-    logs: BTreeMap<i64, Vec<u8>>,
-) -> RowRules {
-    let mut rules: Vec<ReadModifyWriteRule> = counts
-        .into_iter()
-        .filter(|(_, n)| *n != 0)
-        .map(|(q, n)| ReadModifyWriteRule::increment("c", q, n))
-        .collect();
-    rules.extend(
-        logs.into_iter()
-            .map(|(day, recs)| ReadModifyWriteRule::append("l", day.to_string(), recs)),
-    );
-    RowRules::new(row_key, rules)
-}
-
-/// The row of a user's profile state for one day: `user,DDDDDDDD` (the
-/// day number, zero-padded, so a user's days sort in order after the
-/// user's batch-profile row `user`).
+/// The state row of a user's day: `user,DDDDDDDD` (the day number,
+/// zero-padded, so a user's days sort in order after the user's
+/// batch-profile row `user`).
 pub fn state_row_key(user: &str, day: i64) -> String {
     format!("{user},{day:08}")
 }
 
-/// Steps (2) and (3) for a batch's state rows (`rows`: row key -> its
-/// events, each once): one `read_modify_write_rows` for all of them, and
-/// one more for the surplus of retries and racing ingesters.
-fn apply_rows(app: &App, rows: &BTreeMap<Bytes, Vec<&Prepared>>) -> Result<IngestReport> {
-    let mut report = IngestReport::default();
-    if rows.is_empty() {
-        return Ok(report);
-    }
-    let mut todo: Vec<(&Bytes, &[&Prepared])> = Vec::with_capacity(rows.len());
-    let mut entries = Vec::with_capacity(rows.len());
-    for (key, events) in rows {
-        let mut counts = BTreeMap::new();
-        let mut logs: BTreeMap<i64, Vec<u8>> = BTreeMap::new();
-        for e in events {
-            apply_rules(&mut counts, e, 1);
-            logs.entry(e.id.day())
-                .or_default()
-                .extend_from_slice(&e.id.record(b'+'));
-        }
-        entries.push(row_rules(key.clone(), counts, logs));
-        todo.push((key, events));
-    }
-    let mut surplus_entries = Vec::new();
-    for ((key, events), status) in todo
-        .iter()
-        .zip(app.profiles.read_modify_write_rows(&entries)?)
-    {
-        let written = status?;
-        report.applied += events.len();
-        let mut net = HashMap::new();
-        for cell in written.cells.iter().filter(|c| c.family == "l") {
-            net.extend(parse_log(&cell.value)?);
-        }
-        let mut counts = BTreeMap::new();
-        let mut logs: BTreeMap<i64, Vec<u8>> = BTreeMap::new();
-        for e in events.iter() {
-            let surplus = net.get(&e.id).copied().unwrap_or(1) - 1;
-            if surplus > 0 {
-                apply_rules(&mut counts, e, -surplus);
-                let log = logs.entry(e.id.day()).or_default();
-                for _ in 0..surplus {
-                    log.extend_from_slice(&e.id.record(b'-'));
-                }
-                report.compensated += 1;
-                report.applied -= 1;
-                report.duplicates += 1;
-            }
-        }
-        if !logs.is_empty() {
-            surplus_entries.push(row_rules((*key).clone(), counts, logs));
+/// The adds of one state row for `events` (one user, one day; each event
+/// once): its counters and one id add per event.
+fn state_mutations(events: &[&Prepared]) -> Vec<Mutation> {
+    let Some(first) = events.first() else {
+        return Vec::new();
+    };
+    let ts = day_micros(first.id.day());
+    let mut counts: BTreeMap<String, i64> = BTreeMap::new();
+    for e in events {
+        for (f, v, n) in e.event.counts.iter() {
+            let q = counter_qualifier(e.event.event_type, &e.event.event_name, f, v);
+            *counts.entry(q).or_default() += i64::from(n);
         }
     }
-    if !surplus_entries.is_empty() {
-        for status in app.profiles.read_modify_write_rows(&surplus_entries)? {
-            status?;
+    let mut out: Vec<Mutation> = counts
+        .into_iter()
+        .filter(|(_, n)| *n != 0)
+        .map(|(q, n)| Mutation::add_to_cell(COUNTERS_FAMILY, q, ts, n))
+        .collect();
+    out.extend(
+        events
+            .iter()
+            .map(|e| Mutation::add_to_cell(IDS_FAMILY, e.id.qualifier().to_vec(), ts, 1)),
+    );
+    out
+}
+
+/// `entries` in consecutive requests of at most the store's mutation limit
+/// each (an entry above the limit goes alone, for the store to refuse).
+fn requests(entries: &[RowMutations]) -> Vec<&[RowMutations]> {
+    let mut out = Vec::new();
+    let (mut start, mut total) = (0, 0);
+    for (i, e) in entries.iter().enumerate() {
+        let n = e.mutations.len();
+        if i > start && total + n > limits::MAX_MUTATIONS_PER_REQUEST {
+            out.push(&entries[start..i]);
+            (start, total) = (i, 0);
         }
+        total += n;
     }
-    Ok(report)
+    if start < entries.len() {
+        out.push(&entries[start..]);
+    }
+    out
 }
 
 impl Engine {
@@ -368,11 +309,20 @@ impl Engine {
         }
         self.write_trends(&app, events)?;
         let mut rows: BTreeMap<Bytes, Vec<&Prepared>> = BTreeMap::new();
-        for p in unique {
+        for p in &unique {
             let key = Bytes::from(state_row_key(&p.user, p.id.day()));
             rows.entry(key).or_default().push(p);
         }
-        report.merge(&apply_rows(&app, &rows)?);
+        let state: Vec<RowMutations> = rows
+            .into_iter()
+            .map(|(key, events)| RowMutations::new(key, state_mutations(&events)))
+            .collect();
+        for chunk in requests(&state) {
+            for status in app.profiles.mutate_rows(chunk)? {
+                status?;
+            }
+        }
+        report.stored = unique.len();
         Ok(report)
     }
 

@@ -3,8 +3,8 @@
 //!
 //! The streaming read, for cutoff `C = now - retention`:
 //! - days entirely within retention: their counters, plus a correction for
-//!   each event whose net applied-log count is not 1 (that one event row
-//!   is read and added `1 - net` times);
+//!   each event added other than once (its id cell is not 1: that one
+//!   event row is read and its counts added `1 - times` times);
 //! - the day containing `C`: counters ignored; its events at or after `C`
 //!   are read from the events table (retention is exact to the
 //!   millisecond);
@@ -19,16 +19,17 @@
 //! with the deletion may leave that ingestion's events, and the caller
 //! verifies with [`Engine::user_row_count`].
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use affinity_model::{
     prefix_successor, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowSet, Table,
 };
 use affinity_rowkey::composite::{user_prefix, user_time_range};
 
+use crate::batch::visit_rows;
 use crate::engine::{App, Engine, DAY_MILLIS};
 use crate::error::{Error, Result};
-use crate::ingest::{parse_counter_qualifier, parse_log, state_row_key, EventId};
+use crate::ingest::{parse_counter_qualifier, state_row_key, EventId, COUNTERS_FAMILY, IDS_FAMILY};
 use crate::schema::{decode_row, since};
 use crate::scoring::{Accumulator, Profile, ScoredEvent};
 use crate::strategy::Strategy;
@@ -100,50 +101,41 @@ impl Engine {
         let mut acc = Accumulator::new(&weights);
         let cutoff = self.now_millis() - app.config.retention_millis();
         let boundary = cutoff.div_euclid(DAY_MILLIS);
-        // Latest versions only: a store may return versions its GC rule
-        // (one version) has not collected yet.
-        let filter = RowFilter::Chain(vec![
-            RowFilter::FamilyNameRegex("[cl]".into()),
-            RowFilter::CellsPerColumnLimit(1),
-        ]);
+        let filter = RowFilter::FamilyNameRegex(format!("[{COUNTERS_FAMILY}{IDS_FAMILY}]"));
         let mut days = BTreeSet::new();
         let first = state_row_key(user, boundary);
         let end = prefix_successor(format!("{user},").as_bytes()).unwrap_or_default();
         let request = ReadRowsRequest::new(RowSet::from_range(RowRange::closed_open(first, end)))
             .with_filter(filter);
-        for row in app.profiles.read_rows(&request)? {
-            let row = row?;
-            for cell in &row.cells {
-                if cell.family == "c" {
-                    let (day, ty, name, facet, value) = parse_counter_qualifier(&cell.qualifier)?;
-                    if day > boundary {
-                        let n =
-                            affinity_model::apply::decode_i64(&cell.value).ok_or_else(|| {
-                                Error::corrupt("counter", format!("{} bytes", cell.value.len()))
-                            })?;
-                        acc.add_count(ty, &name, &facet, &value, n);
-                    }
-                    if day >= boundary {
-                        days.insert(day);
-                    }
-                } else if cell.family == "l" {
-                    let day: i64 = std::str::from_utf8(&cell.qualifier)
-                        .ok()
-                        .and_then(|d| d.parse().ok())
-                        .ok_or_else(|| {
-                            Error::corrupt("log qualifier", format!("{:?}", cell.qualifier))
-                        })?;
-                    if day <= boundary {
-                        continue;
-                    }
-                    days.insert(day);
-                    let net: HashMap<EventId, i64> = parse_log(&cell.value)?;
-                    for (id, n) in net.into_iter().filter(|(_, n)| *n != 1) {
-                        if let Some(e) = self.event_by_id(&app, user, &id)? {
-                            acc.add_event(&e, 1 - n);
-                        }
-                    }
+        let mut corrections: Vec<(EventId, i64)> = Vec::new();
+        visit_rows(app.profiles.as_ref(), &request, |row| {
+            let day = row
+                .key
+                .get(user.len() + 1..)
+                .and_then(|d| std::str::from_utf8(d).ok())
+                .and_then(|d| d.parse::<i64>().ok())
+                .ok_or_else(|| Error::corrupt("state row key", format!("{:?}", row.key)))?;
+            days.insert(day);
+            if day <= boundary {
+                // Counted from the events table, to the millisecond.
+                return Ok(());
+            }
+            for cell in row.cells {
+                let n = affinity_model::apply::decode_i64(cell.value).ok_or_else(|| {
+                    Error::corrupt("state cell", format!("{} bytes", cell.value.len()))
+                })?;
+                if cell.family == COUNTERS_FAMILY {
+                    let (ty, name, facet, value) = parse_counter_qualifier(cell.qualifier)?;
+                    acc.add_count(ty, &name, &facet, &value, n);
+                } else if n != 1 {
+                    corrections.push((EventId::from_qualifier(cell.qualifier)?, n));
                 }
+            }
+            Ok(())
+        })?;
+        for (id, times) in corrections {
+            if let Some(e) = self.event_by_id(&app, user, &id)? {
+                acc.add_event(&e, 1 - times);
             }
         }
         if days.is_empty() {

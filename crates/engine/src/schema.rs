@@ -16,7 +16,7 @@
 //! store returns only the cells the strategy scores.
 
 use affinity_model::filter::escape_regex_bytes;
-use affinity_model::{Bytes, Mutation, Row, RowFilter, TimestampRange};
+use affinity_model::{Bytes, Mutation, Row, RowFilter, RowRef, TimestampRange};
 
 use crate::csv;
 use crate::error::{Error, Result};
@@ -137,17 +137,7 @@ pub fn decode_row(row: &Row) -> Result<Option<ScoredEvent>> {
                 counts: FacetCounts::default(),
             });
             let Some(facet) = fields.get(2) else { continue };
-            let value = utf8(&cell.value, "wide value")?;
-            for line in value.split('\n').filter(|l| !l.is_empty()) {
-                let parts = csv::decode(line).ok_or_else(|| Error::corrupt("wide value", line))?;
-                let [op, v, n] = parts.as_slice() else {
-                    return Err(Error::corrupt("wide value", line));
-                };
-                let n: u32 = n.parse().map_err(|_| Error::corrupt("wide value", line))?;
-                if op == FACET_OPERATOR {
-                    e.counts.add(facet, v, n);
-                }
-            }
+            visit_wide_value(&cell.value, |v, n| e.counts.add(facet, v, n))?;
         } else if let Some(ty) = EventType::parse(&cell.family) {
             let counts: std::collections::BTreeMap<
                 String,
@@ -166,26 +156,29 @@ pub fn decode_row(row: &Row) -> Result<Option<ScoredEvent>> {
 }
 
 /// Visit the counts of one event row without building a [`ScoredEvent`]
-/// (the batch reader's hot path): `visit(type, name, facet, value, count)`
-/// per count. Returns the event's time, `None` for a row without event
-/// cells.
+/// (the batch reader's hot path, on a row borrowed from the store):
+/// `visit(type, name, facet, value, count)` per count. Returns the event's
+/// time, `None` for a row without event cells. A row holding both layouts
+/// (during a migration) is read through its narrow cell, as
+/// [`decode_row`] does.
 pub fn visit_row(
-    row: &Row,
+    row: &RowRef<'_>,
     mut visit: impl FnMut(EventType, &str, &str, &str, u32),
 ) -> Result<Option<i64>> {
-    if row.cells.iter().any(|c| c.family != WIDE_FAMILY) {
-        let Some(e) = decode_row(row)? else {
+    if let Some(cell) = row.cells.iter().find(|c| c.family != WIDE_FAMILY) {
+        let Some(ty) = EventType::parse(cell.family) else {
             return Ok(None);
         };
-        for (f, v, n) in e.counts.iter() {
-            visit(e.event_type, &e.event_name, f, v, n);
-        }
-        return Ok(Some(e.timestamp_millis));
+        let name = utf8(cell.qualifier, "narrow qualifier")?;
+        visit_narrow_value(cell.value, |facet, value, n| {
+            visit(ty, name, facet, value, n)
+        })?;
+        return Ok(Some(cell.timestamp_micros.div_euclid(1000)));
     }
     let mut ts = None;
-    for cell in &row.cells {
+    for cell in row.cells {
         ts = Some(cell.timestamp_micros.div_euclid(1000));
-        let q = utf8(&cell.qualifier, "wide qualifier")?;
+        let q = utf8(cell.qualifier, "wide qualifier")?;
         let ([ty, name, facet], n) =
             csv::decode_n::<3>(q).ok_or_else(|| Error::corrupt("wide qualifier", q))?;
         let Some(ty) = EventType::parse(&ty).filter(|_| n >= 2) else {
@@ -194,20 +187,126 @@ pub fn visit_row(
         if n < 3 {
             continue;
         }
-        let value = utf8(&cell.value, "wide value")?;
-        for line in value.split('\n').filter(|l| !l.is_empty()) {
-            let parts =
-                csv::decode_n::<3>(line).ok_or_else(|| Error::corrupt("wide value", line))?;
-            let ([op, v, n], 3) = parts else {
-                return Err(Error::corrupt("wide value", line));
-            };
-            let n: u32 = n.parse().map_err(|_| Error::corrupt("wide value", line))?;
-            if op == FACET_OPERATOR {
-                visit(ty, &name, &facet, &v, n);
-            }
-        }
+        visit_wide_value(cell.value, |v, n| visit(ty, &name, &facet, v, n))?;
     }
     Ok(ts)
+}
+
+/// Visit the `(value, count)` pairs of a wide cell's value (lines
+/// `operator,value,count`; only the facet operator `:` counts). Lines
+/// without quotes, nearly all of them, are split without allocating.
+pub fn visit_wide_value(value: &[u8], mut visit: impl FnMut(&str, u32)) -> Result<()> {
+    let text = utf8(value, "wide value")?;
+    for line in text.split('\n').filter(|l| !l.is_empty()) {
+        let bad = || Error::corrupt("wide value", line);
+        if !line.contains('"') {
+            let (op, rest) = line.split_once(',').ok_or_else(bad)?;
+            let (v, n) = rest.rsplit_once(',').ok_or_else(bad)?;
+            if v.contains(',') {
+                return Err(bad());
+            }
+            let n: u32 = n.parse().map_err(|_| bad())?;
+            if op == FACET_OPERATOR {
+                visit(v, n);
+            }
+            continue;
+        }
+        let ([op, v, n], 3) = csv::decode_n::<3>(line).ok_or_else(bad)? else {
+            return Err(bad());
+        };
+        let n: u32 = n.parse().map_err(|_| bad())?;
+        if op == FACET_OPERATOR {
+            visit(&v, n);
+        }
+    }
+    Ok(())
+}
+
+/// Visit the counts of a narrow cell's value (JSON
+/// `{"facet":{"value":count}}`) without building maps: strings without
+/// escapes are borrowed from the value.
+pub fn visit_narrow_value(value: &[u8], visit: impl FnMut(&str, &str, u32)) -> Result<()> {
+    use serde::de::Deserializer as _;
+    let mut de = serde_json::Deserializer::from_slice(value);
+    de.deserialize_map(narrow::Facets(visit))
+        .and_then(|()| de.end())
+        .map_err(|e| Error::corrupt("narrow value", e.to_string()))
+}
+
+/// Serde visitors of the narrow value.
+mod narrow {
+    use std::borrow::Cow;
+    use std::fmt;
+
+    use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
+
+    /// A string, borrowed when it has no escapes.
+    struct Text<'de>(Cow<'de, str>);
+
+    impl<'de> serde::Deserialize<'de> for Text<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Text<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a string")
+                }
+                fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Text<'de>, E> {
+                    Ok(Text(Cow::Borrowed(v)))
+                }
+                fn visit_str<E>(self, v: &str) -> Result<Text<'de>, E> {
+                    Ok(Text(Cow::Owned(v.to_string())))
+                }
+            }
+            d.deserialize_str(V)
+        }
+    }
+
+    /// The outer map: facet -> values.
+    pub(super) struct Facets<F>(pub F);
+
+    impl<'de, F: FnMut(&str, &str, u32)> Visitor<'de> for Facets<F> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a map of facets")
+        }
+        fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+            while let Some(facet) = map.next_key::<Text<'de>>()? {
+                map.next_value_seed(Values {
+                    facet: &facet.0,
+                    visit: &mut self.0,
+                })?;
+            }
+            Ok(())
+        }
+    }
+
+    /// One facet's map: value -> count.
+    struct Values<'a, F> {
+        facet: &'a str,
+        visit: &'a mut F,
+    }
+
+    impl<'de, F: FnMut(&str, &str, u32)> DeserializeSeed<'de> for Values<'_, F> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    impl<'de, F: FnMut(&str, &str, u32)> Visitor<'de> for Values<'_, F> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a map of values to counts")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(value) = map.next_key::<Text<'de>>()? {
+                let n: u32 = map.next_value()?;
+                (self.visit)(self.facet, &value.0, n);
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Cells at or after `from_millis`.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use affinity_model::{
     FamilyModification, Mutation, ReadModifyWriteRule, ReadRowsRequest, Result, Row, RowFilter,
-    RowMutations, RowRules, RowStream, SampleRowKey, Store, Table, TableSpec,
+    RowMutations, RowRef, RowRules, RowStream, SampleRowKey, Store, Table, TableSpec,
 };
 
 /// What reads of one table returned so far.
@@ -34,6 +34,14 @@ impl Counts {
     fn add_row(&mut self, row: &Row) {
         self.rows += 1;
         for cell in &row.cells {
+            self.cells += 1;
+            self.bytes += (cell.family.len() + cell.qualifier.len() + cell.value.len()) as u64;
+        }
+    }
+
+    fn add_row_ref(&mut self, row: &RowRef<'_>) {
+        self.rows += 1;
+        for cell in row.cells {
             self.cells += 1;
             self.bytes += (cell.family.len() + cell.qualifier.len() + cell.value.len()) as u64;
         }
@@ -169,6 +177,20 @@ impl Table for CountingTable {
             counters: &self.counters,
             counts: Counts::default(),
         }))
+    }
+
+    fn visit_rows(
+        &self,
+        request: &ReadRowsRequest,
+        visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>,
+    ) -> Result<()> {
+        let mut counts = Counts::default();
+        let result = self.inner.visit_rows(request, &mut |row| {
+            counts.add_row_ref(&row);
+            visit(row)
+        });
+        self.counters.add(counts);
+        result
     }
 
     fn read_row(&self, row_key: &[u8], filter: Option<&RowFilter>) -> Result<Option<Row>> {
