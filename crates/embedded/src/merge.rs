@@ -31,11 +31,13 @@ use affinity_model::apply::{apply_mutations, truncate_to_millis};
 use affinity_model::gc::visible_cells as collect;
 use affinity_model::{Cell, Mutation, Result, TimestampRange, SERVER_TIME};
 use rocksdb::MergeOperands;
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
 
 use crate::decode::visible_cells;
 use crate::gc::GcSlot;
 use crate::meta::TableMeta;
-use crate::row::{encode_row, put_varint};
+use crate::row::{encode_row, put_cell, put_varint, raw_cells, FORMAT};
 
 /// First byte of every merge operand.
 pub(crate) const OPERAND: u8 = 3;
@@ -227,6 +229,99 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Sums of the adds of operands made only of `AddToCell`s, keyed in
+/// canonical cell order: (family name, qualifier, newest timestamp first).
+type Adds<'a> = BTreeMap<(&'a str, &'a [u8], Reverse<i64>), (u32, i64)>;
+
+/// The adds of `operands` when every mutation in them is an `AddToCell`
+/// (the only blind writes the table makes); `None` otherwise, or when
+/// something does not decode. Adds to dropped families are left out, as
+/// the general path skips them.
+fn only_adds<'a>(meta: &'a TableMeta, operands: &[&'a [u8]]) -> Option<Adds<'a>> {
+    let mut adds = Adds::new();
+    for operand in operands {
+        let (&OPERAND, groups) = operand.split_first()? else {
+            return None;
+        };
+        let mut cursor = Cursor { rest: groups };
+        while !cursor.rest.is_empty() {
+            cursor.u64()?;
+            let count = cursor.varint()?;
+            for _ in 0..count {
+                if cursor.u8()? != ADD_TO_CELL {
+                    return None;
+                }
+                let id = u32::try_from(cursor.varint()?).ok()?;
+                let qualifier = cursor.bytes()?;
+                let ts = cursor.u64()? as i64;
+                let input = cursor.u64()? as i64;
+                if let Some(family) = meta.family(id) {
+                    let sum = adds
+                        .entry((family.name.as_str(), qualifier, Reverse(ts)))
+                        .or_insert((id, 0));
+                    sum.1 = sum.1.wrapping_add(input);
+                }
+            }
+        }
+    }
+    Some(adds)
+}
+
+/// [`full_merge`] of operands that only add: the stored row's cells with
+/// the sums added in, one pass over the encoded row. Applying adds one
+/// group at a time and collecting GC after each (the general path) shows
+/// readers the same cells: an add never removes a cell, so what GC hides
+/// at a group's clock it hides at any later one, when reads collect it.
+fn merge_adds(meta: &TableMeta, existing: Option<&[u8]>, adds: Adds<'_>) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(existing.map_or(0, <[u8]>::len) + adds.len() * 40);
+    out.push(FORMAT);
+    let mut pending = adds.into_iter().peekable();
+    if let Some(stored) = existing {
+        let mut cells = raw_cells(stored);
+        for cell in cells.by_ref() {
+            // Cells of dropped families go, as decoding hides them.
+            let Some(family) = meta.family(cell.family_id) else {
+                continue;
+            };
+            let at = (
+                family.name.as_str(),
+                cell.qualifier,
+                Reverse(cell.timestamp_micros),
+            );
+            while let Some((key, (id, sum))) = pending.next_if(|(k, _)| *k < at) {
+                put_cell(&mut out, id, key.1, key.2 .0, &sum.to_be_bytes());
+            }
+            match pending.next_if(|(k, _)| *k == at) {
+                Some((_, (_, sum))) => {
+                    let base = affinity_model::apply::decode_i64(cell.value).unwrap_or(0);
+                    let total = base.wrapping_add(sum);
+                    put_cell(
+                        &mut out,
+                        cell.family_id,
+                        cell.qualifier,
+                        cell.timestamp_micros,
+                        &total.to_be_bytes(),
+                    );
+                }
+                None => put_cell(
+                    &mut out,
+                    cell.family_id,
+                    cell.qualifier,
+                    cell.timestamp_micros,
+                    cell.value,
+                ),
+            }
+        }
+        if cells.failed() {
+            return None;
+        }
+    }
+    for (key, (id, sum)) in pending {
+        put_cell(&mut out, id, key.1, key.2 .0, &sum.to_be_bytes());
+    }
+    Some(out)
+}
+
 /// The row `existing` (a stored row, or none) becomes after `operands`,
 /// encoded; `None` when something does not decode.
 pub(crate) fn full_merge<'o>(
@@ -234,6 +329,21 @@ pub(crate) fn full_merge<'o>(
     key: &[u8],
     existing: Option<&[u8]>,
     operands: impl IntoIterator<Item = &'o [u8]>,
+) -> Option<Vec<u8>> {
+    let operands: Vec<&[u8]> = operands.into_iter().collect();
+    match only_adds(meta, &operands) {
+        Some(adds) => merge_adds(meta, existing, adds),
+        None => merge_in_order(meta, key, existing, &operands),
+    }
+}
+
+/// [`full_merge`] the general way: each group applied at its own clock to
+/// the row as the groups before it left it, GC collected after each.
+fn merge_in_order(
+    meta: &TableMeta,
+    key: &[u8],
+    existing: Option<&[u8]>,
+    operands: &[&[u8]],
 ) -> Option<Vec<u8>> {
     let spec = meta.spec();
     let mut cells: Vec<Cell> = Vec::new();
@@ -374,6 +484,73 @@ mod tests {
         };
         let again = full_merge(&meta, b"k", Some(&base), [combined.as_slice()]).expect("merges");
         assert_eq!(again, merged);
+    }
+
+    #[test]
+    fn adds_merge_in_one_pass_as_in_order() {
+        let meta = TableMeta::from_spec(
+            "cf".into(),
+            &TableSpec::new()
+                .with_family("a", GcRule::None)
+                .with_sum_family("s", GcRule::MaxVersions(2))
+                .with_sum_family("t", GcRule::MaxAge(std::time::Duration::from_millis(5))),
+        );
+        let add =
+            |f: &str, q: &str, ts: i64, n: i64| Mutation::add_to_cell(f, q.to_string(), ts, n);
+        let base = full_merge(
+            &meta,
+            b"k",
+            None,
+            [operand(
+                &meta,
+                &[
+                    Mutation::set_cell("a", "x", 1000, "plain"),
+                    add("s", "q", 3000, 7),
+                    add("t", "q", 1000, 1),
+                ],
+                4000,
+            )
+            .as_slice()],
+        )
+        .expect("merges");
+        let groups = [
+            (vec![add("s", "q", 3000, 5), add("s", "p", 1000, -2)], 5000),
+            (
+                vec![
+                    add("s", "q", 2000, 1),
+                    add("s", "q", 1000, 1),
+                    add("t", "q", 1000, 3),
+                ],
+                6000,
+            ),
+            (vec![add("t", "r", 9000, 4), add("s", "p", 1000, 2)], 9000),
+        ];
+        let operands: Vec<Vec<u8>> = groups
+            .iter()
+            .map(|(m, now)| operand(&meta, m, *now))
+            .collect();
+        let slices: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+        let adds = only_adds(&meta, &slices).expect("only adds");
+        let fast = merge_adds(&meta, Some(&base), adds).expect("merges");
+        let general = merge_in_order(&meta, b"k", Some(&base), &slices).expect("merges");
+        for now in [9000, 10_000, 20_000, 40_000] {
+            assert_eq!(
+                decode(&meta, b"k", &fast, now).expect("decodes"),
+                decode(&meta, b"k", &general, now).expect("decodes"),
+                "at {now}"
+            );
+        }
+        // Without a stored row too.
+        let fast =
+            merge_adds(&meta, None, only_adds(&meta, &slices).expect("adds")).expect("merges");
+        let general = merge_in_order(&meta, b"k", None, &slices).expect("merges");
+        assert_eq!(
+            decode(&meta, b"k", &fast, 9000).expect("decodes"),
+            decode(&meta, b"k", &general, 9000).expect("decodes")
+        );
+        // A set among the operands takes the general path.
+        let mixed = operand(&meta, &[Mutation::set_cell("a", "y", 0, "v")], 9000);
+        assert!(only_adds(&meta, &[slices[0], mixed.as_slice()]).is_none());
     }
 
     #[test]

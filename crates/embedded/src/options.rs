@@ -63,6 +63,7 @@ pub(crate) fn db_options(options: &EmbeddedOptions) -> Options {
     opts.set_max_total_wal_size(options.total_write_buffer_bytes as u64);
     // Writers to the WAL and to memtables proceed as a pipeline.
     opts.set_enable_pipelined_write(true);
+    opts.set_allow_concurrent_memtable_write(false);
     opts.set_keep_log_file_num(4);
     opts
 }
@@ -90,6 +91,11 @@ pub(crate) fn table_cf_options(options: &EmbeddedOptions, cache: &Cache, gc: GcS
     opts.set_block_based_table_factory(&block);
     opts.set_compression_type(DBCompressionType::Lz4);
     opts.set_write_buffer_size(options.write_buffer_bytes);
+    // A bloom filter over the memtable's whole keys: the read half of a
+    // write (nearly always of a row not yet there, such as a new event)
+    // skips the skiplist search.
+    opts.set_memtable_whole_key_filtering(true);
+    opts.set_memtable_prefix_bloom_ratio(0.02);
     // Room to absorb a burst while a flush runs, instead of stalling writers.
     opts.set_max_write_buffer_number(4);
     opts.set_level_compaction_dynamic_level_bytes(true);

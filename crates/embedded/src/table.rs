@@ -135,11 +135,7 @@ impl EmbeddedTable {
                 operands.push((&entry.row_key, operand));
             }
         }
-        let mut batch = pending.into_batch()?;
-        for (key, operand) in operands {
-            batch.merge_cf(&cf, key, operand);
-        }
-        self.commit(batch, guards)
+        self.commit(pending.into_batch_with(operands)?, guards)
     }
 }
 

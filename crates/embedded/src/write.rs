@@ -98,19 +98,43 @@ impl<'a, 'db> Pending<'a, 'db> {
     /// GC, exactly as `MemoryStore` collects a row it writes; an emptied
     /// row is deleted).
     pub fn into_batch(self) -> Result<WriteBatch> {
+        self.into_batch_with(Vec::new())
+    }
+
+    /// [`Pending::into_batch`] plus merge operands of rows this request
+    /// did not read, in request order per row. The batch holds its keys in
+    /// ascending order: memtable inserts of sorted keys reuse the
+    /// skiplist position of the previous one.
+    pub fn into_batch_with(self, merges: Vec<(&Bytes, Vec<u8>)>) -> Result<WriteBatch> {
+        enum Op {
+            Put(Vec<u8>),
+            Delete,
+            Merge(Vec<u8>),
+        }
         let spec = self.meta.spec();
-        let mut batch = WriteBatch::default();
-        let mut buf = Vec::new();
+        let mut ops: Vec<(Bytes, Op)> = Vec::with_capacity(self.rows.len() + merges.len());
         for row in self.rows {
             let cells = collect(&spec, row.cells, self.now_micros);
             if cells.is_empty() {
                 if row.existed {
-                    batch.delete_cf(&self.cf, &row.key);
+                    ops.push((row.key, Op::Delete));
                 }
                 continue;
             }
+            let mut buf = Vec::new();
             encode_row(&mut buf, self.meta, &cells)?;
-            batch.put_cf(&self.cf, &row.key, &buf);
+            ops.push((row.key, Op::Put(buf)));
+        }
+        ops.extend(merges.into_iter().map(|(k, m)| (k.clone(), Op::Merge(m))));
+        // Stable: a row's merge operands keep their order.
+        ops.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut batch = WriteBatch::default();
+        for (key, op) in ops {
+            match op {
+                Op::Put(value) => batch.put_cf(&self.cf, &key, value),
+                Op::Delete => batch.delete_cf(&self.cf, &key),
+                Op::Merge(operand) => batch.merge_cf(&self.cf, &key, operand),
+            }
         }
         Ok(batch)
     }

@@ -6,7 +6,10 @@
 
 /// Append one field to `out`, quoted when needed.
 fn push_field(out: &mut String, field: &str) {
-    let needs = field.is_empty() || field.contains([',', '"', '\r', '\n']);
+    let needs = field.is_empty()
+        || field
+            .bytes()
+            .any(|b| matches!(b, b',' | b'"' | b'\r' | b'\n'));
     if needs {
         out.push('"');
         for c in field.chars() {
@@ -23,14 +26,19 @@ fn push_field(out: &mut String, field: &str) {
 
 /// One record: fields joined by `,`, quoted as needed.
 pub fn encode<S: AsRef<str>>(fields: &[S]) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(fields.iter().map(|f| f.as_ref().len() + 1).sum());
+    push_record(&mut out, fields);
+    out
+}
+
+/// Append one record to `out`.
+pub fn push_record<S: AsRef<str>>(out: &mut String, fields: &[S]) {
     for (i, f) in fields.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        push_field(&mut out, f.as_ref());
+        push_field(out, f.as_ref());
     }
-    out
 }
 
 /// Parse one record written by [`encode`]; `None` when malformed.

@@ -178,18 +178,23 @@ fn state_mutations(events: &[&Prepared]) -> Vec<Mutation> {
         return Vec::new();
     };
     let ts = day_micros(first.id.day());
-    let mut counts: BTreeMap<String, i64> = BTreeMap::new();
+    // Sorted, so equal batches write equal rows in the same order.
+    let mut counts: BTreeMap<(EventType, &str, &str, &str), i64> = BTreeMap::new();
     for e in events {
+        let (ty, name) = (e.event.event_type, e.event.event_name.as_str());
         for (f, v, n) in e.event.counts.iter() {
-            let q = counter_qualifier(e.event.event_type, &e.event.event_name, f, v);
-            *counts.entry(q).or_default() += i64::from(n);
+            *counts.entry((ty, name, f, v)).or_default() += i64::from(n);
         }
     }
-    let mut out: Vec<Mutation> = counts
-        .into_iter()
-        .filter(|(_, n)| *n != 0)
-        .map(|(q, n)| Mutation::add_to_cell(COUNTERS_FAMILY, q, ts, n))
-        .collect();
+    let mut out: Vec<Mutation> = Vec::with_capacity(counts.len() + events.len());
+    out.extend(
+        counts
+            .into_iter()
+            .filter(|(_, n)| *n != 0)
+            .map(|((ty, name, f, v), n)| {
+                Mutation::add_to_cell(COUNTERS_FAMILY, counter_qualifier(ty, name, f, v), ts, n)
+            }),
+    );
     out.extend(
         events
             .iter()

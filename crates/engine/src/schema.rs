@@ -70,29 +70,29 @@ impl Schema {
             }
             Schema::Wide => {
                 let ty = event.event_type.as_str();
-                let mut out: Vec<Mutation> = event
-                    .counts
-                    .0
-                    .iter()
-                    .map(|(facet, values)| {
-                        let lines: Vec<String> = values
-                            .iter()
-                            .map(|(v, n)| {
-                                csv::encode(&[FACET_OPERATOR, v.as_str(), &n.to_string()])
-                            })
-                            .collect();
-                        Mutation::set_cell(
-                            WIDE_FAMILY,
-                            csv::encode(&[ty, event.event_name.as_str(), facet.as_str()]),
-                            ts,
-                            lines.join("\n"),
-                        )
-                    })
-                    .collect();
+                let name = event.event_name.as_str();
+                let mut out: Vec<Mutation> = Vec::with_capacity(event.counts.0.len().max(1));
+                for (facet, values) in &event.counts.0 {
+                    let mut value = String::new();
+                    for (i, (v, n)) in values.iter().enumerate() {
+                        if i > 0 {
+                            value.push('\n');
+                        }
+                        csv::push_record(&mut value, &[FACET_OPERATOR, v.as_str()]);
+                        value.push(',');
+                        value.push_str(itoa::Buffer::new().format(*n));
+                    }
+                    out.push(Mutation::set_cell(
+                        WIDE_FAMILY,
+                        csv::encode(&[ty, name, facet.as_str()]),
+                        ts,
+                        value,
+                    ));
+                }
                 if out.is_empty() {
                     out.push(Mutation::set_cell(
                         WIDE_FAMILY,
-                        csv::encode(&[ty, event.event_name.as_str()]),
+                        csv::encode(&[ty, name]),
                         ts,
                         Bytes::new(),
                     ));
