@@ -15,6 +15,8 @@
 //! qualifier filters, one per (event, facet) pair of the strategy, so the
 //! store returns only the cells the strategy scores.
 
+use std::borrow::Cow;
+
 use affinity_model::filter::escape_regex_bytes;
 use affinity_model::{Bytes, Mutation, Row, RowFilter, RowRef, TimestampRange};
 
@@ -178,18 +180,21 @@ pub fn visit_row(
     let mut ts = None;
     for cell in row.cells {
         ts = Some(cell.timestamp_micros.div_euclid(1000));
-        let q = utf8(cell.qualifier, "wide qualifier")?;
-        let ([ty, name, facet], n) =
-            csv::decode_n::<3>(q).ok_or_else(|| Error::corrupt("wide qualifier", q))?;
-        let Some(ty) = EventType::parse(&ty).filter(|_| n >= 2) else {
-            return Err(Error::corrupt("wide qualifier", q));
-        };
-        if n < 3 {
-            continue;
+        if let (ty, name, Some(facet)) = parse_wide_qualifier(cell.qualifier)? {
+            visit_wide_value(cell.value, |v, n| visit(ty, &name, &facet, v, n))?;
         }
-        visit_wide_value(cell.value, |v, n| visit(ty, &name, &facet, v, n))?;
     }
     Ok(ts)
+}
+
+/// A wide qualifier's event type, name and facet (`None` in an event's
+/// marker cell, which has no facet).
+pub fn parse_wide_qualifier(q: &[u8]) -> Result<(EventType, Cow<'_, str>, Option<Cow<'_, str>>)> {
+    let q = utf8(q, "wide qualifier")?;
+    let bad = || Error::corrupt("wide qualifier", q);
+    let ([ty, name, facet], n) = csv::decode_n::<3>(q).ok_or_else(bad)?;
+    let ty = EventType::parse(&ty).filter(|_| n >= 2).ok_or_else(bad)?;
+    Ok((ty, name, (n == 3).then_some(facet)))
 }
 
 /// Visit the `(value, count)` pairs of a wide cell's value (lines

@@ -145,7 +145,13 @@ impl<'w> Accumulator<'w> {
         let (Some(es), Some(fs)) = (self.weights.event(ty, name), self.weights.facet(facet)) else {
             return;
         };
-        let add = i64::from(es) * i64::from(fs) * count;
+        self.add_weighted(facet, value, i64::from(es) * i64::from(fs) * count);
+    }
+
+    /// Add `eventScore * facetScore * count`, computed by the caller, to
+    /// `raw(facet, value)` (the batch reader resolves the weights of a
+    /// column once per scan, not once per count).
+    pub fn add_weighted(&mut self, facet: &str, value: &str, add: i64) {
         if let Some(m) = self.raw.get_mut(facet) {
             if let Some(r) = m.get_mut(value) {
                 *r += add;
