@@ -12,6 +12,7 @@ use std::ops::Range;
 use affinity_model::eval::CellPrefilter;
 use affinity_model::gc::deletes;
 use affinity_model::{Bytes, Cell, CellRef, Result, Row};
+use rustc_hash::FxHashMap;
 
 use crate::meta::{FamilyView, TableMeta};
 use crate::row::{corrupt_row, raw_cells, RawCell};
@@ -41,16 +42,77 @@ impl<'m> Visibility<'m> {
         cell: &RawCell<'_>,
         previous: Option<&RawCell<'_>>,
     ) -> Option<&'m FamilyView> {
+        let version = self.advance(cell, previous);
+        self.check(cell, version)
+    }
+
+    /// The cell's version number within its column (0 for the newest).
+    /// Every cell of a row must go through here, in stored order.
+    pub fn advance(&mut self, cell: &RawCell<'_>, previous: Option<&RawCell<'_>>) -> usize {
         let same = previous.is_some_and(|p| p.same_column(cell));
         self.version = if same { self.version + 1 } else { 0 };
+        self.version
+    }
+
+    /// The cell's family when GC keeps the cell with this version number.
+    pub fn check(&self, cell: &RawCell<'_>, version: usize) -> Option<&'m FamilyView> {
         let family = self.meta.family(cell.family_id)?;
         (!deletes(
             &family.gc_rule,
-            self.version,
+            version,
             cell.timestamp_micros,
             self.now_micros,
         ))
         .then_some(family)
+    }
+}
+
+/// A scan's memory of its prefilter's column verdicts
+/// ([`CellPrefilter::column_verdict`]): rows of one table mostly repeat
+/// the same columns in the same order, so a cell's verdict is first looked
+/// for at its position in the previous rows (one comparison), then among
+/// every column the scan met. A cell of a column the filter rules out
+/// then costs no GC check and no test.
+#[derive(Default)]
+pub(crate) struct ColumnVerdicts {
+    by_position: Vec<(u32, Vec<u8>, Option<bool>)>,
+    by_column: FxHashMap<u32, FxHashMap<Box<[u8]>, Option<bool>>>,
+}
+
+impl ColumnVerdicts {
+    fn verdict(
+        &mut self,
+        position: usize,
+        family_id: u32,
+        family: &str,
+        qualifier: &[u8],
+        prefilter: &CellPrefilter,
+    ) -> Option<bool> {
+        if let Some((id, q, verdict)) = self.by_position.get(position) {
+            if *id == family_id && q.as_slice() == qualifier {
+                return *verdict;
+            }
+        }
+        let columns = self.by_column.entry(family_id).or_default();
+        let verdict = match columns.get(qualifier) {
+            Some(verdict) => *verdict,
+            None => {
+                let verdict = prefilter.column_verdict(family, qualifier);
+                columns.insert(qualifier.into(), verdict);
+                verdict
+            }
+        };
+        // Positions are fed in order from 0, so the list stays dense.
+        if let Some(slot) = self.by_position.get_mut(position) {
+            slot.0 = family_id;
+            slot.1.clear();
+            slot.1.extend_from_slice(qualifier);
+            slot.2 = verdict;
+        } else if position == self.by_position.len() {
+            self.by_position
+                .push((family_id, qualifier.to_vec(), verdict));
+        }
+        verdict
     }
 }
 
@@ -138,24 +200,36 @@ pub(crate) fn read_refs<'v>(
     value: &'v [u8],
     now_micros: i64,
     prefilter: Option<&CellPrefilter>,
+    verdicts: &mut ColumnVerdicts,
     out: &mut Vec<CellRef<'v>>,
 ) -> Result<()> {
     out.clear();
     let mut visibility = Visibility::new(meta, now_micros);
     let mut previous: Option<RawCell<'_>> = None;
     let mut cells = raw_cells(value);
-    for cell in cells.by_ref() {
-        let family = visibility.visible(&cell, previous.as_ref());
+    for (position, cell) in cells.by_ref().enumerate() {
+        let version = visibility.advance(&cell, previous.as_ref());
         previous = Some(cell);
-        let Some(family) = family else { continue };
-        if prefilter.is_some_and(|p| {
-            !p.may_pass(
-                &family.name,
-                cell.qualifier,
-                cell.timestamp_micros,
-                cell.value,
-            )
-        }) {
+        let Some(family) = meta.family(cell.family_id) else {
+            continue;
+        };
+        let verdict = match prefilter {
+            Some(p) => verdicts.verdict(position, cell.family_id, &family.name, cell.qualifier, p),
+            None => Some(true),
+        };
+        if verdict == Some(false) || visibility.check(&cell, version).is_none() {
+            continue;
+        }
+        if verdict.is_none()
+            && prefilter.is_some_and(|p| {
+                !p.may_pass(
+                    &family.name,
+                    cell.qualifier,
+                    cell.timestamp_micros,
+                    cell.value,
+                )
+            })
+        {
             continue;
         }
         out.push(CellRef {

@@ -164,6 +164,7 @@ impl Scan<'_> {
         }
         let meta = Arc::clone(&self.meta);
         let mut buffer: Vec<CellRef<'static>> = Vec::new();
+        let mut verdicts = decode::ColumnVerdicts::default();
         // One row: `Ok(false)` when the scan is to stop.
         let mut show = |key: &[u8], value: &[u8], remaining: &mut Option<u64>| -> Result<bool> {
             let mut cells = recycle_cells(std::mem::take(&mut buffer));
@@ -173,6 +174,7 @@ impl Scan<'_> {
                 value,
                 self.now_micros,
                 self.prefilter.as_ref(),
+                &mut verdicts,
                 &mut cells,
             )?;
             let go_on = if cells.is_empty() {

@@ -82,6 +82,45 @@ impl CellPrefilter {
     ) -> bool {
         test(&self.pre, family, qualifier, timestamp_micros, value)
     }
+
+    /// What the test says of every cell of a column, whatever its
+    /// timestamp and value: `Some(false)` when no cell of it may pass,
+    /// `Some(true)` when every cell may, `None` when it depends on the
+    /// cell. A backend may remember this per column and test only the
+    /// cells of columns answering `None`.
+    pub fn column_verdict(&self, family: &str, qualifier: &[u8]) -> Option<bool> {
+        column(&self.pre, family, qualifier)
+    }
+}
+
+/// Three-valued [`test`] over a column: timestamp and value tests unknown.
+fn column(pre: &Pre, family: &str, qualifier: &[u8]) -> Option<bool> {
+    match pre {
+        Pre::Timestamp(_) | Pre::Value(_) | Pre::ValueRange(_) => None,
+        Pre::All(parts) => {
+            let mut out = Some(true);
+            for p in parts {
+                match column(p, family, qualifier) {
+                    Some(false) => return Some(false),
+                    None => out = None,
+                    Some(true) => {}
+                }
+            }
+            out
+        }
+        Pre::Any(parts) => {
+            let mut out = Some(false);
+            for p in parts {
+                match column(p, family, qualifier) {
+                    Some(true) => return Some(true),
+                    None => out = None,
+                    Some(false) => {}
+                }
+            }
+            out
+        }
+        other => Some(test(other, family, qualifier, 0, &[])),
+    }
 }
 
 fn test(pre: &Pre, family: &str, qualifier: &[u8], ts: i64, value: &[u8]) -> bool {

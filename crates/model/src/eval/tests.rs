@@ -500,6 +500,25 @@ mod properties {
         }
 
         #[test]
+        fn a_column_verdict_holds_for_every_cell_of_the_column(f in gen::filter(KINDS), row in rows()) {
+            let Ok(compiled) = CompiledFilter::compile(&f) else {
+                return Ok(());
+            };
+            let Some(pre) = compiled.cell_prefilter() else {
+                return Ok(());
+            };
+            for c in &row.cells {
+                if let Some(verdict) = pre.column_verdict(&c.family, &c.qualifier) {
+                    prop_assert_eq!(
+                        pre.may_pass(&c.family, &c.qualifier, c.timestamp_micros, &c.value),
+                        verdict,
+                        "{:?}", c
+                    );
+                }
+            }
+        }
+
+        #[test]
         fn column_limit_bounds_every_column(f in gen::filter(NO_SINK), n in 1u32..3, row in rows()) {
             let limited = RowFilter::Chain(vec![f, RowFilter::CellsPerColumnLimit(n)]);
             if let Some(Some(out)) = apply(&limited, &row) {
