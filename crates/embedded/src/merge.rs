@@ -32,7 +32,6 @@ use affinity_model::gc::visible_cells as collect;
 use affinity_model::{Cell, Mutation, Result, TimestampRange, SERVER_TIME};
 use rocksdb::MergeOperands;
 use std::cmp::Reverse;
-use std::collections::BTreeMap;
 
 use crate::decode::visible_cells;
 use crate::gc::GcSlot;
@@ -229,9 +228,10 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Sums of the adds of operands made only of `AddToCell`s, keyed in
-/// canonical cell order: (family name, qualifier, newest timestamp first).
-type Adds<'a> = BTreeMap<(&'a str, &'a [u8], Reverse<i64>), (u32, i64)>;
+/// The adds of operands made only of `AddToCell`s, summed per cell, in
+/// canonical cell order: ((family name, qualifier, newest timestamp
+/// first), (family id, sum)).
+type Adds<'a> = Vec<((&'a str, &'a [u8], Reverse<i64>), (u32, i64))>;
 
 /// The adds of `operands` when every mutation in them is an `AddToCell`
 /// (the only blind writes the table makes); `None` otherwise, or when
@@ -256,14 +256,20 @@ fn only_adds<'a>(meta: &'a TableMeta, operands: &[&'a [u8]]) -> Option<Adds<'a>>
                 let ts = cursor.u64()? as i64;
                 let input = cursor.u64()? as i64;
                 if let Some(family) = meta.family(id) {
-                    let sum = adds
-                        .entry((family.name.as_str(), qualifier, Reverse(ts)))
-                        .or_insert((id, 0));
-                    sum.1 = sum.1.wrapping_add(input);
+                    adds.push(((family.name.as_str(), qualifier, Reverse(ts)), (id, input)));
                 }
             }
         }
     }
+    // Sums wrap, so their order does not matter.
+    adds.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    adds.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 .1 = kept.1 .1.wrapping_add(later.1 .1);
+        }
+        same
+    });
     Some(adds)
 }
 

@@ -39,7 +39,7 @@ use std::sync::{Mutex, RwLock};
 use crate::catalog::{Catalog, CatalogObject};
 use crate::error::{Error, Result};
 use crate::event::EventType;
-use crate::ingest::{COUNTERS_FAMILY, IDS_FAMILY};
+use crate::ingest::{COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY};
 use crate::schema::{Schema, WIDE_FAMILY};
 use crate::strategy::Strategy;
 
@@ -248,9 +248,11 @@ impl Engine {
     fn profiles_spec(config: &AppConfig) -> TableSpec {
         let days = u64::from(config.retention_days + STATE_MARGIN_DAYS);
         let state = GcRule::MaxAge(Duration::from_millis(days * DAY_MILLIS as u64));
+        let latest = GcRule::Union(vec![GcRule::MaxVersions(1), state.clone()]);
         TableSpec::new()
             .with_sum_family(COUNTERS_FAMILY, state.clone())
             .with_sum_family(IDS_FAMILY, state)
+            .with_sum_family(LAST_FAMILY, latest)
             .with_family("b", GcRule::MaxVersions(1))
     }
 

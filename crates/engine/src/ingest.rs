@@ -15,10 +15,16 @@
 //!   day's events;
 //! - family `i`: one cell per event of the day, qualifier = the event's id
 //!   (16 bytes: timestamp i64 BE | key suffix u64 BE), the number of times
-//!   the event was added.
+//!   the event was added;
+//! - family `t`: one column per `(type, name, facet)` of the day,
+//!   qualifier CSV(type, name, facet), each add stamped with the event's
+//!   own time; the family keeps one version, so the column's timestamp is
+//!   the latest time of an event of that type and name with that facet
+//!   (a maximum kept by Bigtable's version GC, without a read).
 //!
-//! Both families expire `retention + 2 days` after the day started (the
-//! day is then past retention; events are at most one hour in the future).
+//! `n` and `i` expire `retention + 2 days` after the day started (the
+//! day is then past retention; events are at most one hour in the future),
+//! `t` that long after its event.
 //!
 //! # Protocol and guarantee
 //!
@@ -62,6 +68,8 @@ pub const BATCH_EVENTS: usize = 1000;
 pub const COUNTERS_FAMILY: &str = "n";
 /// The state family of event ids.
 pub const IDS_FAMILY: &str = "i";
+/// The state family of latest event times.
+pub const LAST_FAMILY: &str = "t";
 
 /// An event id within a user: its timestamp and key suffix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -125,6 +133,27 @@ pub fn parse_counter_qualifier(q: &[u8]) -> Result<CounterColumn<'_>> {
     Ok((ty, name, facet, value))
 }
 
+/// The qualifier of a `t` column: CSV(type, name, facet).
+pub fn last_qualifier(ty: EventType, name: &str, facet: &str) -> String {
+    csv::encode(&[ty.as_str(), name, facet])
+}
+
+/// Parse a `t` qualifier.
+pub fn parse_last_qualifier(q: &[u8]) -> Result<(EventType, Cow<'_, str>, Cow<'_, str>)> {
+    let bad = || {
+        Error::corrupt(
+            "latest-time qualifier",
+            String::from_utf8_lossy(q).into_owned(),
+        )
+    };
+    let text = std::str::from_utf8(q).map_err(|_| bad())?;
+    let ([ty, name, facet], 3) = csv::decode_n::<3>(text).ok_or_else(bad)? else {
+        return Err(bad());
+    };
+    let ty = EventType::parse(&ty).ok_or_else(bad)?;
+    Ok((ty, name, facet))
+}
+
 /// The timestamp of every state cell of `day`: the day's first microsecond.
 pub fn day_micros(day: i64) -> i64 {
     day * DAY_MILLIS * 1000
@@ -180,13 +209,16 @@ fn state_mutations(events: &[&Prepared]) -> Vec<Mutation> {
     let ts = day_micros(first.id.day());
     // Sorted, so equal batches write equal rows in the same order.
     let mut counts: BTreeMap<(EventType, &str, &str, &str), i64> = BTreeMap::new();
+    let mut latest: BTreeMap<(EventType, &str, &str), i64> = BTreeMap::new();
     for e in events {
         let (ty, name) = (e.event.event_type, e.event.event_name.as_str());
         for (f, v, n) in e.event.counts.iter() {
             *counts.entry((ty, name, f, v)).or_default() += i64::from(n);
+            let t = latest.entry((ty, name, f)).or_insert(i64::MIN);
+            *t = (*t).max(e.id.timestamp_millis);
         }
     }
-    let mut out: Vec<Mutation> = Vec::with_capacity(counts.len() + events.len());
+    let mut out: Vec<Mutation> = Vec::with_capacity(counts.len() + latest.len() + events.len());
     out.extend(
         counts
             .into_iter()
@@ -195,6 +227,9 @@ fn state_mutations(events: &[&Prepared]) -> Vec<Mutation> {
                 Mutation::add_to_cell(COUNTERS_FAMILY, counter_qualifier(ty, name, f, v), ts, n)
             }),
     );
+    out.extend(latest.into_iter().map(|((ty, name, f), millis)| {
+        Mutation::add_to_cell(LAST_FAMILY, last_qualifier(ty, name, f), millis * 1000, 1)
+    }));
     out.extend(
         events
             .iter()

@@ -9,8 +9,13 @@
 //!   are read from the events table (retention is exact to the
 //!   millisecond);
 //! - older days: ignored (and expired by GC);
-//! - `lastEventAt`: the newest day holding state is read from the events
-//!   table, then older ones until a scoring event is found.
+//! - `lastEventAt`: the latest timestamp of the `t` cells of the days
+//!   within retention whose `(type, name, facet)` the strategy scores, and
+//!   the scoring events read for the day containing `C`.
+//!
+//! So a read is one scan of the user's state rows, plus the events of the
+//! day containing `C` when the user has any that day, plus one event row
+//! per correction.
 //!
 //! Deletion removes the user's event rows (found by a scan of the user's
 //! key prefix), the batch profile row and every state row. It deletes what
@@ -18,8 +23,6 @@
 //! keyed by the authenticated token); an ingestion of the same user racing
 //! with the deletion may leave that ingestion's events, and the caller
 //! verifies with [`Engine::user_row_count`].
-
-use std::collections::BTreeSet;
 
 use affinity_model::{
     prefix_successor, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowSet, Table,
@@ -29,7 +32,10 @@ use affinity_rowkey::composite::{user_prefix, user_time_range};
 use crate::batch::visit_rows;
 use crate::engine::{App, Engine, DAY_MILLIS};
 use crate::error::{Error, Result};
-use crate::ingest::{parse_counter_qualifier, state_row_key, EventId, COUNTERS_FAMILY, IDS_FAMILY};
+use crate::ingest::{
+    parse_counter_qualifier, parse_last_qualifier, state_row_key, EventId, COUNTERS_FAMILY,
+    IDS_FAMILY, LAST_FAMILY,
+};
 use crate::schema::{decode_row, since};
 use crate::scoring::{Accumulator, Profile, ScoredEvent};
 use crate::strategy::Strategy;
@@ -101,13 +107,12 @@ impl Engine {
         let mut acc = Accumulator::new(&weights);
         let cutoff = self.now_millis() - app.config.retention_millis();
         let boundary = cutoff.div_euclid(DAY_MILLIS);
-        let filter = RowFilter::FamilyNameRegex(format!("[{COUNTERS_FAMILY}{IDS_FAMILY}]"));
-        let mut days = BTreeSet::new();
         let first = state_row_key(user, boundary);
         let end = prefix_successor(format!("{user},").as_bytes()).unwrap_or_default();
-        let request = ReadRowsRequest::new(RowSet::from_range(RowRange::closed_open(first, end)))
-            .with_filter(filter);
+        // State rows hold nothing but the state families: no filter.
+        let request = ReadRowsRequest::new(RowSet::from_range(RowRange::closed_open(first, end)));
         let mut corrections: Vec<(EventId, i64)> = Vec::new();
+        let (mut any_state, mut boundary_state) = (false, false);
         visit_rows(app.profiles.as_ref(), &request, |row| {
             let day = row
                 .key
@@ -115,81 +120,50 @@ impl Engine {
                 .and_then(|d| std::str::from_utf8(d).ok())
                 .and_then(|d| d.parse::<i64>().ok())
                 .ok_or_else(|| Error::corrupt("state row key", format!("{:?}", row.key)))?;
-            days.insert(day);
+            any_state = true;
             if day <= boundary {
                 // Counted from the events table, to the millisecond.
+                boundary_state |= day == boundary;
                 return Ok(());
             }
             for cell in row.cells {
+                if cell.family == LAST_FAMILY {
+                    // Its timestamp is the column's latest event time.
+                    let (ty, name, facet) = parse_last_qualifier(cell.qualifier)?;
+                    if weights.event(ty, &name).is_some() && weights.facet(&facet).is_some() {
+                        acc.note_event_time(cell.timestamp_micros.div_euclid(1000));
+                    }
+                    continue;
+                }
                 let n = affinity_model::apply::decode_i64(cell.value).ok_or_else(|| {
                     Error::corrupt("state cell", format!("{} bytes", cell.value.len()))
                 })?;
                 if cell.family == COUNTERS_FAMILY {
                     let (ty, name, facet, value) = parse_counter_qualifier(cell.qualifier)?;
                     acc.add_count(ty, &name, &facet, &value, n);
-                } else if n != 1 {
+                } else if cell.family == IDS_FAMILY && n != 1 {
                     corrections.push((EventId::from_qualifier(cell.qualifier)?, n));
                 }
             }
             Ok(())
         })?;
+        if !any_state {
+            return Ok(None);
+        }
         for (id, times) in corrections {
             if let Some(e) = self.event_by_id(&app, user, &id)? {
                 acc.add_event(&e, 1 - times);
             }
         }
-        if days.is_empty() {
-            return Ok(None);
-        }
-        days.insert(boundary);
-        for e in self.user_events(&app, user, cutoff, (boundary + 1) * DAY_MILLIS)? {
-            acc.add_event(&e, 1);
-        }
-        for day in days.iter().rev() {
-            let last =
-                self.last_scoring_time(&app, user, &acc, day * DAY_MILLIS, (day + 1) * DAY_MILLIS)?;
-            if let Some(t) = last {
-                acc.note_event_time(t);
-                break;
-            }
-        }
-        Ok(acc.finish(user))
-    }
-
-    /// The time of the user's latest scoring event with `from <= timestamp
-    /// < to` (within retention): each physical range read newest first,
-    /// stopping at its first scoring event, so a busy day costs a row or
-    /// two, not the whole day.
-    fn last_scoring_time(
-        &self,
-        app: &App,
-        user: &str,
-        acc: &Accumulator<'_>,
-        from_millis: i64,
-        to_millis: i64,
-    ) -> Result<Option<i64>> {
-        let cutoff = self.now_millis() - app.config.retention_millis();
-        let from = from_millis.max(cutoff);
-        if from >= to_millis {
-            return Ok(None);
-        }
-        let range = user_time_range(&app.id, user, from, to_millis)?;
-        let mut last: Option<i64> = None;
-        for (_, physical) in app.physical_ranges(&range) {
-            let mut request =
-                ReadRowsRequest::new(RowSet::from_range(physical)).with_filter(since(cutoff));
-            request.reversed = true;
-            for row in app.events.read_rows(&request)? {
-                let Some(e) = decode_row(&row?)? else {
-                    continue;
-                };
+        if boundary_state {
+            for e in self.user_events(&app, user, cutoff, (boundary + 1) * DAY_MILLIS)? {
+                acc.add_event(&e, 1);
                 if acc.is_scoring(e.event_type, &e.event_name, &e.counts) {
-                    last = last.max(Some(e.timestamp_millis));
-                    break;
+                    acc.note_event_time(e.timestamp_millis);
                 }
             }
         }
-        Ok(last)
+        Ok(acc.finish(user))
     }
 
     /// Delete every event and the profile of a user (GDPR).
