@@ -21,6 +21,7 @@ use anyhow::{bail, Context};
 use serde_json::{json, Value};
 
 use super::quantile;
+use super::wire::{Answer, Endpoint};
 
 /// The goals of issue 5, printed next to the figures.
 const GOAL_EVENTS_PER_S: f64 = 100_000.0;
@@ -74,28 +75,23 @@ pub struct HttpBenchArgs {
     json: Option<PathBuf>,
 }
 
-/// Where the requests go.
+/// Where the requests go: the server, with the application's credentials
+/// on every request.
 #[derive(Clone)]
 struct Target {
     base: String,
-    app: String,
-    key: String,
-    client: reqwest::Client,
+    endpoint: Endpoint,
 }
 
 impl Target {
-    fn get(&self, path: &str) -> reqwest::RequestBuilder {
-        self.auth(self.client.get(format!("{}{path}", self.base)))
-    }
-
-    fn post(&self, path: &str) -> reqwest::RequestBuilder {
-        self.auth(self.client.post(format!("{}{path}", self.base)))
-    }
-
-    fn auth(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        request
-            .header("x-algolia-application-id", &self.app)
-            .header("x-algolia-api-key", &self.key)
+    fn new(base: &str, app: &str, key: &str) -> anyhow::Result<Target> {
+        let endpoint = Endpoint::parse(base)?
+            .with_header("x-algolia-application-id", app)
+            .with_header("x-algolia-api-key", key);
+        Ok(Target {
+            base: base.trim_end_matches('/').to_string(),
+            endpoint,
+        })
     }
 }
 
@@ -149,12 +145,7 @@ pub fn run(args: HttpBenchArgs) -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     match (&args.url, &args.app_id, &args.api_key) {
         (Some(url), Some(app), Some(key)) => {
-            let target = Target {
-                base: url.trim_end_matches('/').to_string(),
-                app: app.clone(),
-                key: key.clone(),
-                client: reqwest::Client::new(),
-            };
+            let target = Target::new(url, app, key)?;
             let described = format!("the server at {}", target.base);
             runtime.block_on(bench(&args, target, &described, "remote"))
         }
@@ -192,13 +183,10 @@ fn in_process(args: &HttpBenchArgs, runtime: tokio::runtime::Runtime) -> anyhow:
         let server = tokio::spawn(affinity_http::serve(listener, state, async {
             let _ = stopped.await;
         }));
-        let target = Target {
-            base,
-            app: APP.to_string(),
-            key: KEY.to_string(),
-            client: reqwest::Client::new(),
+        let result = match Target::new(&base, APP, KEY) {
+            Ok(target) => bench(args, target, &described, kind).await,
+            Err(e) => Err(e),
         };
-        let result = bench(args, target, &described, kind).await;
         let _ = stop.send(());
         server.await.context("the server task")??;
         result
@@ -249,19 +237,19 @@ async fn bench(
 /// The server answers `/health`, and the application has a strategy (ours
 /// is set when it has none, so an existing one is never replaced).
 async fn prepare(target: &Target) -> anyhow::Result<()> {
-    let health = target
-        .client
-        .get(format!("{}/health", target.base))
-        .send()
+    let mut conn = target
+        .endpoint
+        .connect()
         .await
         .with_context(|| format!("cannot reach an affinity server at {}", target.base))?;
-    expect(health, 200, "GET /health").await?;
-    let current = target
-        .get("/1/strategies/personalization")
-        .send()
+    let health = conn.send("GET", "/health", b"").await?;
+    expect(&health, 200, "GET /health")?;
+    let path = "/1/strategies/personalization";
+    let current = conn
+        .send("GET", path, b"")
         .await
-        .context("GET /1/strategies/personalization")?;
-    if current.status().as_u16() == 404 {
+        .with_context(|| format!("GET {path}"))?;
+    if current.status == 404 {
         let strategy = json!({
             "eventsScoring": [
                 {"eventName": "Viewed", "eventType": "view", "score": 5},
@@ -271,24 +259,24 @@ async fn prepare(target: &Target) -> anyhow::Result<()> {
                 {"facetName": "brand", "score": 100}, {"facetName": "category", "score": 80},
                 {"facetName": "color", "score": 40}, {"facetName": "size", "score": 20}],
             "personalizationImpact": 50});
-        let set = target
-            .post("/1/strategies/personalization")
-            .body(strategy.to_string())
-            .send()
+        let set = conn
+            .send("POST", path, strategy.to_string().as_bytes())
             .await
-            .context("POST /1/strategies/personalization")?;
-        expect(set, 200, "POST /1/strategies/personalization").await
+            .with_context(|| format!("POST {path}"))?;
+        expect(&set, 200, "POST /1/strategies/personalization")
     } else {
-        expect(current, 200, "GET /1/strategies/personalization").await
+        expect(&current, 200, "GET /1/strategies/personalization")
     }
 }
 
 /// Fail naming the status and body unless the answer is `want`.
-async fn expect(resp: reqwest::Response, want: u16, what: &str) -> anyhow::Result<()> {
-    let status = resp.status().as_u16();
-    let body = resp.text().await.unwrap_or_default();
-    if status != want {
-        bail!("{what} answered {status}: {}", clip(&body));
+fn expect(answer: &Answer, want: u16, what: &str) -> anyhow::Result<()> {
+    if answer.status != want {
+        bail!(
+            "{what} answered {}: {}",
+            answer.status,
+            clip(&String::from_utf8_lossy(&answer.body))
+        );
     }
     Ok(())
 }
@@ -310,28 +298,31 @@ async fn ingest(args: &HttpBenchArgs, target: &Target) -> Phase {
             let target = target.clone();
             tokio::spawn(async move {
                 let mut tally = Tally::default();
+                let mut conn = match target.endpoint.connect().await {
+                    Ok(conn) => conn,
+                    Err(err) => {
+                        tally.error(format!("POST /1/events failed: {err:#}"));
+                        return tally;
+                    }
+                };
                 let mut n = 0;
                 while Instant::now() < deadline {
                     let body = events_body(c, n, batch, users, now);
                     n += 1;
                     let t = Instant::now();
-                    match target.post("/1/events").body(body).send().await {
-                        Ok(resp) if resp.status().as_u16() == 200 => {
-                            let _ = resp.bytes().await;
+                    match conn.send("POST", "/1/events", body.as_bytes()).await {
+                        Ok(answer) if answer.status == 200 => {
                             tally.latencies.push(t.elapsed());
                             tally.ok += 1;
                         }
-                        Ok(resp) => {
-                            let status = resp.status().as_u16();
-                            let body = resp.text().await.unwrap_or_default();
-                            tally.error(format!(
-                                "POST /1/events answered {status}: {}",
-                                clip(&body)
-                            ));
-                        }
+                        Ok(answer) => tally.error(format!(
+                            "POST /1/events answered {}: {}",
+                            answer.status,
+                            clip(&String::from_utf8_lossy(&answer.body))
+                        )),
                         Err(err) => {
                             // The connection failed: this client stops.
-                            tally.error(format!("POST /1/events failed: {err}"));
+                            tally.error(format!("POST /1/events failed: {err:#}"));
                             break;
                         }
                     }
@@ -395,29 +386,32 @@ async fn read_profiles(args: &HttpBenchArgs, target: &Target) -> Phase {
             let target = target.clone();
             tokio::spawn(async move {
                 let mut tally = Tally::default();
+                let mut conn = match target.endpoint.connect().await {
+                    Ok(conn) => conn,
+                    Err(err) => {
+                        tally.error(format!("GET a profile failed: {err:#}"));
+                        return tally;
+                    }
+                };
                 let mut n = r;
                 while Instant::now() < deadline {
                     let path = format!("/1/profiles/personalization/user{}", (n * 31) % users);
                     n += readers;
                     let t = Instant::now();
-                    match target.get(&path).send().await {
-                        Ok(resp) => {
-                            let status = resp.status().as_u16();
-                            let body = resp.bytes().await.unwrap_or_default();
-                            match status {
-                                200 | 404 => {
-                                    tally.latencies.push(t.elapsed());
-                                    tally.ok += u64::from(status == 200);
-                                    tally.not_found += u64::from(status == 404);
-                                }
-                                _ => tally.error(format!(
-                                    "GET {path} answered {status}: {}",
-                                    clip(&String::from_utf8_lossy(&body))
-                                )),
+                    match conn.send("GET", &path, b"").await {
+                        Ok(answer) => match answer.status {
+                            200 | 404 => {
+                                tally.latencies.push(t.elapsed());
+                                tally.ok += u64::from(answer.status == 200);
+                                tally.not_found += u64::from(answer.status == 404);
                             }
-                        }
+                            status => tally.error(format!(
+                                "GET {path} answered {status}: {}",
+                                clip(&String::from_utf8_lossy(&answer.body))
+                            )),
+                        },
                         Err(err) => {
-                            tally.error(format!("GET {path} failed: {err}"));
+                            tally.error(format!("GET {path} failed: {err:#}"));
                             break;
                         }
                     }

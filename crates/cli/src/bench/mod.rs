@@ -4,6 +4,7 @@ mod geo;
 mod http;
 mod schemas;
 mod store;
+mod wire;
 
 #[derive(clap::Subcommand)]
 pub enum BenchCommand {
