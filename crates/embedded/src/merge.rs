@@ -31,6 +31,7 @@ use affinity_model::apply::{apply_mutations, truncate_to_millis};
 use affinity_model::gc::visible_cells as collect;
 use affinity_model::{Cell, Mutation, Result, TimestampRange, SERVER_TIME};
 use rocksdb::MergeOperands;
+use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 
 use crate::decode::visible_cells;
@@ -50,6 +51,15 @@ const DELETE_FROM_ROW: u8 = 5;
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     put_varint(out, bytes.len() as u64);
     out.extend_from_slice(bytes);
+}
+
+/// Append one `AddToCell`.
+fn put_add(out: &mut Vec<u8>, family_id: u64, qualifier: &[u8], ts: i64, input: i64) {
+    out.push(ADD_TO_CELL);
+    put_varint(out, family_id);
+    put_bytes(out, qualifier);
+    out.extend_from_slice(&(ts as u64).to_be_bytes());
+    out.extend_from_slice(&input.to_be_bytes());
 }
 
 fn family_id(meta: &TableMeta, family: &str) -> Result<u64> {
@@ -94,11 +104,13 @@ pub(crate) fn encode_operand(
                 timestamp_micros,
                 input,
             } => {
-                out.push(ADD_TO_CELL);
-                put_varint(out, family_id(meta, family)?);
-                put_bytes(out, qualifier);
-                out.extend_from_slice(&(*timestamp_micros as u64).to_be_bytes());
-                out.extend_from_slice(&input.to_be_bytes());
+                put_add(
+                    out,
+                    family_id(meta, family)?,
+                    qualifier,
+                    *timestamp_micros,
+                    *input,
+                );
             }
             Mutation::DeleteFromColumn {
                 family,
@@ -233,19 +245,23 @@ impl<'a> Cursor<'a> {
 /// first), (family id, sum)).
 type Adds<'a> = Vec<((&'a str, &'a [u8], Reverse<i64>), (u32, i64))>;
 
-/// The adds of `operands` when every mutation in them is an `AddToCell`
+/// The adds of operands made only of `AddToCell`s, summed per cell:
+/// (family id, qualifier, timestamp) -> sum, and the latest group clock.
+type Sums<'a> = (i64, FxHashMap<(u32, &'a [u8], i64), i64>);
+
+/// The sums of `operands` when every mutation in them is an `AddToCell`
 /// (the only blind writes the table makes); `None` otherwise, or when
-/// something does not decode. Adds to dropped families are left out, as
-/// the general path skips them.
-fn only_adds<'a>(meta: &'a TableMeta, operands: &[&'a [u8]]) -> Option<Adds<'a>> {
-    let mut adds = Adds::new();
+/// something does not decode.
+fn sum_adds<'a>(operands: impl IntoIterator<Item = &'a [u8]>) -> Option<Sums<'a>> {
+    let mut sums: FxHashMap<(u32, &[u8], i64), i64> = FxHashMap::default();
+    let mut clock = i64::MIN;
     for operand in operands {
         let (&OPERAND, groups) = operand.split_first()? else {
             return None;
         };
         let mut cursor = Cursor { rest: groups };
         while !cursor.rest.is_empty() {
-            cursor.u64()?;
+            clock = clock.max(cursor.u64()? as i64);
             let count = cursor.varint()?;
             for _ in 0..count {
                 if cursor.u8()? != ADD_TO_CELL {
@@ -255,21 +271,27 @@ fn only_adds<'a>(meta: &'a TableMeta, operands: &[&'a [u8]]) -> Option<Adds<'a>>
                 let qualifier = cursor.bytes()?;
                 let ts = cursor.u64()? as i64;
                 let input = cursor.u64()? as i64;
-                if let Some(family) = meta.family(id) {
-                    adds.push(((family.name.as_str(), qualifier, Reverse(ts)), (id, input)));
-                }
+                let sum = sums.entry((id, qualifier, ts)).or_insert(0);
+                *sum = sum.wrapping_add(input);
             }
         }
     }
-    // Sums wrap, so their order does not matter.
+    Some((clock, sums))
+}
+
+/// The adds of `operands` when they only add (see [`sum_adds`]), in
+/// canonical cell order. Adds to dropped families are left out, as the
+/// general path skips them.
+fn only_adds<'a>(meta: &'a TableMeta, operands: &[&'a [u8]]) -> Option<Adds<'a>> {
+    let (_, sums) = sum_adds(operands.iter().copied())?;
+    let mut adds: Adds<'a> = sums
+        .into_iter()
+        .filter_map(|((id, qualifier, ts), sum)| {
+            let family = meta.family(id)?;
+            Some(((family.name.as_str(), qualifier, Reverse(ts)), (id, sum)))
+        })
+        .collect();
     adds.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    adds.dedup_by(|later, kept| {
-        let same = later.0 == kept.0;
-        if same {
-            kept.1 .1 = kept.1 .1.wrapping_add(later.1 .1);
-        }
-        same
-    });
     Some(adds)
 }
 
@@ -378,22 +400,54 @@ fn merge_in_order(
     Some(out)
 }
 
+thread_local! {
+    /// Operands this thread's full merges have taken so far.
+    static MERGED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many operands full merges on this thread have taken so far: a
+/// read compares it around a step of its iterator to learn how many
+/// operands the row it landed on needed (see `Scan::visit`).
+pub(crate) fn merged_operands() -> u64 {
+    MERGED.with(std::cell::Cell::get)
+}
+
 /// The table's merge operator, reading its metadata from `slot`.
 pub(crate) fn full_merge_fn(
     slot: GcSlot,
 ) -> impl Fn(&[u8], Option<&[u8]>, &MergeOperands) -> Option<Vec<u8>> + Send + Sync + 'static {
     move |key, existing, operands| {
+        MERGED.with(|m| m.set(m.get() + operands.len() as u64));
         let meta = slot.read().clone()?;
         full_merge(&meta, key, existing, operands)
     }
 }
 
-/// Operands combined: their groups, in order, in one operand.
+/// Operands combined into one: operands that only add become one group
+/// of summed adds (stamped with the latest clock; an add's effect does
+/// not depend on the clock), so the operands a read must merge stay few
+/// and short; any other operands keep their groups, in order.
 pub(crate) fn partial_merge(
     _key: &[u8],
     _existing: Option<&[u8]>,
     operands: &MergeOperands,
 ) -> Option<Vec<u8>> {
+    combine(operands)
+}
+
+/// [`partial_merge`] of any operands.
+fn combine<'a>(operands: impl IntoIterator<Item = &'a [u8]> + Clone) -> Option<Vec<u8>> {
+    if let Some((clock, sums)) = sum_adds(operands.clone()) {
+        let mut sums: Vec<_> = sums.into_iter().collect();
+        sums.sort_unstable();
+        let mut out = vec![OPERAND];
+        out.extend_from_slice(&(clock as u64).to_be_bytes());
+        put_varint(&mut out, sums.len() as u64);
+        for ((id, qualifier, ts), sum) in sums {
+            put_add(&mut out, u64::from(id), qualifier, ts, sum);
+        }
+        return Some(out);
+    }
     let mut out = vec![OPERAND];
     for operand in operands {
         let (&OPERAND, groups) = operand.split_first()? else {
@@ -557,6 +611,30 @@ mod tests {
         // A set among the operands takes the general path.
         let mixed = operand(&meta, &[Mutation::set_cell("a", "y", 0, "v")], 9000);
         assert!(only_adds(&meta, &[slices[0], mixed.as_slice()]).is_none());
+    }
+
+    #[test]
+    fn combined_operands_merge_as_the_originals() {
+        let meta = meta();
+        let add = |q: &str, ts: i64, n: i64| Mutation::add_to_cell("s", q.to_string(), ts, n);
+        let ops = [
+            operand(&meta, &[add("q", 1000, 2), add("p", 0, 1)], 5000),
+            operand(&meta, &[add("q", 1000, 3), add("q", 2000, -1)], 6000),
+            operand(&meta, &[add("p", 0, 4)], 7000),
+        ];
+        let slices: Vec<&[u8]> = ops.iter().map(Vec::as_slice).collect();
+        let combined = combine(slices.iter().copied()).expect("combines");
+        assert!(combined.len() < ops.iter().map(Vec::len).sum::<usize>());
+        let once = full_merge(&meta, b"k", None, [combined.as_slice()]).expect("merges");
+        let apart = full_merge(&meta, b"k", None, slices.iter().copied()).expect("merges");
+        assert_eq!(
+            decode(&meta, b"k", &once, 9000).expect("decodes"),
+            decode(&meta, b"k", &apart, 9000).expect("decodes")
+        );
+        // Operands that do more than add keep their groups in order.
+        let set = operand(&meta, &[Mutation::set_cell("a", "x", 0, "v")], 8000);
+        let mixed = combine([slices[0], set.as_slice()]).expect("combines");
+        assert_eq!(mixed.len(), slices[0].len() + set.len() - 1);
     }
 
     #[test]

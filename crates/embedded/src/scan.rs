@@ -9,6 +9,7 @@ use rocksdb::{BoundColumnFamily, DBRawIteratorWithThreadMode, ReadOptions};
 
 use crate::decode;
 use crate::error::storage;
+use crate::merge::merged_operands;
 use crate::meta::TableMeta;
 use crate::ranges::KeyRange;
 use crate::store::Db;
@@ -38,6 +39,10 @@ pub(crate) fn open_range<'a>(
     }
     iter
 }
+
+/// A row whose read merged at least this many operands is stored merged
+/// afterwards (see [`Scan::visit`]).
+pub(crate) const REPAIR_OPERANDS: u64 = 4;
 
 /// How a [`Scan`] reads.
 pub(crate) struct ScanOptions {
@@ -158,13 +163,21 @@ impl Scan<'_> {
     /// output, rows are shown as views of RocksDB's buffers: no `Row`, no
     /// copy of the value, no `String` per cell. Otherwise each row is
     /// built and filtered as `next` does.
-    pub fn visit(mut self, visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>) -> Result<()> {
+    ///
+    /// Returns the keys of the rows whose read had to merge at least
+    /// [`REPAIR_OPERANDS`] blind-write operands, for the table to store
+    /// them merged (so the next read of a busy row does not merge again).
+    pub fn visit(
+        mut self,
+        visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>,
+    ) -> Result<Vec<Vec<u8>>> {
         if !self.filter_is_redundant {
-            return self.visit_built(visit);
+            return self.visit_built(visit).map(|()| Vec::new());
         }
         let meta = Arc::clone(&self.meta);
         let mut buffer: Vec<CellRef<'static>> = Vec::new();
         let mut verdicts = decode::ColumnVerdicts::default();
+        let mut repairs: Vec<Vec<u8>> = Vec::new();
         // One row: `Ok(false)` when the scan is to stop.
         let mut show = |key: &[u8], value: &[u8], remaining: &mut Option<u64>| -> Result<bool> {
             let mut cells = recycle_cells(std::mem::take(&mut buffer));
@@ -190,22 +203,38 @@ impl Scan<'_> {
         };
         let mut remaining = self.remaining;
         if remaining == Some(0) {
-            return Ok(());
+            return Ok(repairs);
         }
+        // Operands merged by this thread since `*mark`, moved to now.
+        let merged_since = |mark: &mut u64| {
+            let now = merged_operands();
+            let n = now - *mark;
+            *mark = now;
+            n
+        };
+        let mut mark = merged_operands();
         for range in self.ranges.by_ref() {
             if let (Some(key), true) = (&range.lower, range.single_row) {
+                merged_since(&mut mark);
                 let stored = self.db.get_pinned_cf(&self.cf, key).map_err(storage)?;
                 if let Some(value) = stored {
+                    if merged_since(&mut mark) >= REPAIR_OPERANDS {
+                        repairs.push(key.clone());
+                    }
                     if !show(key, &value, &mut remaining)? {
-                        return Ok(());
+                        return Ok(repairs);
                     }
                 }
                 continue;
             }
+            merged_since(&mut mark);
             let mut iter = open_range(self.db, &self.cf, &range, self.reversed);
             while let Some((key, value)) = iter.item() {
+                if merged_since(&mut mark) >= REPAIR_OPERANDS {
+                    repairs.push(key.to_vec());
+                }
                 if !show(key, value, &mut remaining)? {
-                    return Ok(());
+                    return Ok(repairs);
                 }
                 if self.reversed {
                     iter.prev();
@@ -215,7 +244,7 @@ impl Scan<'_> {
             }
             iter.status().map_err(storage)?;
         }
-        Ok(())
+        Ok(repairs)
     }
 
     /// [`Scan::visit`] over built and filtered rows.
