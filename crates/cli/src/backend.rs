@@ -49,6 +49,12 @@ impl BackendArgs {
         }
     }
 
+    /// True for the store on this machine (its reads are fast enough to
+    /// run on the HTTP server's async workers).
+    pub fn is_local(&self) -> bool {
+        self.bigtable.is_none()
+    }
+
     /// A short description for messages.
     pub fn describe(&self) -> String {
         match &self.bigtable {

@@ -73,6 +73,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let runtime = runtime.build().context("starting the async runtime")?;
     let backend = args.backend.describe();
+    let inline_reads = args.backend.is_local();
     let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
@@ -81,7 +82,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         println!("affinity serve: http://{addr} on the {backend}");
         affinity_http::serve(
             listener,
-            State::new(engine, keys),
+            State::with_inline_reads(engine, keys, inline_reads),
             affinity_http::shutdown_signal(),
         )
         .await

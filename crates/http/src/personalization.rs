@@ -71,11 +71,16 @@ pub async fn get_profile(
 ) -> Result<Json<Value>> {
     caller.require_any(&[Acl::Profiles, Acl::Search])?;
     check_user_token(&user)?;
-    let profile = blocking(move || match state.strategy(&caller.app)? {
+    let inline = state.inline_reads;
+    let read = move || match state.strategy(&caller.app)? {
         Some(strategy) => Ok(state.engine.profile_with(&caller.app, &user, &strategy)?),
         None => Ok(None),
-    })
-    .await?;
+    };
+    let profile = if inline {
+        read()?
+    } else {
+        blocking(read).await?
+    };
     match profile {
         Some(p) => Ok(Json(p.to_json())),
         None => Err(Error::not_found("User not found")),

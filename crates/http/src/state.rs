@@ -24,6 +24,11 @@ pub struct State {
     pub jobs: Jobs,
     /// Strategies read for profile requests, with when they were read.
     strategies: Mutex<HashMap<String, CachedStrategy>>,
+    /// Run profile reads on the async workers instead of handing them to
+    /// the blocking pool: for a store on this machine, whose reads take
+    /// tens of microseconds, the hand-off (two thread wake-ups) costs more
+    /// than the read. Leave it off for a store across a network.
+    pub inline_reads: bool,
 }
 
 /// A strategy (or its absence) and when it was read.
@@ -36,12 +41,18 @@ pub const STRATEGY_TTL: Duration = Duration::from_secs(1);
 
 impl State {
     pub fn new(engine: Arc<Engine>, keys: Keys) -> Arc<State> {
+        State::with_inline_reads(engine, keys, false)
+    }
+
+    /// [`State::new`], choosing [`State::inline_reads`].
+    pub fn with_inline_reads(engine: Arc<Engine>, keys: Keys, inline_reads: bool) -> Arc<State> {
         Arc::new(State {
             engine,
             keys,
             metrics: Metrics::default(),
             jobs: Jobs::default(),
             strategies: Mutex::default(),
+            inline_reads,
         })
     }
 

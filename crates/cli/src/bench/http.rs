@@ -179,7 +179,7 @@ fn in_process(args: &HttpBenchArgs, runtime: tokio::runtime::Runtime) -> anyhow:
             .context("binding a loopback port")?;
         let base = format!("http://{}", listener.local_addr()?);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let state = affinity_http::State::new(engine, keys);
+        let state = affinity_http::State::with_inline_reads(engine, keys, backend.is_local());
         let server = tokio::spawn(affinity_http::serve(listener, state, async {
             let _ = stopped.await;
         }));
