@@ -17,8 +17,8 @@
 
 use std::borrow::Cow;
 
-use affinity_model::filter::escape_regex_bytes;
-use affinity_model::{Bytes, Mutation, Row, RowFilter, RowRef, TimestampRange};
+use affinity_model::{Bytes, ColumnRange, Mutation, Row, RowFilter, RowRef, TimestampRange};
+use std::ops::Bound;
 
 use crate::csv;
 use crate::error::{Error, Result};
@@ -335,30 +335,25 @@ pub fn narrow_filter(strategy: &Strategy) -> RowFilter {
     )
 }
 
-/// The wide batch filter: family `e` and an interleave of qualifier
-/// regexes, one per event of the strategy, each matching exactly the
-/// qualifiers CSV(type, name, facet) of the strategy's facets.
+/// The wide batch filter: an interleave of single-column ranges of family
+/// `e`, one per qualifier CSV(type, name, facet) of the strategy's events
+/// and facets. Column ranges, not qualifier regexes: every server compares
+/// them without a regex engine (the Bigtable emulator compiles a regex
+/// for every cell it tests), and the embedded store turns them into one
+/// set lookup per cell.
 pub fn wide_filter(strategy: &Strategy) -> RowFilter {
-    let mut qualifiers = Vec::new();
+    let mut columns = Vec::new();
     for (ty, name) in strategy.events.keys() {
-        let alternatives: Vec<Vec<u8>> = strategy
-            .facets
-            .keys()
-            .map(|facet| {
-                escape_regex_bytes(
-                    csv::encode(&[ty.as_str(), name.as_str(), facet.as_str()]).as_bytes(),
-                )
-            })
-            .collect();
-        let mut regex = b"(?:".to_vec();
-        regex.extend_from_slice(&alternatives.join(&b'|'));
-        regex.push(b')');
-        qualifiers.push(RowFilter::ColumnQualifierRegex(Bytes::from(regex)));
+        for facet in strategy.facets.keys() {
+            let q = Bytes::from(csv::encode(&[ty.as_str(), name.as_str(), facet.as_str()]));
+            columns.push(RowFilter::ColumnRange(ColumnRange {
+                family: WIDE_FAMILY.to_string(),
+                start: Bound::Included(q.clone()),
+                end: Bound::Included(q),
+            }));
+        }
     }
-    RowFilter::Chain(vec![
-        RowFilter::exact_family(WIDE_FAMILY),
-        RowFilter::interleave(qualifiers),
-    ])
+    RowFilter::interleave(columns)
 }
 
 #[cfg(test)]

@@ -29,6 +29,8 @@
 use super::compile::Node;
 use super::in_bounds;
 use super::regex::{in_literal_set, FullMatch};
+use std::ops::Bound;
+
 use crate::filter::{ColumnRange, TimestampRange, ValueRange};
 
 /// See the module docs. Built by [`super::CompiledFilter::cell_prefilter`].
@@ -48,6 +50,9 @@ enum Pre {
     Qualifier(FullMatch),
     /// Qualifier is one of these (sorted, deduplicated).
     QualifierIn(Vec<Box<[u8]>>),
+    /// Family is this one and qualifier one of these (sorted,
+    /// deduplicated): alternatives of single-column ranges.
+    ColumnIn(String, Vec<Box<[u8]>>),
     ColumnRange(ColumnRange),
     Timestamp(TimestampRange),
     Value(FullMatch),
@@ -132,6 +137,7 @@ fn test(pre: &Pre, family: &str, qualifier: &[u8], ts: i64, value: &[u8]) -> boo
         Pre::Family(m) => m.is_match(family.as_bytes()),
         Pre::Qualifier(m) => m.is_match(qualifier),
         Pre::QualifierIn(set) => in_literal_set(set, qualifier),
+        Pre::ColumnIn(f, set) => family == f && in_literal_set(set, qualifier),
         Pre::ColumnRange(r) => family == r.family && in_bounds(qualifier, &r.start, &r.end),
         Pre::Timestamp(r) => r.contains(ts),
         Pre::Value(m) => m.is_match(value),
@@ -185,6 +191,16 @@ fn columns(node: &Node) -> Columns<'_> {
             families: None,
             qualifiers: literals(m),
         },
+        Node::ColumnRange(r) => match single_column(r) {
+            Some(q) => Columns {
+                families: Some(vec![r.family.as_bytes()]),
+                qualifiers: Some(vec![q]),
+            },
+            None => Columns {
+                families: Some(vec![r.family.as_bytes()]),
+                qualifiers: None,
+            },
+        },
         Node::Chain(nodes) => nodes
             .iter()
             .map(columns)
@@ -193,6 +209,14 @@ fn columns(node: &Node) -> Columns<'_> {
                 qualifiers: intersect(a.qualifiers, b.qualifiers),
             }),
         _ => Columns::default(),
+    }
+}
+
+/// The one qualifier a column range `[q, q]` holds.
+fn single_column(r: &ColumnRange) -> Option<&[u8]> {
+    match (&r.start, &r.end) {
+        (Bound::Included(a), Bound::Included(b)) if a == b => Some(a),
+        _ => None,
     }
 }
 
@@ -224,7 +248,10 @@ fn derive(node: &Node) -> Pre {
         Node::BlockAll => Pre::False,
         Node::Family(m) => Pre::Family(m.clone()),
         Node::Qualifier(m) => Pre::Qualifier(m.clone()),
-        Node::ColumnRange(r) => Pre::ColumnRange(r.clone()),
+        Node::ColumnRange(r) => match single_column(r) {
+            Some(q) => Pre::ColumnIn(r.family.clone(), vec![q.into()]),
+            None => Pre::ColumnRange(r.clone()),
+        },
         Node::Timestamp(r) => Pre::Timestamp(*r),
         Node::Value(m) => Pre::Value(m.clone()),
         Node::ValueRange(r) => Pre::ValueRange(r.clone()),
@@ -267,6 +294,26 @@ fn simplify(pre: Pre) -> Pre {
                     Pre::True => return Pre::True,
                     Pre::False => {}
                     p => kept.push(p),
+                }
+            }
+            // Alternatives of single columns of one family: one set lookup.
+            let columns: Option<Vec<(&str, &[Box<[u8]>])>> = kept
+                .iter()
+                .map(|p| match p {
+                    Pre::ColumnIn(f, set) => Some((f.as_str(), set.as_slice())),
+                    _ => None,
+                })
+                .collect();
+            if let Some(columns) = columns.filter(|c| c.len() > 1) {
+                let family = columns[0].0;
+                if columns.iter().all(|(f, _)| *f == family) {
+                    let mut set: Vec<Box<[u8]>> = columns
+                        .iter()
+                        .flat_map(|(_, s)| s.iter().cloned())
+                        .collect();
+                    set.sort_unstable();
+                    set.dedup();
+                    return Pre::ColumnIn(family.to_string(), set);
                 }
             }
             // Alternatives of exact qualifiers: one set lookup.

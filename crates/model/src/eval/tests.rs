@@ -75,6 +75,51 @@ fn proto_sink_example() {
 }
 
 #[test]
+fn single_column_ranges_make_an_exact_prefilter_of_one_set() {
+    use std::ops::Bound;
+    let column = |f: &str, q: &str| {
+        RowFilter::ColumnRange(crate::ColumnRange {
+            family: f.into(),
+            start: Bound::Included(Bytes::from(q.to_string())),
+            end: Bound::Included(Bytes::from(q.to_string())),
+        })
+    };
+    let wide = RowFilter::Chain(vec![
+        RowFilter::TimestampRange(crate::TimestampRange::new(1000, 0)),
+        RowFilter::interleave(vec![
+            column("e", "view,a"),
+            column("e", "click,a"),
+            column("e", "view,b"),
+        ]),
+    ]);
+    let compiled = CompiledFilter::compile(&wide).expect("compiles");
+    let pre = compiled.cell_prefilter().expect("a prefilter");
+    assert!(pre.is_exact());
+    let cells = vec![
+        cell("e", "click,a", 2000, "x"),
+        cell("e", "click,b", 2000, "x"),
+        cell("e", "view,a", 2000, "x"),
+        cell("e", "view,b", 0, "x"),
+        cell("f", "view,a", 2000, "x"),
+    ];
+    let kept: Vec<Cell> = cells
+        .iter()
+        .filter(|c| pre.may_pass(&c.family, &c.qualifier, c.timestamp_micros, &c.value))
+        .cloned()
+        .collect();
+    assert_eq!(kept, run(wide, cells));
+    assert_eq!(kept.len(), 2);
+    // The column part is known per column; the timestamp part is not.
+    assert_eq!(pre.column_verdict("e", b"click,b"), Some(false));
+    assert_eq!(pre.column_verdict("f", b"view,a"), Some(false));
+    assert_eq!(pre.column_verdict("e", b"view,a"), None);
+    // Columns of different families overlap nothing.
+    let apart = RowFilter::interleave(vec![column("e", "a"), column("f", "a")]);
+    let compiled = CompiledFilter::compile(&apart).expect("compiles");
+    assert_eq!(compiled.cell_prefilter().map(|p| p.is_exact()), Some(true));
+}
+
+#[test]
 fn prefilter_is_exact_only_when_interleaved_columns_are_disjoint() {
     let q = |s: &str| RowFilter::exact_qualifier(s.as_bytes());
     let alt =
