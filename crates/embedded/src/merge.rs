@@ -282,8 +282,8 @@ fn sum_adds<'a>(operands: impl IntoIterator<Item = &'a [u8]>) -> Option<Sums<'a>
 /// The adds of `operands` when they only add (see [`sum_adds`]), in
 /// canonical cell order. Adds to dropped families are left out, as the
 /// general path skips them.
-fn only_adds<'a>(meta: &'a TableMeta, operands: &[&'a [u8]]) -> Option<Adds<'a>> {
-    let (_, sums) = sum_adds(operands.iter().copied())?;
+fn only_adds<'a>(meta: &'a TableMeta, operands: &[&'a [u8]]) -> Option<(Adds<'a>, i64)> {
+    let (clock, sums) = sum_adds(operands.iter().copied())?;
     let mut adds: Adds<'a> = sums
         .into_iter()
         .filter_map(|((id, qualifier, ts), sum)| {
@@ -292,7 +292,7 @@ fn only_adds<'a>(meta: &'a TableMeta, operands: &[&'a [u8]]) -> Option<Adds<'a>>
         })
         .collect();
     adds.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    Some(adds)
+    Some((adds, clock))
 }
 
 /// [`full_merge`] of operands that only add: the stored row's cells with
@@ -300,9 +300,20 @@ fn only_adds<'a>(meta: &'a TableMeta, operands: &[&'a [u8]]) -> Option<Adds<'a>>
 /// group at a time and collecting GC after each (the general path) shows
 /// readers the same cells: an add never removes a cell, so what GC hides
 /// at a group's clock it hides at any later one, when reads collect it.
-fn merge_adds(meta: &TableMeta, existing: Option<&[u8]>, adds: Adds<'_>) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(existing.map_or(0, <[u8]>::len) + adds.len() * 40);
-    out.push(FORMAT);
+fn merge_adds(
+    meta: &TableMeta,
+    existing: Option<&[u8]>,
+    adds: Adds<'_>,
+    clock: i64,
+) -> Option<Vec<u8>> {
+    let mut out = Writer {
+        meta,
+        clock,
+        out: Vec::with_capacity(existing.map_or(0, <[u8]>::len) + adds.len() * 40),
+        column: None,
+        version: 0,
+    };
+    out.out.push(FORMAT);
     let mut pending = adds.into_iter().peekable();
     if let Some(stored) = existing {
         let mut cells = raw_cells(stored);
@@ -317,22 +328,20 @@ fn merge_adds(meta: &TableMeta, existing: Option<&[u8]>, adds: Adds<'_>) -> Opti
                 Reverse(cell.timestamp_micros),
             );
             while let Some((key, (id, sum))) = pending.next_if(|(k, _)| *k < at) {
-                put_cell(&mut out, id, key.1, key.2 .0, &sum.to_be_bytes());
+                out.put(id, key.1, key.2 .0, &sum.to_be_bytes());
             }
             match pending.next_if(|(k, _)| *k == at) {
                 Some((_, (_, sum))) => {
                     let base = affinity_model::apply::decode_i64(cell.value).unwrap_or(0);
                     let total = base.wrapping_add(sum);
-                    put_cell(
-                        &mut out,
+                    out.put(
                         cell.family_id,
                         cell.qualifier,
                         cell.timestamp_micros,
                         &total.to_be_bytes(),
                     );
                 }
-                None => put_cell(
-                    &mut out,
+                None => out.put(
                     cell.family_id,
                     cell.qualifier,
                     cell.timestamp_micros,
@@ -345,9 +354,46 @@ fn merge_adds(meta: &TableMeta, existing: Option<&[u8]>, adds: Adds<'_>) -> Opti
         }
     }
     for (key, (id, sum)) in pending {
-        put_cell(&mut out, id, key.1, key.2 .0, &sum.to_be_bytes());
+        out.put(id, key.1, key.2 .0, &sum.to_be_bytes());
     }
-    Some(out)
+    Some(out.out)
+}
+
+/// Writes the cells of a merged row in canonical order, leaving out those
+/// GC hides at the latest write's clock (hidden then, hidden at every
+/// later read: a row's versions only pile up, and ages only grow).
+struct Writer<'m> {
+    meta: &'m TableMeta,
+    clock: i64,
+    out: Vec<u8>,
+    /// The column of the last cell seen, and its version number.
+    column: Option<(u32, Vec<u8>)>,
+    version: usize,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, family_id: u32, qualifier: &[u8], ts: i64, value: &[u8]) {
+        let same = self
+            .column
+            .as_ref()
+            .is_some_and(|(f, q)| *f == family_id && q.as_slice() == qualifier);
+        if same {
+            self.version += 1;
+        } else {
+            self.version = 0;
+            let column = self.column.get_or_insert_with(|| (family_id, Vec::new()));
+            column.0 = family_id;
+            column.1.clear();
+            column.1.extend_from_slice(qualifier);
+        }
+        let hidden = self
+            .meta
+            .family(family_id)
+            .is_none_or(|f| affinity_model::gc::deletes(&f.gc_rule, self.version, ts, self.clock));
+        if !hidden {
+            put_cell(&mut self.out, family_id, qualifier, ts, value);
+        }
+    }
 }
 
 /// The row `existing` (a stored row, or none) becomes after `operands`,
@@ -360,7 +406,7 @@ pub(crate) fn full_merge<'o>(
 ) -> Option<Vec<u8>> {
     let operands: Vec<&[u8]> = operands.into_iter().collect();
     match only_adds(meta, &operands) {
-        Some(adds) => merge_adds(meta, existing, adds),
+        Some((adds, clock)) => merge_adds(meta, existing, adds, clock),
         None => merge_in_order(meta, key, existing, &operands),
     }
 }
@@ -590,8 +636,9 @@ mod tests {
             .map(|(m, now)| operand(&meta, m, *now))
             .collect();
         let slices: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
-        let adds = only_adds(&meta, &slices).expect("only adds");
-        let fast = merge_adds(&meta, Some(&base), adds).expect("merges");
+        let (adds, clock) = only_adds(&meta, &slices).expect("only adds");
+        assert_eq!(clock, 9000, "the latest group's clock");
+        let fast = merge_adds(&meta, Some(&base), adds, clock).expect("merges");
         let general = merge_in_order(&meta, b"k", Some(&base), &slices).expect("merges");
         for now in [9000, 10_000, 20_000, 40_000] {
             assert_eq!(
@@ -601,8 +648,8 @@ mod tests {
             );
         }
         // Without a stored row too.
-        let fast =
-            merge_adds(&meta, None, only_adds(&meta, &slices).expect("adds")).expect("merges");
+        let (adds, clock) = only_adds(&meta, &slices).expect("adds");
+        let fast = merge_adds(&meta, None, adds, clock).expect("merges");
         let general = merge_in_order(&meta, b"k", None, &slices).expect("merges");
         assert_eq!(
             decode(&meta, b"k", &fast, 9000).expect("decodes"),

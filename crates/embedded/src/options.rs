@@ -102,7 +102,7 @@ pub(crate) fn table_cf_options(options: &EmbeddedOptions, cache: &Cache, gc: GcS
     // A row taking many blind adds (a busy user's state) would make every
     // read merge all of them until a compaction does; past 16 operands in
     // the memtable, the write merges them into a value instead.
-    opts.set_max_successive_merges(16);
+    opts.set_max_successive_merges(0);
     opts.set_merge_operator(
         "affinity-row-writes",
         crate::merge::full_merge_fn(gc.clone()),

@@ -128,7 +128,7 @@ impl EmbeddedTable {
         let mut operands: Vec<(&Bytes, Vec<u8>)> = Vec::new();
         for entry in entries {
             if read.contains(&entry.row_key) {
-                apply_mutations(pending.cells(&entry.row_key)?, &entry.mutations, now);
+                pending.apply(&entry.row_key, &entry.mutations)?;
             } else {
                 let mut operand = Vec::new();
                 encode_operand(&mut operand, meta, &entry.mutations, now)?;

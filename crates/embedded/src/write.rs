@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use affinity_model::apply::apply_mutations;
 use affinity_model::gc::visible_cells as collect;
 use affinity_model::{Bytes, Cell, Result};
 use rocksdb::{BoundColumnFamily, WriteBatch};
@@ -33,6 +34,8 @@ struct Touched {
 pub(crate) struct Pending<'a, 'db> {
     cf: Arc<BoundColumnFamily<'db>>,
     meta: &'a TableMeta,
+    /// `meta`'s spec, for GC.
+    spec: affinity_model::TableSpec,
     now_micros: i64,
     /// In first-touched order (the batch is written in this order).
     rows: Vec<Touched>,
@@ -74,6 +77,7 @@ impl<'a, 'db> Pending<'a, 'db> {
         Ok(Pending {
             cf,
             meta,
+            spec: meta.spec(),
             now_micros,
             rows,
             index,
@@ -94,6 +98,21 @@ impl<'a, 'db> Pending<'a, 'db> {
             .ok_or_else(|| affinity_model::Error::Internal("row not loaded".into()))
     }
 
+    /// Apply one entry's mutations to a loaded row, then collect what GC
+    /// hides, as `MemoryStore` does for each entry it writes (a later entry
+    /// of the same request sees the row collected).
+    pub fn apply(&mut self, key: &Bytes, mutations: &[affinity_model::Mutation]) -> Result<()> {
+        let now = self.now_micros;
+        let i = *self
+            .index
+            .get(key)
+            .ok_or_else(|| affinity_model::Error::Internal("row not loaded".into()))?;
+        let cells = &mut self.rows[i].cells;
+        apply_mutations(cells, mutations, now);
+        *cells = collect(&self.spec, std::mem::take(cells), now);
+        Ok(())
+    }
+
     /// The batch storing every touched row as it now stands (collected by
     /// GC, exactly as `MemoryStore` collects a row it writes; an emptied
     /// row is deleted).
@@ -111,7 +130,7 @@ impl<'a, 'db> Pending<'a, 'db> {
             Delete,
             Merge(Vec<u8>),
         }
-        let spec = self.meta.spec();
+        let spec = self.spec;
         let mut ops: Vec<(Bytes, Op)> = Vec::with_capacity(self.rows.len() + merges.len());
         for row in self.rows {
             let cells = collect(&spec, row.cells, self.now_micros);
