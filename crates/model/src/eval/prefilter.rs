@@ -270,6 +270,9 @@ fn derive(node: &Node) -> Pre {
     }
 }
 
+/// A family and some of its qualifiers.
+type FamilyColumns<'a> = (&'a str, &'a [Box<[u8]>]);
+
 fn simplify(pre: Pre) -> Pre {
     match pre {
         Pre::All(parts) => {
@@ -297,7 +300,7 @@ fn simplify(pre: Pre) -> Pre {
                 }
             }
             // Alternatives of single columns of one family: one set lookup.
-            let columns: Option<Vec<(&str, &[Box<[u8]>])>> = kept
+            let columns: Option<Vec<FamilyColumns<'_>>> = kept
                 .iter()
                 .map(|p| match p {
                     Pre::ColumnIn(f, set) => Some((f.as_str(), set.as_slice())),
