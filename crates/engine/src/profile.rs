@@ -38,7 +38,7 @@ use crate::ingest::{
 };
 use crate::schema::{decode_row, since};
 use crate::scoring::{Accumulator, Profile, ScoredEvent};
-use crate::strategy::Strategy;
+use crate::strategy::{Strategy, Weights};
 
 /// What a user deletion removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -113,6 +113,7 @@ impl Engine {
         let request = ReadRowsRequest::new(RowSet::from_range(RowRange::closed_open(first, end)));
         let mut corrections: Vec<(EventId, i64)> = Vec::new();
         let (mut any_state, mut boundary_state) = (false, false);
+        let mut counters = CounterColumns::new(&weights);
         visit_rows(app.profiles.as_ref(), &request, |row| {
             let day = row
                 .key
@@ -139,8 +140,7 @@ impl Engine {
                     Error::corrupt("state cell", format!("{} bytes", cell.value.len()))
                 })?;
                 if cell.family == COUNTERS_FAMILY {
-                    let (ty, name, facet, value) = parse_counter_qualifier(cell.qualifier)?;
-                    acc.add_count(ty, &name, &facet, &value, n);
+                    counters.add(cell.qualifier, n, &mut acc)?;
                 } else if cell.family == IDS_FAMILY && n != 1 {
                     corrections.push((EventId::from_qualifier(cell.qualifier)?, n));
                 }
@@ -199,6 +199,68 @@ impl Engine {
             .read_rows(&ReadRowsRequest::new(physical(&app, &range)))?
             .count();
         Ok(events + profile_row_keys(app.profiles.as_ref(), user)?.len())
+    }
+}
+
+/// Counter qualifiers `type,name,facet,value` resolved during one read:
+/// counters sort by their `type,name,facet,` prefix, so the weight and
+/// facet of the last prefix are usually one comparison away, and an
+/// unquoted qualifier (nearly all) is split without allocating.
+struct CounterColumns<'w> {
+    weights: &'w Weights,
+    /// The last prefix seen and its facet and weight (`None`: the strategy
+    /// does not score it).
+    prefix: Vec<u8>,
+    resolved: Option<(String, i64)>,
+}
+
+impl<'w> CounterColumns<'w> {
+    fn new(weights: &'w Weights) -> CounterColumns<'w> {
+        CounterColumns {
+            weights,
+            prefix: Vec::new(),
+            resolved: None,
+        }
+    }
+
+    /// Add counter `q` with count `n` to `acc`.
+    fn add(&mut self, q: &[u8], n: i64, acc: &mut Accumulator<'_>) -> Result<()> {
+        // The three commas of an unquoted qualifier.
+        let mut commas = [0usize; 3];
+        let mut found = 0;
+        let mut plain = !q.contains(&b'"');
+        for (i, _) in q.iter().enumerate().filter(|(_, b)| **b == b',') {
+            if found == 3 {
+                plain = false;
+                break;
+            }
+            commas[found] = i;
+            found += 1;
+        }
+        if !plain || found != 3 {
+            // Quoted fields (or a malformed qualifier): the full parse.
+            let (ty, name, facet, value) = parse_counter_qualifier(q)?;
+            acc.add_count(ty, &name, &facet, &value, n);
+            return Ok(());
+        }
+        let third = commas[2];
+        let (prefix, value) = (&q[..third], &q[third + 1..]);
+        if prefix != self.prefix.as_slice() || self.prefix.is_empty() {
+            let (ty, name, facet) = parse_last_qualifier(prefix)?;
+            self.resolved = match (self.weights.event(ty, &name), self.weights.facet(&facet)) {
+                (Some(es), Some(fs)) => Some((facet.into_owned(), i64::from(es) * i64::from(fs))),
+                _ => None,
+            };
+            self.prefix.clear();
+            self.prefix.extend_from_slice(prefix);
+        }
+        if let Some((facet, weight)) = &self.resolved {
+            let value = std::str::from_utf8(value).map_err(|_| {
+                Error::corrupt("counter qualifier", String::from_utf8_lossy(q).into_owned())
+            })?;
+            acc.add_weighted(facet, value, weight * n);
+        }
+        Ok(())
     }
 }
 

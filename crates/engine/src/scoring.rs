@@ -107,9 +107,22 @@ impl Profile {
     /// The API's profile JSON:
     /// `{"userToken","lastEventAt":"2024-05-21T01:15:35Z","scores":{..}}`.
     pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
+/// The API's profile JSON, written without building a `Value` (keys in
+/// the order a `Value` sorts them, so both forms give the same bytes).
+impl serde::Serialize for Profile {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
         let last =
             affinity_rowkey::time::format_seconds(self.last_event_millis).unwrap_or_default();
-        serde_json::json!({"userToken": self.user_token, "lastEventAt": last, "scores": self.scores})
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("lastEventAt", &last)?;
+        map.serialize_entry("scores", &self.scores)?;
+        map.serialize_entry("userToken", &self.user_token)?;
+        map.end()
     }
 }
 
@@ -377,6 +390,13 @@ mod tests {
         assert!(!p.scores["brand"].contains_key("Old"));
         assert_eq!(p.last_event_millis, 200);
         assert_eq!(p.to_json()["lastEventAt"], "1970-01-01T00:00:00Z");
+        // Serialized directly, the same bytes as through a `Value`.
+        let value = serde_json::json!({"userToken": p.user_token,
+            "lastEventAt": "1970-01-01T00:00:00Z", "scores": p.scores});
+        assert_eq!(
+            serde_json::to_string(&p).expect("serializes"),
+            value.to_string()
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use affinity_engine::scoring::Profile;
 use affinity_engine::Strategy;
 use axum::extract::{Path, State as Shared};
 use axum::http::HeaderName;
@@ -68,7 +69,7 @@ pub async fn get_profile(
     Shared(state): Shared<Arc<State>>,
     caller: Caller,
     Path(user): Path<String>,
-) -> Result<Json<Value>> {
+) -> Result<Json<Profile>> {
     caller.require_any(&[Acl::Profiles, Acl::Search])?;
     check_user_token(&user)?;
     let inline = state.inline_reads;
@@ -82,7 +83,7 @@ pub async fn get_profile(
         blocking(read).await?
     };
     match profile {
-        Some(p) => Ok(Json(p.to_json())),
+        Some(p) => Ok(Json(p)),
         None => Err(Error::not_found("User not found")),
     }
 }
