@@ -42,7 +42,7 @@ pub(crate) fn open_range<'a>(
 
 /// A row whose read merged at least this many operands is stored merged
 /// afterwards (see [`Scan::visit`]).
-pub(crate) const REPAIR_OPERANDS: u64 = 4;
+pub(crate) const REPAIR_OPERANDS: u64 = 32;
 
 /// How a [`Scan`] reads.
 pub(crate) struct ScanOptions {

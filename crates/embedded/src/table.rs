@@ -346,6 +346,7 @@ mod tests {
     use affinity_model::{GcRule, Mutation, ReadRowsRequest, Store, Table, TableSpec};
 
     use crate::merge::merged_operands;
+    use crate::scan::REPAIR_OPERANDS;
     use crate::{EmbeddedOptions, EmbeddedStore};
 
     #[test]
@@ -359,7 +360,7 @@ mod tests {
         let spec = TableSpec::new().with_sum_family("s", GcRule::None);
         store.create_table("t", &spec).expect("creates");
         let table = store.open_table("t").expect("opens");
-        for i in 0..10 {
+        for i in 0..40 {
             let add = Mutation::add_to_cell("s", "q", 0, i);
             table.mutate_row(b"row", &[add]).expect("adds");
         }
@@ -375,8 +376,8 @@ mod tests {
             (sums, merged_operands() - before)
         };
         let (sums, merged) = read(table.as_ref());
-        assert_eq!(sums, vec![45i64.to_be_bytes().to_vec()]);
-        assert!(merged >= 4, "{merged} operands merged");
+        assert_eq!(sums, vec![780i64.to_be_bytes().to_vec()]);
+        assert!(merged >= REPAIR_OPERANDS, "{merged} operands merged");
         let (again, merged) = read(table.as_ref());
         assert_eq!(again, sums);
         assert_eq!(merged, 0, "the row was stored merged");
