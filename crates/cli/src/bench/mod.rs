@@ -1,5 +1,6 @@
 //! `affinity bench ...`: benchmarks that print their figures.
 
+mod engine;
 mod geo;
 mod http;
 mod schemas;
@@ -30,6 +31,10 @@ pub enum BenchCommand {
     /// store or `--bigtable`) or a running one (`--url`); events/s, reads/s,
     /// p50/p99 latency and errors, next to the goals.
     Http(http::HttpBenchArgs),
+    /// The engine without HTTP on the embedded store: batch recompute of
+    /// bulk-loaded events (default 10M), or streaming ingest from
+    /// concurrent clients; events/s next to the goals.
+    Engine(engine::EngineBenchArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -39,6 +44,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Geo(args) => geo::run(args),
         BenchCommand::Schemas(args) => schemas::run(args),
         BenchCommand::Http(args) => http::run(args),
+        BenchCommand::Engine(args) => engine::run(args),
     }
 }
 
