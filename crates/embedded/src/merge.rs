@@ -241,9 +241,9 @@ impl<'a> Cursor<'a> {
 }
 
 /// The adds of operands made only of `AddToCell`s, summed per cell, in
-/// canonical cell order: ((family name, qualifier, newest timestamp
-/// first), (family id, sum)).
-type Adds<'a> = Vec<((&'a str, &'a [u8], Reverse<i64>), (u32, i64))>;
+/// canonical cell order: ((family rank by name, qualifier, newest
+/// timestamp first), (family id, sum)).
+type Adds<'a> = Vec<((u32, &'a [u8], Reverse<i64>), (u32, i64))>;
 
 /// The adds of operands made only of `AddToCell`s, summed per cell:
 /// (family id, qualifier, timestamp) -> sum, and the latest group clock.
@@ -253,7 +253,9 @@ type Sums<'a> = (i64, FxHashMap<(u32, &'a [u8], i64), i64>);
 /// (the only blind writes the table makes); `None` otherwise, or when
 /// something does not decode.
 fn sum_adds<'a>(operands: impl IntoIterator<Item = &'a [u8]>) -> Option<Sums<'a>> {
+    let operands = operands.into_iter();
     let mut sums: FxHashMap<(u32, &[u8], i64), i64> = FxHashMap::default();
+    sums.reserve(64 * operands.size_hint().0.max(1));
     let mut clock = i64::MIN;
     for operand in operands {
         let (&OPERAND, groups) = operand.split_first()? else {
@@ -288,7 +290,7 @@ fn only_adds<'a>(meta: &'a TableMeta, operands: &[&'a [u8]]) -> Option<(Adds<'a>
         .into_iter()
         .filter_map(|((id, qualifier, ts), sum)| {
             let family = meta.family(id)?;
-            Some(((family.name.as_str(), qualifier, Reverse(ts)), (id, sum)))
+            Some(((family.rank, qualifier, Reverse(ts)), (id, sum)))
         })
         .collect();
     adds.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -322,11 +324,7 @@ fn merge_adds(
             let Some(family) = meta.family(cell.family_id) else {
                 continue;
             };
-            let at = (
-                family.name.as_str(),
-                cell.qualifier,
-                Reverse(cell.timestamp_micros),
-            );
+            let at = (family.rank, cell.qualifier, Reverse(cell.timestamp_micros));
             while let Some((key, (id, sum))) = pending.next_if(|(k, _)| *k < at) {
                 out.put(id, key.1, key.2 .0, &sum.to_be_bytes());
             }

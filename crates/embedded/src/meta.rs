@@ -38,6 +38,10 @@ pub(crate) struct FamilyMeta {
 pub(crate) struct FamilyView {
     pub name: String,
     pub gc_rule: GcRule,
+    /// The family's position among the table's families by name (the
+    /// order cells of a row are stored in), for comparing without the
+    /// names.
+    pub rank: u32,
 }
 
 /// Everything the store knows about one table.
@@ -63,11 +67,12 @@ impl TableMeta {
         families: BTreeMap<String, FamilyMeta>,
     ) -> TableMeta {
         let mut by_id: Vec<Option<FamilyView>> = vec![None; next_family_id as usize];
-        for (name, family) in &families {
+        for (rank, (name, family)) in families.iter().enumerate() {
             if let Some(slot) = by_id.get_mut(family.id as usize) {
                 *slot = Some(FamilyView {
                     name: name.clone(),
                     gc_rule: family.gc_rule.clone(),
+                    rank: rank as u32,
                 });
             }
         }
