@@ -122,52 +122,21 @@ fn span(whole: &[u8], part: &[u8]) -> Range<usize> {
     start..start + part.len()
 }
 
-/// One visible cell, its bytes still in the stored value.
-struct Slot<'m> {
-    family: &'m FamilyView,
-    qualifier: Range<usize>,
-    timestamp_micros: i64,
-    value: Range<usize>,
-}
-
 /// Decode a stored row for a read: the cells visible at `now_micros` that
-/// `prefilter` lets through; `None` when no cell is left.
+/// `prefilter` lets through; `None` when no cell is left. The row's key
+/// and value are copied into one buffer whose slices the cells' qualifiers
+/// and values are.
 pub(crate) fn read_row(
     meta: &TableMeta,
     key: &[u8],
     value: &[u8],
     now_micros: i64,
     prefilter: Option<&CellPrefilter>,
+    verdicts: &mut ColumnVerdicts,
 ) -> Result<Option<Row>> {
-    let mut visibility = Visibility::new(meta, now_micros);
-    let mut slots: Vec<Slot<'_>> = Vec::new();
-    let mut previous: Option<RawCell<'_>> = None;
-    let mut cells = raw_cells(value);
-    for cell in cells.by_ref() {
-        let family = visibility.visible(&cell, previous.as_ref());
-        previous = Some(cell);
-        let Some(family) = family else { continue };
-        if prefilter.is_some_and(|p| {
-            !p.may_pass(
-                &family.name,
-                cell.qualifier,
-                cell.timestamp_micros,
-                cell.value,
-            )
-        }) {
-            continue;
-        }
-        slots.push(Slot {
-            family,
-            qualifier: span(value, cell.qualifier),
-            timestamp_micros: cell.timestamp_micros,
-            value: span(value, cell.value),
-        });
-    }
-    if cells.failed() {
-        return Err(corrupt_row(key));
-    }
-    if slots.is_empty() {
+    let mut refs = Vec::new();
+    read_refs(meta, key, value, now_micros, prefilter, verdicts, &mut refs)?;
+    if refs.is_empty() {
         return Ok(None);
     }
     let mut buf = Vec::with_capacity(key.len() + value.len());
@@ -175,13 +144,17 @@ pub(crate) fn read_row(
     buf.extend_from_slice(value);
     let data = Bytes::from(buf);
     let at = key.len();
-    let cells = slots
-        .into_iter()
-        .map(|s| Cell {
-            family: s.family.name.clone(),
-            qualifier: data.slice(at + s.qualifier.start..at + s.qualifier.end),
-            timestamp_micros: s.timestamp_micros,
-            value: data.slice(at + s.value.start..at + s.value.end),
+    let slice = |part: &[u8]| {
+        let r = span(value, part);
+        data.slice(at + r.start..at + r.end)
+    };
+    let cells = refs
+        .iter()
+        .map(|c| Cell {
+            family: c.family.to_string(),
+            qualifier: slice(c.qualifier),
+            timestamp_micros: c.timestamp_micros,
+            value: slice(c.value),
             labels: Vec::new(),
         })
         .collect();
@@ -254,7 +227,8 @@ pub(crate) fn visible_cells(
     value: &[u8],
     now_micros: i64,
 ) -> Result<Vec<Cell>> {
-    Ok(read_row(meta, key, value, now_micros, None)?
+    let mut verdicts = ColumnVerdicts::default();
+    Ok(read_row(meta, key, value, now_micros, None, &mut verdicts)?
         .map(|r| r.cells)
         .unwrap_or_default())
 }

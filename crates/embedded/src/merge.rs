@@ -37,7 +37,7 @@ use std::cmp::Reverse;
 use crate::decode::visible_cells;
 use crate::gc::GcSlot;
 use crate::meta::TableMeta;
-use crate::row::{encode_row, put_cell, put_varint, raw_cells, FORMAT};
+use crate::row::{encode_row, put_cell, put_varint, raw_cells, take_varint, FORMAT};
 
 /// First byte of every merge operand.
 pub(crate) const OPERAND: u8 = 3;
@@ -140,16 +140,7 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn varint(&mut self) -> Option<u64> {
-        let mut n = 0u64;
-        for shift in (0..64).step_by(7) {
-            let (&b, rest) = self.rest.split_first()?;
-            self.rest = rest;
-            n |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return Some(n);
-            }
-        }
-        None
+        take_varint(&mut self.rest)
     }
 
     fn u8(&mut self) -> Option<u8> {

@@ -44,6 +44,20 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut n: u64) {
     out.push(n as u8);
 }
 
+/// Read one LEB128 varint off the front of `rest`.
+pub(crate) fn take_varint(rest: &mut &[u8]) -> Option<u64> {
+    let mut n = 0u64;
+    for shift in (0..64).step_by(7) {
+        let (&b, tail) = rest.split_first()?;
+        *rest = tail;
+        n |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(n);
+        }
+    }
+    None
+}
+
 /// Append one cell.
 pub(crate) fn put_cell(out: &mut Vec<u8>, family_id: u32, qualifier: &[u8], ts: i64, value: &[u8]) {
     put_varint(out, u64::from(family_id));
@@ -99,16 +113,7 @@ pub(crate) fn corrupt_row(key: &[u8]) -> Error {
 
 impl<'a> RawCells<'a> {
     fn varint(&mut self) -> Option<u64> {
-        let mut n = 0u64;
-        for shift in (0..64).step_by(7) {
-            let (&b, rest) = self.rest.split_first()?;
-            self.rest = rest;
-            n |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return Some(n);
-            }
-        }
-        None
+        take_varint(&mut self.rest)
     }
 
     fn bytes(&mut self, len: u64) -> Option<&'a [u8]> {

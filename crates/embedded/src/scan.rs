@@ -70,6 +70,8 @@ pub(crate) struct Scan<'a> {
     remaining: Option<u64>,
     now_micros: i64,
     done: bool,
+    /// The prefilter's verdicts on the columns met so far.
+    verdicts: decode::ColumnVerdicts,
 }
 
 impl<'a> Scan<'a> {
@@ -100,6 +102,7 @@ impl<'a> Scan<'a> {
             remaining: how.rows_limit,
             now_micros: how.now_micros,
             done: false,
+            verdicts: decode::ColumnVerdicts::default(),
         }
     }
 
@@ -120,6 +123,7 @@ impl<'a> Scan<'a> {
                                     &value,
                                     self.now_micros,
                                     self.prefilter.as_ref(),
+                                    &mut self.verdicts,
                                 )?;
                                 if row.is_some() {
                                     return Ok(row);
@@ -144,6 +148,7 @@ impl<'a> Scan<'a> {
                 value,
                 self.now_micros,
                 self.prefilter.as_ref(),
+                &mut self.verdicts,
             )?;
             if self.reversed {
                 iter.prev();
@@ -176,7 +181,7 @@ impl Scan<'_> {
         }
         let meta = Arc::clone(&self.meta);
         let mut buffer: Vec<CellRef<'static>> = Vec::new();
-        let mut verdicts = decode::ColumnVerdicts::default();
+        let mut verdicts = std::mem::take(&mut self.verdicts);
         let mut repairs: Vec<Vec<u8>> = Vec::new();
         // One row: `Ok(false)` when the scan is to stop.
         let mut show = |key: &[u8], value: &[u8], remaining: &mut Option<u64>| -> Result<bool> {
@@ -249,21 +254,7 @@ impl Scan<'_> {
 
     /// [`Scan::visit`] over built and filtered rows.
     fn visit_built(self, visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>) -> Result<()> {
-        let mut buffer: Vec<CellRef<'static>> = Vec::new();
-        for row in self {
-            let row = row?;
-            let mut cells = recycle_cells(std::mem::take(&mut buffer));
-            cells.extend(row.cells.iter().map(CellRef::from));
-            let go_on = visit(RowRef {
-                key: &row.key,
-                cells: &cells,
-            })?;
-            buffer = recycle_cells(cells);
-            if !go_on {
-                break;
-            }
-        }
-        Ok(())
+        affinity_model::store::visit_each(self, visit)
     }
 }
 

@@ -155,11 +155,28 @@ impl EmbeddedStore {
         } else {
             Vec::new()
         };
+        // The tables' metadata, read before their column families open: a
+        // flush while the log is recovered, or a compaction right after
+        // open, may run the merge operator, which needs it.
+        let known: HashMap<String, Arc<TableMeta>> = if existing.is_empty() {
+            HashMap::new()
+        } else {
+            let db =
+                Db::open_cf_for_read_only(&db_opts, &path, [META_CF], false).map_err(storage)?;
+            let cf = db.cf_handle(META_CF).ok_or_else(|| {
+                Error::Storage(format!("metadata column family {META_CF:?} missing"))
+            })?;
+            let metas = read_table_metas(&db, &cf)?;
+            metas
+                .into_values()
+                .map(|meta| (meta.cf_name.clone(), meta))
+                .collect()
+        };
         let cache = Cache::new_lru_cache(options.block_cache_bytes);
         let mut slots: HashMap<String, GcSlot> = HashMap::new();
         let mut descriptors = vec![ColumnFamilyDescriptor::new(META_CF, meta_cf_options())];
         for name in existing.iter().filter(|n| n.starts_with(TABLE_CF_PREFIX)) {
-            let slot = GcSlot::default();
+            let slot = GcSlot::new(RwLock::new(known.get(name).cloned()));
             descriptors.push(ColumnFamilyDescriptor::new(
                 name,
                 table_cf_options(&options, &cache, slot.clone()),
@@ -261,15 +278,7 @@ impl Drop for EmbeddedStore {
 fn load_tables(inner: &Inner, slots: &mut HashMap<String, GcSlot>) -> Result<()> {
     let meta_cf = inner.meta_cf()?;
     let mut tables = HashMap::new();
-    let mut iter = inner.db.raw_iterator_cf(&meta_cf);
-    iter.seek(TABLE_KEY_PREFIX);
-    while let Some((key, value)) = iter.item() {
-        let Some(name) = key.strip_prefix(TABLE_KEY_PREFIX) else {
-            break;
-        };
-        let name = String::from_utf8(name.to_vec())
-            .map_err(|_| Error::Storage(format!("corrupt table name {name:?} in metadata")))?;
-        let meta = Arc::new(TableMeta::decode(&name, value)?);
+    for (name, meta) in read_table_metas(&inner.db, &meta_cf)? {
         let slot = slots.remove(&meta.cf_name).ok_or_else(|| {
             Error::Storage(format!(
                 "table {name:?} has no column family {:?}",
@@ -284,9 +293,7 @@ fn load_tables(inner: &Inner, slots: &mut HashMap<String, GcSlot>) -> Result<()>
                 gc_slot: slot,
             }),
         );
-        iter.next();
     }
-    iter.status().map_err(storage)?;
     let next_cf = match inner.db.get_cf(&meta_cf, NEXT_CF_KEY).map_err(storage)? {
         Some(bytes) => u64::from_be_bytes(
             bytes
@@ -296,7 +303,6 @@ fn load_tables(inner: &Inner, slots: &mut HashMap<String, GcSlot>) -> Result<()>
         ),
         None => 0,
     };
-    drop(iter);
     drop(meta_cf);
     inner.next_cf.store(next_cf, Ordering::Relaxed);
     for orphan in slots.keys() {
@@ -304,6 +310,29 @@ fn load_tables(inner: &Inner, slots: &mut HashMap<String, GcSlot>) -> Result<()>
     }
     *inner.tables.write() = tables;
     Ok(())
+}
+
+/// Every table's metadata in the metadata column family `meta_cf` of `db`,
+/// by table name.
+fn read_table_metas(
+    db: &Db,
+    meta_cf: &Arc<BoundColumnFamily<'_>>,
+) -> Result<BTreeMap<String, Arc<TableMeta>>> {
+    let mut out = BTreeMap::new();
+    let mut iter = db.raw_iterator_cf(meta_cf);
+    iter.seek(TABLE_KEY_PREFIX);
+    while let Some((key, value)) = iter.item() {
+        let Some(name) = key.strip_prefix(TABLE_KEY_PREFIX) else {
+            break;
+        };
+        let name = String::from_utf8(name.to_vec())
+            .map_err(|_| Error::Storage(format!("corrupt table name {name:?} in metadata")))?;
+        let meta = Arc::new(TableMeta::decode(&name, value)?);
+        out.insert(name, meta);
+        iter.next();
+    }
+    iter.status().map_err(storage)?;
+    Ok(out)
 }
 
 impl Store for EmbeddedStore {

@@ -97,21 +97,7 @@ pub trait Table: Send + Sync {
         request: &ReadRowsRequest,
         visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>,
     ) -> Result<()> {
-        let mut buffer: Vec<CellRef<'static>> = Vec::new();
-        for row in self.read_rows(request)? {
-            let row = row?;
-            let mut cells = recycle_cells(std::mem::take(&mut buffer));
-            cells.extend(row.cells.iter().map(CellRef::from));
-            let go_on = visit(RowRef {
-                key: &row.key,
-                cells: &cells,
-            })?;
-            buffer = recycle_cells(cells);
-            if !go_on {
-                break;
-            }
-        }
-        Ok(())
+        visit_each(self.read_rows(request)?, visit)
     }
 
     /// Read one row, `None` when it has no cells (after the filter).
@@ -123,4 +109,28 @@ pub trait Table: Send + Sync {
         request.filter = filter.cloned();
         self.read_rows(&request)?.next().transpose()
     }
+}
+
+/// Show each row of a stream to `visit` as a [`RowRef`] (what
+/// [`Table::visit_rows`] does by default), until the stream ends, an item
+/// is an error, or `visit` returns `Ok(false)` or an error.
+pub fn visit_each(
+    rows: impl Iterator<Item = Result<Row>>,
+    visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>,
+) -> Result<()> {
+    let mut buffer: Vec<CellRef<'static>> = Vec::new();
+    for row in rows {
+        let row = row?;
+        let mut cells = recycle_cells(std::mem::take(&mut buffer));
+        cells.extend(row.cells.iter().map(CellRef::from));
+        let go_on = visit(RowRef {
+            key: &row.key,
+            cells: &cells,
+        })?;
+        buffer = recycle_cells(cells);
+        if !go_on {
+            break;
+        }
+    }
+    Ok(())
 }
