@@ -31,7 +31,6 @@ use affinity_model::apply::{apply_mutations, truncate_to_millis};
 use affinity_model::gc::visible_cells as collect;
 use affinity_model::{Cell, Mutation, Result, TimestampRange, SERVER_TIME};
 use rocksdb::MergeOperands;
-use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 
 use crate::decode::visible_cells;
@@ -79,6 +78,13 @@ pub(crate) fn encode_operand(
     out.clear();
     out.push(OPERAND);
     out.extend_from_slice(&(now_micros as u64).to_be_bytes());
+    if let Some(adds) = sorted_adds(meta, mutations)? {
+        put_varint(out, adds.len() as u64);
+        for ((_, qualifier, Reverse(ts)), (id, input)) in adds {
+            put_add(out, u64::from(id), qualifier, ts, input);
+        }
+        return Ok(());
+    }
     put_varint(out, mutations.len() as u64);
     for m in mutations {
         match m {
@@ -131,6 +137,38 @@ pub(crate) fn encode_operand(
         }
     }
     Ok(())
+}
+
+/// A list of `AddToCell`s summed per cell in canonical cell order (so
+/// operands arrive sorted at merges); `None` when it holds anything else.
+fn sorted_adds<'a>(meta: &TableMeta, mutations: &'a [Mutation]) -> Result<Option<Adds<'a>>> {
+    let mut adds: Adds<'a> = Vec::with_capacity(mutations.len());
+    for m in mutations {
+        let Mutation::AddToCell {
+            family,
+            qualifier,
+            timestamp_micros,
+            input,
+        } = m
+        else {
+            return Ok(None);
+        };
+        let id = family_id(meta, family)?;
+        let rank = meta.family(id as u32).map_or(u32::MAX, |f| f.rank);
+        adds.push((
+            (rank, qualifier, Reverse(*timestamp_micros)),
+            (id as u32, *input),
+        ));
+    }
+    adds.sort_by(|a, b| a.0.cmp(&b.0));
+    adds.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 .1 = kept.1 .1.wrapping_add(later.1 .1);
+        }
+        same
+    });
+    Ok(Some(adds))
 }
 
 /// Reads groups back.
@@ -236,17 +274,15 @@ impl<'a> Cursor<'a> {
 /// timestamp first), (family id, sum)).
 type Adds<'a> = Vec<((u32, &'a [u8], Reverse<i64>), (u32, i64))>;
 
-/// The adds of operands made only of `AddToCell`s, summed per cell:
-/// (family id, qualifier, timestamp) -> sum, and the latest group clock.
-type Sums<'a> = (i64, FxHashMap<(u32, &'a [u8], i64), i64>);
-
-/// The sums of `operands` when every mutation in them is an `AddToCell`
-/// (the only blind writes the table makes); `None` otherwise, or when
-/// something does not decode.
-fn sum_adds<'a>(operands: impl IntoIterator<Item = &'a [u8]>) -> Option<Sums<'a>> {
-    let operands = operands.into_iter();
-    let mut sums: FxHashMap<(u32, &[u8], i64), i64> = FxHashMap::default();
-    sums.reserve(64 * operands.size_hint().0.max(1));
+/// The adds of `operands` when every mutation in them is an `AddToCell`
+/// (the only blind writes the table makes), summed per cell in canonical
+/// cell order, with the latest group clock; `None` otherwise, or when
+/// something does not decode. Adds to dropped families are left out, as
+/// the general path skips them. Operands are written in canonical order
+/// (see [`encode_operand`], [`partial_merge_fn`]), so the adds arrive as
+/// a few sorted runs, which a stable sort merges in one pass each.
+fn only_adds<'a>(meta: &'a TableMeta, operands: &[&'a [u8]]) -> Option<(Adds<'a>, i64)> {
+    let mut adds: Adds<'a> = Vec::with_capacity(operands.iter().map(|o| o.len() / 32).sum());
     let mut clock = i64::MIN;
     for operand in operands {
         let (&OPERAND, groups) = operand.split_first()? else {
@@ -264,27 +300,21 @@ fn sum_adds<'a>(operands: impl IntoIterator<Item = &'a [u8]>) -> Option<Sums<'a>
                 let qualifier = cursor.bytes()?;
                 let ts = cursor.u64()? as i64;
                 let input = cursor.u64()? as i64;
-                let sum = sums.entry((id, qualifier, ts)).or_insert(0);
-                *sum = sum.wrapping_add(input);
+                if let Some(family) = meta.family(id) {
+                    adds.push(((family.rank, qualifier, Reverse(ts)), (id, input)));
+                }
             }
         }
     }
-    Some((clock, sums))
-}
-
-/// The adds of `operands` when they only add (see [`sum_adds`]), in
-/// canonical cell order. Adds to dropped families are left out, as the
-/// general path skips them.
-fn only_adds<'a>(meta: &'a TableMeta, operands: &[&'a [u8]]) -> Option<(Adds<'a>, i64)> {
-    let (clock, sums) = sum_adds(operands.iter().copied())?;
-    let mut adds: Adds<'a> = sums
-        .into_iter()
-        .filter_map(|((id, qualifier, ts), sum)| {
-            let family = meta.family(id)?;
-            Some(((family.rank, qualifier, Reverse(ts)), (id, sum)))
-        })
-        .collect();
-    adds.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    adds.sort_by(|a, b| a.0.cmp(&b.0));
+    // Sums wrap, so their order does not matter.
+    adds.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 .1 = kept.1 .1.wrapping_add(later.1 .1);
+        }
+        same
+    });
     Some((adds, clock))
 }
 
@@ -458,27 +488,28 @@ pub(crate) fn full_merge_fn(
     }
 }
 
-/// Operands combined into one: operands that only add become one group
-/// of summed adds (stamped with the latest clock; an add's effect does
-/// not depend on the clock), so the operands a read must merge stay few
-/// and short; any other operands keep their groups, in order.
-pub(crate) fn partial_merge(
-    _key: &[u8],
-    _existing: Option<&[u8]>,
-    operands: &MergeOperands,
-) -> Option<Vec<u8>> {
-    combine(operands)
+/// The table's partial merge, reading its metadata from `slot`: operands
+/// combined into one. Operands that only add become one group of summed
+/// adds in canonical order (stamped with the latest clock; an add's effect
+/// does not depend on the clock), so the operands a read must merge stay
+/// few, short and sorted; any other operands keep their groups, in order.
+pub(crate) fn partial_merge_fn(
+    slot: GcSlot,
+) -> impl Fn(&[u8], Option<&[u8]>, &MergeOperands) -> Option<Vec<u8>> + Send + Sync + 'static {
+    move |_key, _existing, operands| {
+        let meta = slot.read().clone();
+        let operands: Vec<&[u8]> = operands.into_iter().collect();
+        combine(meta.as_deref(), &operands)
+    }
 }
 
-/// [`partial_merge`] of any operands.
-fn combine<'a>(operands: impl IntoIterator<Item = &'a [u8]> + Clone) -> Option<Vec<u8>> {
-    if let Some((clock, sums)) = sum_adds(operands.clone()) {
-        let mut sums: Vec<_> = sums.into_iter().collect();
-        sums.sort_unstable();
+/// [`partial_merge_fn`] of any operands (`meta` unknown: groups kept).
+fn combine(meta: Option<&TableMeta>, operands: &[&[u8]]) -> Option<Vec<u8>> {
+    if let Some((adds, clock)) = meta.and_then(|meta| only_adds(meta, operands)) {
         let mut out = vec![OPERAND];
         out.extend_from_slice(&(clock as u64).to_be_bytes());
-        put_varint(&mut out, sums.len() as u64);
-        for ((id, qualifier, ts), sum) in sums {
+        put_varint(&mut out, adds.len() as u64);
+        for ((_, qualifier, Reverse(ts)), (id, sum)) in adds {
             put_add(&mut out, u64::from(id), qualifier, ts, sum);
         }
         return Some(out);
@@ -659,7 +690,7 @@ mod tests {
             operand(&meta, &[add("p", 0, 4)], 7000),
         ];
         let slices: Vec<&[u8]> = ops.iter().map(Vec::as_slice).collect();
-        let combined = combine(slices.iter().copied()).expect("combines");
+        let combined = combine(Some(&meta), &slices).expect("combines");
         assert!(combined.len() < ops.iter().map(Vec::len).sum::<usize>());
         let once = full_merge(&meta, b"k", None, [combined.as_slice()]).expect("merges");
         let apart = full_merge(&meta, b"k", None, slices.iter().copied()).expect("merges");
@@ -669,7 +700,7 @@ mod tests {
         );
         // Operands that do more than add keep their groups in order.
         let set = operand(&meta, &[Mutation::set_cell("a", "x", 0, "v")], 8000);
-        let mixed = combine([slices[0], set.as_slice()]).expect("combines");
+        let mixed = combine(Some(&meta), &[slices[0], set.as_slice()]).expect("combines");
         assert_eq!(mixed.len(), slices[0].len() + set.len() - 1);
     }
 

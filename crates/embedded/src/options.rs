@@ -111,7 +111,7 @@ pub(crate) fn table_cf_options(options: &EmbeddedOptions, cache: &Cache, gc: GcS
     opts.set_merge_operator(
         "affinity-row-writes",
         crate::merge::full_merge_fn(gc.clone()),
-        crate::merge::partial_merge,
+        crate::merge::partial_merge_fn(gc.clone()),
     );
     opts.set_compaction_filter_factory(GcFilterFactory::new(gc));
     // Rewrite files untouched for 3 days, so the compaction filter reclaims
