@@ -2,20 +2,22 @@
 //! applied.
 //!
 //! A read copies the row key and the stored value into one buffer that
-//! becomes a single `Bytes`; every cell's qualifier and value are slices
-//! of it, so decoding allocates per row, not per cell (except the family
-//! name, which `Cell` owns as a `String`). Cells GC hides, and cells the
-//! read's prefilter rules out, are dropped before any `Cell` is built.
+//! becomes a single `Bytes`; every cell's value is a slice of it, and so is
+//! its qualifier (stored whole, or rebuilt from the previous cell's into
+//! the same buffer), so decoding allocates per row, not per cell (except
+//! the family name, which `Cell` owns as a `String`). Cells GC hides, and
+//! cells the read's prefilter rules out, are dropped before any `Cell` is
+//! built.
 
 use std::ops::Range;
 
 use affinity_model::eval::CellPrefilter;
 use affinity_model::gc::deletes;
 use affinity_model::{Bytes, Cell, CellRef, Result, Row};
-use rustc_hash::FxHashMap;
 
 use crate::meta::{FamilyView, TableMeta};
-use crate::row::{corrupt_row, raw_cells, RawCell};
+use crate::row::{corrupt_row, row_cursor_with, RawCell};
+pub(crate) use crate::shapes::ColumnVerdicts;
 
 /// Tells, cell by cell in stored order, which cells of a row GC hides:
 /// cells of dropped families and cells their family's rule deletes.
@@ -37,82 +39,20 @@ impl<'m> Visibility<'m> {
 
     /// The cell's family when the cell is visible, `None` when GC hides
     /// it. Cells of one row must be fed in stored order.
-    pub fn visible(
-        &mut self,
-        cell: &RawCell<'_>,
-        previous: Option<&RawCell<'_>>,
-    ) -> Option<&'m FamilyView> {
-        let version = self.advance(cell, previous);
-        self.check(cell, version)
-    }
-
-    /// The cell's version number within its column (0 for the newest).
-    /// Every cell of a row must go through here, in stored order.
-    pub fn advance(&mut self, cell: &RawCell<'_>, previous: Option<&RawCell<'_>>) -> usize {
-        let same = previous.is_some_and(|p| p.same_column(cell));
-        self.version = if same { self.version + 1 } else { 0 };
-        self.version
-    }
-
-    /// The cell's family when GC keeps the cell with this version number.
-    pub fn check(&self, cell: &RawCell<'_>, version: usize) -> Option<&'m FamilyView> {
+    pub fn visible(&mut self, cell: &RawCell<'_>) -> Option<&'m FamilyView> {
+        self.version = if cell.same_column {
+            self.version + 1
+        } else {
+            0
+        };
         let family = self.meta.family(cell.family_id)?;
         (!deletes(
             &family.gc_rule,
-            version,
+            self.version,
             cell.timestamp_micros,
             self.now_micros,
         ))
         .then_some(family)
-    }
-}
-
-/// A scan's memory of its prefilter's column verdicts
-/// ([`CellPrefilter::column_verdict`]): rows of one table mostly repeat
-/// the same columns in the same order, so a cell's verdict is first looked
-/// for at its position in the previous rows (one comparison), then among
-/// every column the scan met. A cell of a column the filter rules out
-/// then costs no GC check and no test.
-#[derive(Default)]
-pub(crate) struct ColumnVerdicts {
-    by_position: Vec<(u32, Vec<u8>, Option<bool>)>,
-    by_column: FxHashMap<u32, FxHashMap<Box<[u8]>, Option<bool>>>,
-}
-
-impl ColumnVerdicts {
-    fn verdict(
-        &mut self,
-        position: usize,
-        family_id: u32,
-        family: &str,
-        qualifier: &[u8],
-        prefilter: &CellPrefilter,
-    ) -> Option<bool> {
-        if let Some((id, q, verdict)) = self.by_position.get(position) {
-            if *id == family_id && q.as_slice() == qualifier {
-                return *verdict;
-            }
-        }
-        let columns = self.by_column.entry(family_id).or_default();
-        let verdict = match columns.get(qualifier) {
-            Some(verdict) => *verdict,
-            None => {
-                let verdict = prefilter.column_verdict(family, qualifier);
-                columns.insert(qualifier.into(), verdict);
-                verdict
-            }
-        };
-        // Positions are fed in order from 0, so the list stays dense.
-        if let Some(slot) = self.by_position.get_mut(position) {
-            slot.0 = family_id;
-            slot.1.clear();
-            slot.1.extend_from_slice(qualifier);
-            slot.2 = verdict;
-        } else if position == self.by_position.len() {
-            self.by_position
-                .push((family_id, qualifier.to_vec(), verdict));
-        }
-        verdict
     }
 }
 
@@ -122,10 +62,18 @@ fn span(whole: &[u8], part: &[u8]) -> Range<usize> {
     start..start + part.len()
 }
 
+/// Where a kept cell's qualifier is: in the stored value, or rebuilt in
+/// the arena.
+#[derive(Clone, Copy)]
+enum Qualifier<'v> {
+    InValue(&'v [u8]),
+    InArena(usize, usize),
+}
+
 /// Decode a stored row for a read: the cells visible at `now_micros` that
-/// `prefilter` lets through; `None` when no cell is left. The row's key
-/// and value are copied into one buffer whose slices the cells' qualifiers
-/// and values are.
+/// `prefilter` lets through; `None` when no cell is left. The row's key,
+/// the stored value and the rebuilt qualifiers are copied into one buffer
+/// whose slices the cells' qualifiers and values are.
 pub(crate) fn read_row(
     meta: &TableMeta,
     key: &[u8],
@@ -134,27 +82,42 @@ pub(crate) fn read_row(
     prefilter: Option<&CellPrefilter>,
     verdicts: &mut ColumnVerdicts,
 ) -> Result<Option<Row>> {
-    let mut refs = Vec::new();
-    read_refs(meta, key, value, now_micros, prefilter, verdicts, &mut refs)?;
-    if refs.is_empty() {
+    let mut kept = Vec::new();
+    let mut arena = Vec::new();
+    decode_kept(
+        meta,
+        key,
+        value,
+        now_micros,
+        prefilter,
+        verdicts,
+        &mut arena,
+        |family, qualifier, ts, v| kept.push((family, qualifier, ts, v)),
+    )?;
+    if kept.is_empty() {
         return Ok(None);
     }
-    let mut buf = Vec::with_capacity(key.len() + value.len());
+    let mut buf = Vec::with_capacity(key.len() + value.len() + arena.len());
     buf.extend_from_slice(key);
     buf.extend_from_slice(value);
+    buf.extend_from_slice(&arena);
     let data = Bytes::from(buf);
     let at = key.len();
-    let slice = |part: &[u8]| {
+    let arena_at = at + value.len();
+    let in_value = |part: &[u8]| {
         let r = span(value, part);
         data.slice(at + r.start..at + r.end)
     };
-    let cells = refs
-        .iter()
-        .map(|c| Cell {
-            family: c.family.to_string(),
-            qualifier: slice(c.qualifier),
-            timestamp_micros: c.timestamp_micros,
-            value: slice(c.value),
+    let cells = kept
+        .into_iter()
+        .map(|(family, qualifier, ts, v)| Cell {
+            family: family.to_string(),
+            qualifier: match qualifier {
+                Qualifier::InValue(q) => in_value(q),
+                Qualifier::InArena(start, end) => data.slice(arena_at + start..arena_at + end),
+            },
+            timestamp_micros: ts,
+            value: in_value(v),
             labels: Vec::new(),
         })
         .collect();
@@ -165,8 +128,10 @@ pub(crate) fn read_row(
 }
 
 /// Decode a stored row for a visiting read: the cells visible at
-/// `now_micros` that `prefilter` lets through, as views of `value` (and of
-/// `meta`'s family names) pushed onto `out` (cleared first).
+/// `now_micros` that `prefilter` lets through, as views of `value`, of
+/// `arena` (qualifiers rebuilt from a shared prefix; cleared first) and of
+/// `meta`'s family names, pushed onto `out` (cleared first).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn read_refs<'v>(
     meta: &'v TableMeta,
     key: &[u8],
@@ -174,45 +139,182 @@ pub(crate) fn read_refs<'v>(
     now_micros: i64,
     prefilter: Option<&CellPrefilter>,
     verdicts: &mut ColumnVerdicts,
+    arena: &'v mut Vec<u8>,
     out: &mut Vec<CellRef<'v>>,
 ) -> Result<()> {
     out.clear();
-    let mut visibility = Visibility::new(meta, now_micros);
-    let mut previous: Option<RawCell<'_>> = None;
-    let mut cells = raw_cells(value);
-    for (position, cell) in cells.by_ref().enumerate() {
-        let version = visibility.advance(&cell, previous.as_ref());
-        previous = Some(cell);
-        let Some(family) = meta.family(cell.family_id) else {
-            continue;
-        };
-        let verdict = match prefilter {
-            Some(p) => verdicts.verdict(position, cell.family_id, &family.name, cell.qualifier, p),
-            None => Some(true),
-        };
-        if verdict == Some(false) || visibility.check(&cell, version).is_none() {
-            continue;
-        }
-        if verdict.is_none()
-            && prefilter.is_some_and(|p| {
-                !p.may_pass(
-                    &family.name,
-                    cell.qualifier,
-                    cell.timestamp_micros,
-                    cell.value,
-                )
-            })
-        {
-            continue;
-        }
-        out.push(CellRef {
-            family: &family.name,
-            qualifier: cell.qualifier,
-            timestamp_micros: cell.timestamp_micros,
-            value: cell.value,
-        });
+    // Cells whose qualifier is in the arena: their index in `out` and
+    // where in the arena, filled in once the arena stops growing.
+    let mut rebuilt: Vec<(usize, usize, usize)> = Vec::new();
+    decode_kept(
+        meta,
+        key,
+        value,
+        now_micros,
+        prefilter,
+        verdicts,
+        arena,
+        |family, qualifier, ts, v| {
+            let qualifier = match qualifier {
+                Qualifier::InValue(q) => q,
+                Qualifier::InArena(start, end) => {
+                    rebuilt.push((out.len(), start, end));
+                    &[]
+                }
+            };
+            out.push(CellRef {
+                family,
+                qualifier,
+                timestamp_micros: ts,
+                value: v,
+            });
+        },
+    )?;
+    let arena: &'v [u8] = arena;
+    for (i, start, end) in rebuilt {
+        out[i].qualifier = &arena[start..end];
     }
-    if cells.failed() {
+    Ok(())
+}
+
+/// What one read keeps of a row, cell by cell: the part of the decoding
+/// loop after a cell's verdict.
+struct Keeper<'m, 'a, K> {
+    meta: &'m TableMeta,
+    now_micros: i64,
+    prefilter: Option<&'a CellPrefilter>,
+    arena: &'a mut Vec<u8>,
+    keep: K,
+}
+
+impl<'m, K: FnMut(&'m str, Qualifier<'m>, i64, &'m [u8])> Keeper<'m, '_, K> {
+    /// Keep `cell` (version `version` of its column, with the
+    /// prefilter's column verdict `verdict`, not `Some(false)`) unless GC
+    /// hides it or the prefilter rules it out; `whole` gives its whole
+    /// qualifier when it is not stored whole.
+    #[inline(always)]
+    fn offer<'q>(
+        &mut self,
+        cell: &RawCell<'m>,
+        version: usize,
+        verdict: Option<bool>,
+        whole: impl FnOnce() -> &'q [u8],
+    ) {
+        let Some(family) = self.meta.family(cell.family_id) else {
+            return;
+        };
+        if deletes(
+            &family.gc_rule,
+            version,
+            cell.timestamp_micros,
+            self.now_micros,
+        ) {
+            return;
+        }
+        let qualifier = match cell.qualifier_in_row() {
+            Some(q) => Qualifier::InValue(q),
+            None => {
+                let start = self.arena.len();
+                self.arena.extend_from_slice(whole());
+                Qualifier::InArena(start, self.arena.len())
+            }
+        };
+        if verdict.is_none() {
+            let q = match qualifier {
+                Qualifier::InValue(q) => q,
+                Qualifier::InArena(start, end) => &self.arena[start..end],
+            };
+            if self
+                .prefilter
+                .is_some_and(|p| !p.may_pass(&family.name, q, cell.timestamp_micros, cell.value))
+            {
+                if let Qualifier::InArena(start, _) = qualifier {
+                    self.arena.truncate(start);
+                }
+                return;
+            }
+        }
+        (self.keep)(&family.name, qualifier, cell.timestamp_micros, cell.value);
+    }
+}
+
+/// The one decoding loop of reads: `keep(family, qualifier, timestamp,
+/// value)` for each cell visible at `now_micros` that `prefilter` lets
+/// through, in stored order; qualifiers not stored whole are copied into
+/// `arena` (cleared first).
+///
+/// With a prefilter, a row is walked in two phases: while it repeats its
+/// shape (see [`ColumnVerdicts`]), each cell is compared with its shape's
+/// position and a cell of a column the filter rules out costs nothing
+/// more; from the first cell that differs, cells are looked up by whole
+/// qualifier and the shape learns them.
+#[allow(clippy::too_many_arguments)]
+fn decode_kept<'v>(
+    meta: &'v TableMeta,
+    key: &[u8],
+    value: &'v [u8],
+    now_micros: i64,
+    prefilter: Option<&CellPrefilter>,
+    verdicts: &mut ColumnVerdicts,
+    arena: &mut Vec<u8>,
+    keep: impl FnMut(&'v str, Qualifier<'v>, i64, &'v [u8]),
+) -> Result<()> {
+    arena.clear();
+    let mut keeper = Keeper {
+        meta,
+        now_micros,
+        prefilter,
+        arena,
+        keep,
+    };
+    let mut cursor = row_cursor_with(value, verdicts.cursor.take().unwrap_or_default());
+    let (mut position, mut version) = (0usize, 0usize);
+    let mut next = cursor.next_cell();
+    match (prefilter, next) {
+        (None, _) => {
+            while let Some(cell) = next {
+                version = if cell.same_column { version + 1 } else { 0 };
+                keeper.offer(&cell, version, Some(true), || cursor.qualifier());
+                next = cursor.next_cell();
+            }
+        }
+        (Some(_), None) => {}
+        (Some(prefilter), Some(first)) => {
+            // The first cell's qualifier is stored whole.
+            let id = verdicts.shape_for(first.family_id, first.suffix);
+            let shape = verdicts.shape(id);
+            // While the row repeats its shape.
+            while let Some(cell) = next {
+                let Some(p) = shape.get(position).filter(|p| p.repeats(&cell)) else {
+                    break;
+                };
+                version = if cell.same_column { version + 1 } else { 0 };
+                position += 1;
+                if p.verdict != Some(false) {
+                    keeper.offer(&cell, version, p.verdict, || &p.qualifier);
+                }
+                next = cursor.next_cell();
+            }
+            // From the first cell that differs.
+            if next.is_some() {
+                while let Some(cell) = next {
+                    version = if cell.same_column { version + 1 } else { 0 };
+                    let family = meta.family(cell.family_id).map(|f| f.name.as_str());
+                    let verdict =
+                        verdicts.learn(id, position, &cell, family, prefilter, &mut cursor);
+                    position += 1;
+                    if verdict != Some(false) {
+                        keeper.offer(&cell, version, verdict, || cursor.qualifier());
+                    }
+                    next = cursor.next_cell();
+                }
+                verdicts.forget_past(id, position);
+            }
+        }
+    }
+    let failed = cursor.failed();
+    verdicts.cursor = Some(cursor.into_buffers());
+    if failed {
         return Err(corrupt_row(key));
     }
     Ok(())
@@ -231,4 +333,198 @@ pub(crate) fn visible_cells(
     Ok(read_row(meta, key, value, now_micros, None, &mut verdicts)?
         .map(|r| r.cells)
         .unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ops::Bound;
+
+    use affinity_model::eval::CompiledFilter;
+    use affinity_model::{ColumnRange, GcRule, RowFilter, TableSpec, TimestampRange};
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::row::RowWriter;
+
+    /// Families `a` (id 0, no GC), `b` (id 1, two versions) and `c` (id 2,
+    /// dropped).
+    fn meta() -> TableMeta {
+        let spec = TableSpec::new()
+            .with_family("a", GcRule::None)
+            .with_family("b", GcRule::MaxVersions(2))
+            .with_family("c", GcRule::None);
+        let meta = TableMeta::from_spec("cf".into(), &spec);
+        let mut families = meta.families.clone();
+        families.remove("c");
+        TableMeta::new(meta.cf_name.clone(), meta.next_family_id, families)
+    }
+
+    /// Qualifiers sharing prefixes, so rows repeat, extend and cut each
+    /// other's shapes.
+    const QUALIFIERS: [&str; 7] = ["", "x", "xa", "xab", "xb", "y", "yb"];
+
+    type Owned = (String, Vec<u8>, i64, Vec<u8>);
+
+    fn stored(cells: &[(u32, usize, i64, u8)]) -> Vec<u8> {
+        let mut cells = cells.to_vec();
+        cells.sort_by(|a, b| (a.0, QUALIFIERS[a.1], b.2).cmp(&(b.0, QUALIFIERS[b.1], a.2)));
+        cells.dedup_by(|a, b| (a.0, a.1, a.2) == (b.0, b.1, b.2));
+        let mut out = Vec::new();
+        let mut writer = RowWriter::new(&mut out);
+        for (f, q, ts, v) in cells {
+            writer.put(f, QUALIFIERS[q].as_bytes(), ts * 1000, &[v]);
+        }
+        out
+    }
+
+    fn owned(cells: &[CellRef<'_>]) -> Vec<Owned> {
+        cells
+            .iter()
+            .map(|c| {
+                (
+                    c.family.to_string(),
+                    c.qualifier.to_vec(),
+                    c.timestamp_micros,
+                    c.value.to_vec(),
+                )
+            })
+            .collect()
+    }
+
+    fn row_cells(row: Option<Row>) -> Vec<Owned> {
+        row.map(|r| {
+            r.cells
+                .into_iter()
+                .map(|c| {
+                    (
+                        c.family,
+                        c.qualifier.to_vec(),
+                        c.timestamp_micros,
+                        c.value.to_vec(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+    }
+
+    fn column(family: &str, q: usize) -> RowFilter {
+        let q = Bytes::from(QUALIFIERS[q]);
+        RowFilter::ColumnRange(ColumnRange {
+            family: family.to_string(),
+            start: Bound::Included(q.clone()),
+            end: Bound::Included(q),
+        })
+    }
+
+    fn filter_strategy() -> impl Strategy<Value = RowFilter> {
+        let columns =
+            proptest::collection::vec((prop_oneof![Just("a"), Just("b")], 0..7usize), 1..5)
+                .prop_map(|cs| {
+                    RowFilter::interleave(cs.into_iter().map(|(f, q)| column(f, q)).collect())
+                });
+        prop_oneof![
+            columns.clone(),
+            (columns.clone(), 0i64..4).prop_map(|(f, from)| RowFilter::Chain(vec![
+                RowFilter::TimestampRange(TimestampRange::new(from * 1000, 0)),
+                f
+            ])),
+            proptest::collection::vec(0..7usize, 1..4).prop_map(|qs| RowFilter::interleave(
+                qs.into_iter()
+                    .map(|q| RowFilter::Chain(vec![
+                        RowFilter::exact_family("b"),
+                        RowFilter::exact_qualifier(QUALIFIERS[q].as_bytes())
+                    ]))
+                    .collect()
+            )),
+            Just(RowFilter::ColumnQualifierRegex(Bytes::from_static(b"x.*"))),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Rows decoded one after the other through one scan's memory of
+        /// shapes give what each gives decoded alone, and what the
+        /// model's filter keeps of the whole row.
+        #[test]
+        fn remembered_shapes_never_change_a_read(
+            rows in proptest::collection::vec(
+                proptest::collection::vec((0u32..3, 0..7usize, 0i64..5, any::<u8>()), 0..9),
+                1..12,
+            ),
+            filter in filter_strategy(),
+        ) {
+            let meta = meta();
+            let compiled = CompiledFilter::compile(&filter).expect("a valid filter");
+            let prefilter = compiled.cell_prefilter();
+            let exact = prefilter.as_ref().is_some_and(CellPrefilter::is_exact);
+            let now = 10_000;
+            let mut shared = ColumnVerdicts::default();
+            for cells in &rows {
+                let value = stored(cells);
+                let mut arena = Vec::new();
+                let mut out = Vec::new();
+                read_refs(&meta, b"k", &value, now, prefilter.as_ref(), &mut shared, &mut arena, &mut out)
+                    .expect("decodes");
+                let remembered = owned(&out);
+                let mut fresh_arena = Vec::new();
+                let mut fresh_out = Vec::new();
+                read_refs(
+                    &meta, b"k", &value, now, prefilter.as_ref(),
+                    &mut ColumnVerdicts::default(), &mut fresh_arena, &mut fresh_out,
+                )
+                .expect("decodes");
+                prop_assert_eq!(&remembered, &owned(&fresh_out));
+
+                let whole = read_row(&meta, b"k", &value, now, None, &mut ColumnVerdicts::default())
+                    .expect("decodes");
+                let expected = row_cells(whole.and_then(|r| compiled.apply(r)));
+                let got = if exact {
+                    remembered
+                } else {
+                    let pruned = read_row(&meta, b"k", &value, now, prefilter.as_ref(), &mut shared)
+                        .expect("decodes");
+                    row_cells(pruned.and_then(|r| compiled.apply(r)))
+                };
+                prop_assert_eq!(got, expected);
+            }
+        }
+    }
+
+    #[test]
+    fn a_row_cut_short_of_its_shape_does_not_teach_it_wrong() {
+        // Row 1 sets the shape [x, y, yb]; row 2 repeats x, then differs
+        // (xa) and ends; row 3 is [x, xa, xb]: its third cell is stored
+        // as (shared 1, "b"), as row 1's was (yb after y), but follows
+        // xa, so it is xb. Row 2 must have cut the shape short.
+        let meta = meta();
+        let filter = RowFilter::interleave(vec![column("a", 4)]);
+        let compiled = CompiledFilter::compile(&filter).expect("valid");
+        let prefilter = compiled.cell_prefilter();
+        let mut verdicts = ColumnVerdicts::default();
+        let mut read = |cells: &[(u32, usize, i64, u8)]| {
+            let value = stored(cells);
+            let (mut arena, mut out) = (Vec::new(), Vec::new());
+            read_refs(
+                &meta,
+                b"k",
+                &value,
+                0,
+                prefilter.as_ref(),
+                &mut verdicts,
+                &mut arena,
+                &mut out,
+            )
+            .expect("decodes");
+            owned(&out)
+        };
+        assert!(read(&[(0, 1, 1, 1), (0, 5, 1, 2), (0, 6, 1, 3)]).is_empty());
+        assert!(read(&[(0, 1, 1, 1), (0, 2, 1, 2)]).is_empty());
+        let third = read(&[(0, 1, 1, 1), (0, 2, 1, 2), (0, 4, 1, 3)]);
+        assert_eq!(
+            third,
+            vec![("a".to_string(), b"xb".to_vec(), 1000, vec![3])]
+        );
+    }
 }

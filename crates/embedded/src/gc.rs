@@ -18,7 +18,7 @@ use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilt
 
 use crate::decode::Visibility;
 use crate::meta::TableMeta;
-use crate::row::{put_cell, raw_cells, RawCell, FORMAT};
+use crate::row::{row_cursor, RawCell, RowWriter};
 
 /// What GC leaves of a stored row.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,17 +34,17 @@ pub(crate) enum Collected {
 /// GC one stored row at `now_micros`. Cells of families newer than
 /// `meta` (ids at or past `next_family_id`) are kept.
 pub(crate) fn collect_stored(meta: &TableMeta, value: &[u8], now_micros: i64) -> Collected {
-    let mut visibility = Visibility::new(meta, now_micros);
-    let mut previous: Option<RawCell<'_>> = None;
-    let mut keep: Vec<RawCell<'_>> = Vec::new();
-    let mut dropped = 0u64;
-    let mut cells = raw_cells(value);
-    for cell in cells.by_ref() {
+    // Which cells stay; the row is re-encoded only when some go.
+    let keeps = |cell: &RawCell<'_>, visibility: &mut Visibility<'_>| {
         let newer_family = cell.family_id >= meta.next_family_id;
-        let visible = visibility.visible(&cell, previous.as_ref()).is_some();
-        previous = Some(cell);
-        if visible || newer_family {
-            keep.push(cell);
+        visibility.visible(cell).is_some() || newer_family
+    };
+    let (mut kept, mut dropped) = (0u64, 0u64);
+    let mut visibility = Visibility::new(meta, now_micros);
+    let mut cells = row_cursor(value);
+    while let Some(cell) = cells.next_cell() {
+        if keeps(&cell, &mut visibility) {
+            kept += 1;
         } else {
             dropped += 1;
         }
@@ -52,7 +52,7 @@ pub(crate) fn collect_stored(meta: &TableMeta, value: &[u8], now_micros: i64) ->
     if cells.failed() {
         return Collected::Unchanged;
     }
-    if keep.is_empty() {
+    if kept == 0 {
         // A row its writes emptied (a merge cannot delete) goes too.
         return Collected::Empty;
     }
@@ -60,15 +60,18 @@ pub(crate) fn collect_stored(meta: &TableMeta, value: &[u8], now_micros: i64) ->
         return Collected::Unchanged;
     }
     let mut out = Vec::with_capacity(value.len());
-    out.push(FORMAT);
-    for c in keep {
-        put_cell(
-            &mut out,
-            c.family_id,
-            c.qualifier,
-            c.timestamp_micros,
-            c.value,
-        );
+    let mut writer = RowWriter::new(&mut out);
+    let mut visibility = Visibility::new(meta, now_micros);
+    let mut cells = row_cursor(value);
+    while let Some(cell) = cells.next_cell() {
+        if keeps(&cell, &mut visibility) {
+            writer.put(
+                cell.family_id,
+                cells.qualifier(),
+                cell.timestamp_micros,
+                cell.value,
+            );
+        }
     }
     Collected::Rewritten(out, dropped)
 }
@@ -173,9 +176,10 @@ mod tests {
     }
 
     fn row(cells: &[(u32, &str, i64)]) -> Vec<u8> {
-        let mut out = vec![FORMAT];
+        let mut out = Vec::new();
+        let mut writer = RowWriter::new(&mut out);
         for (f, q, ts) in cells {
-            put_cell(&mut out, *f, q.as_bytes(), *ts, b"v");
+            writer.put(*f, q.as_bytes(), *ts, b"v");
         }
         out
     }
@@ -209,6 +213,6 @@ mod tests {
             "family newer than the snapshot"
         );
         assert_eq!(collect_stored(&meta, b"garbage", now), Collected::Unchanged);
-        assert_eq!(collect_stored(&meta, &[FORMAT], now), Collected::Empty);
+        assert_eq!(collect_stored(&meta, &row(&[]), now), Collected::Empty);
     }
 }

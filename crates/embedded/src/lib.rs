@@ -99,6 +99,7 @@ mod options;
 mod ranges;
 mod row;
 mod scan;
+mod shapes;
 mod split;
 mod store;
 mod sweeper;

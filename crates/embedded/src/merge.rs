@@ -36,7 +36,7 @@ use std::cmp::Reverse;
 use crate::decode::visible_cells;
 use crate::gc::GcSlot;
 use crate::meta::TableMeta;
-use crate::row::{encode_row, put_cell, put_varint, raw_cells, take_varint, FORMAT};
+use crate::row::{encode_row, put_varint, row_cursor, take_varint, RowWriter};
 
 /// First byte of every merge operand.
 pub(crate) const OPERAND: u8 = 3;
@@ -329,43 +329,39 @@ fn merge_adds(
     adds: Adds<'_>,
     clock: i64,
 ) -> Option<Vec<u8>> {
-    let mut out = Writer {
+    let mut out = Vec::with_capacity(existing.map_or(0, <[u8]>::len) + adds.len() * 24);
+    let mut writer = Writer {
         meta,
         clock,
-        out: Vec::with_capacity(existing.map_or(0, <[u8]>::len) + adds.len() * 40),
+        row: RowWriter::new(&mut out),
         column: None,
         version: 0,
     };
-    out.out.push(FORMAT);
     let mut pending = adds.into_iter().peekable();
     if let Some(stored) = existing {
-        let mut cells = raw_cells(stored);
-        for cell in cells.by_ref() {
+        let mut cells = row_cursor(stored);
+        while let Some(cell) = cells.next_cell() {
             // Cells of dropped families go, as decoding hides them.
             let Some(family) = meta.family(cell.family_id) else {
                 continue;
             };
-            let at = (family.rank, cell.qualifier, Reverse(cell.timestamp_micros));
+            let qualifier = cells.qualifier();
+            let at = (family.rank, qualifier, Reverse(cell.timestamp_micros));
             while let Some((key, (id, sum))) = pending.next_if(|(k, _)| *k < at) {
-                out.put(id, key.1, key.2 .0, &sum.to_be_bytes());
+                writer.put(id, key.1, key.2 .0, &sum.to_be_bytes());
             }
             match pending.next_if(|(k, _)| *k == at) {
                 Some((_, (_, sum))) => {
                     let base = affinity_model::apply::decode_i64(cell.value).unwrap_or(0);
                     let total = base.wrapping_add(sum);
-                    out.put(
+                    writer.put(
                         cell.family_id,
-                        cell.qualifier,
+                        qualifier,
                         cell.timestamp_micros,
                         &total.to_be_bytes(),
                     );
                 }
-                None => out.put(
-                    cell.family_id,
-                    cell.qualifier,
-                    cell.timestamp_micros,
-                    cell.value,
-                ),
+                None => writer.put(cell.family_id, qualifier, cell.timestamp_micros, cell.value),
             }
         }
         if cells.failed() {
@@ -373,24 +369,25 @@ fn merge_adds(
         }
     }
     for (key, (id, sum)) in pending {
-        out.put(id, key.1, key.2 .0, &sum.to_be_bytes());
+        writer.put(id, key.1, key.2 .0, &sum.to_be_bytes());
     }
-    Some(out.out)
+    drop(writer);
+    Some(out)
 }
 
 /// Writes the cells of a merged row in canonical order, leaving out those
 /// GC hides at the latest write's clock (hidden then, hidden at every
 /// later read: a row's versions only pile up, and ages only grow).
-struct Writer<'m> {
+struct Writer<'m, 'o> {
     meta: &'m TableMeta,
     clock: i64,
-    out: Vec<u8>,
+    row: RowWriter<'o>,
     /// The column of the last cell seen, and its version number.
     column: Option<(u32, Vec<u8>)>,
     version: usize,
 }
 
-impl Writer<'_> {
+impl Writer<'_, '_> {
     fn put(&mut self, family_id: u32, qualifier: &[u8], ts: i64, value: &[u8]) {
         let same = self
             .column
@@ -410,7 +407,7 @@ impl Writer<'_> {
             .family(family_id)
             .is_none_or(|f| affinity_model::gc::deletes(&f.gc_rule, self.version, ts, self.clock));
         if !hidden {
-            put_cell(&mut self.out, family_id, qualifier, ts, value);
+            self.row.put(family_id, qualifier, ts, value);
         }
     }
 }

@@ -181,11 +181,13 @@ impl Scan<'_> {
         }
         let meta = Arc::clone(&self.meta);
         let mut buffer: Vec<CellRef<'static>> = Vec::new();
+        let mut arena_slot: Vec<u8> = Vec::new();
         let mut verdicts = std::mem::take(&mut self.verdicts);
         let mut repairs: Vec<Vec<u8>> = Vec::new();
         // One row: `Ok(false)` when the scan is to stop.
         let mut show = |key: &[u8], value: &[u8], remaining: &mut Option<u64>| -> Result<bool> {
             let mut cells = recycle_cells(std::mem::take(&mut buffer));
+            let mut arena = std::mem::take(&mut arena_slot);
             decode::read_refs(
                 &meta,
                 key,
@@ -193,6 +195,7 @@ impl Scan<'_> {
                 self.now_micros,
                 self.prefilter.as_ref(),
                 &mut verdicts,
+                &mut arena,
                 &mut cells,
             )?;
             let go_on = if cells.is_empty() {
@@ -204,6 +207,7 @@ impl Scan<'_> {
                 visit(RowRef { key, cells: &cells })? && *remaining != Some(0)
             };
             buffer = recycle_cells(cells);
+            arena_slot = arena;
             Ok(go_on)
         };
         let mut remaining = self.remaining;

@@ -1,0 +1,159 @@
+//! A scan's memory of row shapes and of its prefilter's column verdicts
+//! (see [`ColumnVerdicts`]), which lets [`crate::decode`] reject a cell
+//! of a column the filter rules out from its stored suffix alone.
+
+use affinity_model::eval::CellPrefilter;
+use rustc_hash::FxHashMap;
+
+use crate::row::{CursorBuffers, RawCell, RowCursor};
+
+/// One remembered position of a row shape: the cell as stored there
+/// (family, shared prefix length, suffix), its whole qualifier and its
+/// column's verdict.
+pub(crate) struct Position {
+    family_id: u32,
+    pub verdict: Option<bool>,
+    shared: usize,
+    suffix_word: u128,
+    suffix: Vec<u8>,
+    pub qualifier: Vec<u8>,
+}
+
+impl Position {
+    /// True when `cell` is stored as this position's cell was.
+    #[inline(always)]
+    pub fn repeats(&self, cell: &RawCell<'_>) -> bool {
+        self.family_id == cell.family_id
+            && self.shared == cell.shared
+            && self.suffix_word == cell.suffix_word
+            && self.suffix.len() == cell.suffix.len()
+            && (cell.suffix.len() <= 16 || self.suffix == cell.suffix)
+    }
+}
+
+/// Row shapes remembered at most, besides the scratch shape.
+const MAX_SHAPES: usize = 256;
+
+/// A scan's memory of its prefilter's column verdicts
+/// ([`CellPrefilter::column_verdict`]).
+///
+/// Rows of one table mostly repeat a few layouts: a wide-schema event row
+/// holds the same facet columns as the other events of its type and name.
+/// So the scan remembers row *shapes*, keyed by the first cell's column:
+/// each cell of a shape as stored (family, shared prefix length, suffix),
+/// its qualifier and its verdict. While every cell of a row so far was
+/// stored exactly as in its shape, the qualifiers are equal too, so a
+/// cell's suffix alone finds its verdict and its qualifier, without
+/// rebuilding it. Past the first difference, cells are looked up by whole
+/// qualifier among every column the scan met, and the shape learns the
+/// row. A cell of a column the filter rules out then costs its decoding
+/// and one comparison: no family lookup, no GC check, no test, no
+/// qualifier.
+#[derive(Default)]
+pub(crate) struct ColumnVerdicts {
+    shapes: Vec<Vec<Position>>,
+    /// Shape index by the first cell's family and qualifier.
+    shape_of: FxHashMap<u32, FxHashMap<Box<[u8]>, usize>>,
+    /// The shape of rows whose first column has none (once `MAX_SHAPES`
+    /// are known): the previous such row's.
+    scratch: Vec<Position>,
+    by_column: FxHashMap<u32, FxHashMap<Box<[u8]>, Option<bool>>>,
+    /// The row cursor's buffers, from one row to the next.
+    pub(crate) cursor: Option<CursorBuffers>,
+}
+
+/// A row's shape in [`ColumnVerdicts`]: an index in `shapes`, `None` for
+/// the scratch shape.
+pub(crate) type ShapeId = Option<usize>;
+
+impl ColumnVerdicts {
+    /// The shape of a row whose first cell is in column
+    /// (`family_id`, `qualifier`).
+    pub fn shape_for(&mut self, family_id: u32, qualifier: &[u8]) -> ShapeId {
+        if let Some(i) = self.shape_of.get(&family_id).and_then(|m| m.get(qualifier)) {
+            return Some(*i);
+        }
+        if self.shapes.len() == MAX_SHAPES {
+            return None;
+        }
+        self.shapes.push(Vec::new());
+        let i = self.shapes.len() - 1;
+        self.shape_of
+            .entry(family_id)
+            .or_default()
+            .insert(qualifier.into(), i);
+        Some(i)
+    }
+
+    pub fn shape(&self, id: ShapeId) -> &[Position] {
+        match id {
+            Some(i) => &self.shapes[i],
+            None => &self.scratch,
+        }
+    }
+
+    /// The verdict on the cell at `position`, which does not repeat its
+    /// shape, by whole qualifier; the shape learns the cell (`family` is
+    /// `None` for a dropped family, whose cells are skipped anyway).
+    /// `cursor` is the row's, standing on the cell.
+    pub fn learn(
+        &mut self,
+        id: ShapeId,
+        position: usize,
+        cell: &RawCell<'_>,
+        family: Option<&str>,
+        prefilter: &CellPrefilter,
+        cursor: &mut RowCursor<'_>,
+    ) -> Option<bool> {
+        let whole = cursor.qualifier();
+        let verdict = match family {
+            None => Some(false),
+            Some(family) => {
+                let columns = self.by_column.entry(cell.family_id).or_default();
+                match columns.get(whole) {
+                    Some(verdict) => *verdict,
+                    None => {
+                        let verdict = prefilter.column_verdict(family, whole);
+                        columns.insert(whole.into(), verdict);
+                        verdict
+                    }
+                }
+            }
+        };
+        let shape = match id {
+            Some(i) => &mut self.shapes[i],
+            None => &mut self.scratch,
+        };
+        // Positions are fed in order from 0, so a shape stays dense.
+        if position == shape.len() {
+            shape.push(Position {
+                family_id: 0,
+                verdict: None,
+                shared: 0,
+                suffix_word: 0,
+                suffix: Vec::new(),
+                qualifier: Vec::new(),
+            });
+        }
+        let p = &mut shape[position];
+        p.family_id = cell.family_id;
+        p.verdict = verdict;
+        p.shared = cell.shared;
+        p.suffix_word = cell.suffix_word;
+        p.suffix.clear();
+        p.suffix.extend_from_slice(cell.suffix);
+        p.qualifier.clear();
+        p.qualifier.extend_from_slice(whole);
+        verdict
+    }
+
+    /// End a row of `cells` cells that stopped repeating its shape: the
+    /// shape's positions past its end followed other cells than its own,
+    /// so they are forgotten.
+    pub fn forget_past(&mut self, id: ShapeId, cells: usize) {
+        match id {
+            Some(i) => self.shapes[i].truncate(cells),
+            None => self.scratch.truncate(cells),
+        }
+    }
+}
