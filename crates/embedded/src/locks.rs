@@ -10,6 +10,7 @@
 //! request locking many rows cannot deadlock with another.
 
 use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -24,6 +25,8 @@ pub(crate) enum Guard<'a> {
 
 pub(crate) struct RowLocks {
     stripes: Box<[RwLock<()>]>,
+    /// Per stripe: the sequence number after its last write.
+    last_write: Box<[AtomicU64]>,
     hasher: std::collections::hash_map::RandomState,
 }
 
@@ -31,8 +34,25 @@ impl RowLocks {
     pub fn new() -> RowLocks {
         RowLocks {
             stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+            last_write: (0..STRIPES).map(|_| AtomicU64::new(0)).collect(),
             hasher: std::collections::hash_map::RandomState::new(),
         }
+    }
+
+    /// Record that rows of `stripes` were written, the database's sequence
+    /// number being `sequence` after the write. Called while the stripes
+    /// are held (shared or exclusive).
+    pub fn note_write(&self, stripes: impl IntoIterator<Item = usize>, sequence: u64) {
+        for stripe in stripes {
+            self.last_write[stripe & (STRIPES - 1)].fetch_max(sequence, Ordering::AcqRel);
+        }
+    }
+
+    /// The sequence number after the last write to a row of `stripe`
+    /// (0: none since the store opened). Exact only while the stripe is
+    /// held exclusively.
+    pub fn last_write(&self, stripe: usize) -> u64 {
+        self.last_write[stripe & (STRIPES - 1)].load(Ordering::Acquire)
     }
 
     /// The stripe of a row key (hashed with the table's name so tables do

@@ -42,6 +42,9 @@ pub(crate) struct FamilyView {
     /// order cells of a row are stored in), for comparing without the
     /// names.
     pub rank: u32,
+    /// The GC rule keeps only the newest version of a column
+    /// ([`affinity_model::gc::keeps_only_newest`]).
+    pub newest_only: bool,
 }
 
 /// Everything the store knows about one table.
@@ -73,6 +76,7 @@ impl TableMeta {
                     name: name.clone(),
                     gc_rule: family.gc_rule.clone(),
                     rank: rank as u32,
+                    newest_only: affinity_model::gc::keeps_only_newest(&family.gc_rule),
                 });
             }
         }

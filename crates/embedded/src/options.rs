@@ -23,6 +23,12 @@ pub struct EmbeddedOptions {
     pub total_write_buffer_bytes: usize,
     /// RocksDB background flush and compaction threads (default 2).
     pub background_jobs: i32,
+    /// Run compactions at a lower CPU priority than everything else
+    /// (default `true`): on a busy machine, requests keep the CPU and
+    /// compactions take what is left (on 2 cores, profile reads right
+    /// after an ingest burst ran 15.5-15.9k/s instead of 13.6-13.8k/s).
+    /// Flushes keep their priority, so writers never wait on them longer.
+    pub low_priority_compactions: bool,
     /// How often the GC sweeper deletes the cells hidden by version limits
     /// (a full scan of each table that has such a limit; default hourly).
     /// Tables that lost families are compacted as soon as they do. `None`:
@@ -41,6 +47,7 @@ impl Default for EmbeddedOptions {
             write_buffer_bytes: 64 << 20,
             total_write_buffer_bytes: 512 << 20,
             background_jobs: 2,
+            low_priority_compactions: true,
             gc_interval: Some(Duration::from_secs(3600)),
             split_target_bytes: None,
         }
@@ -65,6 +72,14 @@ pub(crate) fn db_options(options: &EmbeddedOptions) -> Options {
     opts.set_enable_pipelined_write(true);
     opts.set_allow_concurrent_memtable_write(false);
     opts.set_keep_log_file_num(4);
+    if options.low_priority_compactions {
+        // Only an optimisation: without an environment, compactions run
+        // at normal priority.
+        if let Ok(mut env) = rocksdb::Env::new() {
+            env.lower_thread_pool_cpu_priority();
+            opts.set_env(&env);
+        }
+    }
     opts
 }
 

@@ -80,9 +80,23 @@ fn unzigzag(n: u64) -> i64 {
     ((n >> 1) as i64) ^ -((n & 1) as i64)
 }
 
-/// Length of the longest common prefix of `a` and `b`.
+/// Length of the longest common prefix of `a` and `b`, eight bytes at a
+/// time.
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while let (Some(x), Some(y)) = (a[i..n].first_chunk::<8>(), b[i..n].first_chunk::<8>()) {
+        let diff = u64::from_be_bytes(*x) ^ u64::from_be_bytes(*y);
+        if diff != 0 {
+            return i + (diff.leading_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i + a[i..n]
+        .iter()
+        .zip(&b[i..n])
+        .take_while(|(x, y)| x == y)
+        .count()
 }
 
 /// Encodes a row's cells, given in canonical order, into a buffer.

@@ -9,7 +9,7 @@ use rocksdb::{BoundColumnFamily, DBRawIteratorWithThreadMode, ReadOptions};
 
 use crate::decode;
 use crate::error::storage;
-use crate::merge::merged_operands;
+use crate::merge::merged_operand_bytes;
 use crate::meta::TableMeta;
 use crate::ranges::KeyRange;
 use crate::store::Db;
@@ -40,9 +40,12 @@ pub(crate) fn open_range<'a>(
     iter
 }
 
-/// A row whose read merged at least this many operands is stored merged
-/// afterwards (see [`Scan::visit`]).
-pub(crate) const REPAIR_OPERANDS: u64 = 32;
+/// A row whose read merged at least this many bytes of operands is
+/// stored merged afterwards (see [`Scan::visit`]): about 32 operands of
+/// one add each, or one operand a flush's partial merge combined from as
+/// many (counting operands alone, such a row was merged again by every
+/// read until a compaction reached its base).
+pub(crate) const REPAIR_BYTES: u64 = 2048;
 
 /// How a [`Scan`] reads.
 pub(crate) struct ScanOptions {
@@ -52,6 +55,17 @@ pub(crate) struct ScanOptions {
     pub rows_limit: Option<u64>,
     /// The clock GC rules are applied at.
     pub now_micros: i64,
+}
+
+/// A row a read found as a chain of merge operands worth storing merged
+/// (see [`Scan::visit`]).
+pub(crate) struct Repair {
+    pub key: Vec<u8>,
+    /// The value the read merged.
+    pub merged: Vec<u8>,
+    /// The database's sequence number before the read's iterator (or
+    /// point read) was opened: every write up to it is in `merged`.
+    pub seen: u64,
 }
 
 /// A stream of rows over a list of key ranges (already in iteration order).
@@ -163,19 +177,25 @@ impl<'a> Scan<'a> {
 }
 
 impl Scan<'_> {
+    /// The column family of the table this scan reads.
+    pub fn cf_name(&self) -> &str {
+        &self.meta.cf_name
+    }
+
     /// Show every row of the scan to `visit` (see
     /// `Table::visit_rows`). When the prefilter alone gives the filter's
     /// output, rows are shown as views of RocksDB's buffers: no `Row`, no
     /// copy of the value, no `String` per cell. Otherwise each row is
     /// built and filtered as `next` does.
     ///
-    /// Returns the keys of the rows whose read had to merge at least
-    /// [`REPAIR_OPERANDS`] blind-write operands, for the table to store
-    /// them merged (so the next read of a busy row does not merge again).
+    /// Returns the rows whose read had to merge at least
+    /// [`REPAIR_BYTES`] of blind-write operands, with the values they
+    /// merged to, for the table to store them merged (so the next read of
+    /// a busy row does not merge again).
     pub fn visit(
         mut self,
         visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>,
-    ) -> Result<Vec<Vec<u8>>> {
+    ) -> Result<Vec<Repair>> {
         if !self.filter_is_redundant {
             return self.visit_built(visit).map(|()| Vec::new());
         }
@@ -183,7 +203,7 @@ impl Scan<'_> {
         let mut buffer: Vec<CellRef<'static>> = Vec::new();
         let mut arena_slot: Vec<u8> = Vec::new();
         let mut verdicts = std::mem::take(&mut self.verdicts);
-        let mut repairs: Vec<Vec<u8>> = Vec::new();
+        let mut repairs: Vec<Repair> = Vec::new();
         // One row: `Ok(false)` when the scan is to stop.
         let mut show = |key: &[u8], value: &[u8], remaining: &mut Option<u64>| -> Result<bool> {
             let mut cells = recycle_cells(std::mem::take(&mut buffer));
@@ -216,19 +236,24 @@ impl Scan<'_> {
         }
         // Operands merged by this thread since `*mark`, moved to now.
         let merged_since = |mark: &mut u64| {
-            let now = merged_operands();
+            let now = merged_operand_bytes();
             let n = now - *mark;
             *mark = now;
             n
         };
-        let mut mark = merged_operands();
+        let mut mark = merged_operand_bytes();
         for range in self.ranges.by_ref() {
             if let (Some(key), true) = (&range.lower, range.single_row) {
                 merged_since(&mut mark);
+                let seen = self.db.latest_sequence_number();
                 let stored = self.db.get_pinned_cf(&self.cf, key).map_err(storage)?;
                 if let Some(value) = stored {
-                    if merged_since(&mut mark) >= REPAIR_OPERANDS {
-                        repairs.push(key.clone());
+                    if merged_since(&mut mark) >= REPAIR_BYTES {
+                        repairs.push(Repair {
+                            key: key.clone(),
+                            merged: value.to_vec(),
+                            seen,
+                        });
                     }
                     if !show(key, &value, &mut remaining)? {
                         return Ok(repairs);
@@ -237,10 +262,15 @@ impl Scan<'_> {
                 continue;
             }
             merged_since(&mut mark);
+            let seen = self.db.latest_sequence_number();
             let mut iter = open_range(self.db, &self.cf, &range, self.reversed);
             while let Some((key, value)) = iter.item() {
-                if merged_since(&mut mark) >= REPAIR_OPERANDS {
-                    repairs.push(key.to_vec());
+                if merged_since(&mut mark) >= REPAIR_BYTES {
+                    repairs.push(Repair {
+                        key: key.to_vec(),
+                        merged: value.to_vec(),
+                        seen,
+                    });
                 }
                 if !show(key, value, &mut remaining)? {
                     return Ok(repairs);

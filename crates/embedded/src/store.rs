@@ -121,7 +121,7 @@ fn table_key(table: &str) -> Vec<u8> {
 /// A single-machine Bigtable on RocksDB. Share it as `Arc<EmbeddedStore>`;
 /// tables opened from it stay usable after it is dropped.
 pub struct EmbeddedStore {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
     path: PathBuf,
     sweeper: Option<Sweeper>,
 }

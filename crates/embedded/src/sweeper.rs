@@ -213,5 +213,8 @@ fn clean_row(
     // GC needs no durability: a lost rewrite is redone by the next sweep.
     db.write_opt(batch, &WriteOptions::default())
         .map_err(storage)?;
+    inner
+        .locks
+        .note_write([stripe], db.latest_sequence_number());
     Ok(removed)
 }

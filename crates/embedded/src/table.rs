@@ -31,7 +31,7 @@ use crate::locks::Guard;
 use crate::merge::encode_operand;
 use crate::meta::TableMeta;
 use crate::ranges::plan;
-use crate::scan::{Scan, ScanOptions};
+use crate::scan::{Repair, Scan, ScanOptions};
 use crate::store::Inner;
 use crate::write::Pending;
 
@@ -66,18 +66,22 @@ impl EmbeddedTable {
         &'s self,
         meta: &'s TableMeta,
         keys: &[&Bytes],
-    ) -> Result<(Vec<Guard<'s>>, Pending<'s, 's>)> {
+    ) -> Result<(Held<'s>, Pending<'s, 's>)> {
         let inner = &*self.inner;
         let locks = &inner.locks;
-        let guards = locks.lock_many(keys.iter().map(|k| locks.stripe(&self.name, k)).collect());
+        let stripes: Vec<usize> = keys.iter().map(|k| locks.stripe(&self.name, k)).collect();
+        let held = Held {
+            guards: locks.lock_many(stripes.clone()),
+            stripes,
+        };
         let cf = inner.cf(&self.name, meta)?;
         let pending = Pending::load(&inner.db, cf, meta, keys.iter().copied(), now_micros())?;
-        Ok((guards, pending))
+        Ok((held, pending))
     }
 
-    /// Write `batch` while `guards` are held, release them, then make the
-    /// write durable.
-    fn commit(&self, batch: WriteBatch, guards: Vec<Guard<'_>>) -> Result<()> {
+    /// Write `batch` while the stripes are held, note the write on them,
+    /// release them, then make the write durable.
+    fn commit(&self, batch: WriteBatch, held: Held<'_>) -> Result<()> {
         let inner = &*self.inner;
         let written = if batch.is_empty() {
             Ok(())
@@ -87,7 +91,13 @@ impl EmbeddedTable {
                 .write_opt(batch, &inner.write_options)
                 .map_err(storage)
         };
-        drop(guards);
+        if written.is_ok() {
+            let sequence = inner.db.latest_sequence_number();
+            inner
+                .locks
+                .note_write(held.stripes.iter().copied(), sequence);
+        }
+        drop(held);
         written?;
         if inner.options.sync_writes {
             inner.db.flush_wal(true).map_err(storage)?;
@@ -108,15 +118,17 @@ impl EmbeddedTable {
             .filter(|e| !only_adds(&e.mutations))
             .map(|e| &e.row_key)
             .collect();
-        let guards = locks.lock_mixed(
-            entries
-                .iter()
-                .map(|e| {
-                    let stripe = locks.stripe(&self.name, &e.row_key);
-                    (stripe, read.contains(&e.row_key))
-                })
-                .collect(),
-        );
+        let wanted: Vec<(usize, bool)> = entries
+            .iter()
+            .map(|e| {
+                let stripe = locks.stripe(&self.name, &e.row_key);
+                (stripe, read.contains(&e.row_key))
+            })
+            .collect();
+        let held = Held {
+            stripes: wanted.iter().map(|(s, _)| *s).collect(),
+            guards: locks.lock_mixed(wanted),
+        };
         let cf = inner.cf(&self.name, meta)?;
         let read_keys: Vec<&Bytes> = entries
             .iter()
@@ -135,32 +147,65 @@ impl EmbeddedTable {
                 operands.push((&entry.row_key, operand));
             }
         }
-        self.commit(pending.into_batch_with(operands)?, guards)
+        self.commit(pending.into_batch_with(operands)?, held)
     }
+}
+
+/// Stripes a write holds, and which they are (to note the write on them).
+struct Held<'a> {
+    #[allow(dead_code)]
+    guards: Vec<Guard<'a>>,
+    stripes: Vec<usize>,
 }
 
 impl EmbeddedTable {
     /// Store rows that reads found as chains of merge operands as the
-    /// values they merge to, under their stripes held exclusively (no
-    /// blind write can slip in between the read and the write). Not
-    /// synced: the operands it replaces are in the log before it.
-    fn store_merged(&self, keys: &[Vec<u8>]) -> Result<()> {
+    /// values they merged to, under their stripes held exclusively (no
+    /// blind write can slip in between the check and the write). A row
+    /// whose stripe saw no write since the read's iterator was opened
+    /// (its sequence number `seen`) is stored as the read merged it; one
+    /// that may have changed is read, and merged, again. Nothing is stored
+    /// when the table is no longer the one read (`cf_name`: deleted and
+    /// created again since). Not synced: the operands it replaces are in
+    /// the log before it.
+    fn store_merged(&self, cf_name: &str, repairs: &[Repair]) -> Result<()> {
         let inner = &*self.inner;
         let meta = self.meta()?;
+        if meta.cf_name != cf_name {
+            return Ok(());
+        }
         let locks = &inner.locks;
-        let guards = locks.lock_many(keys.iter().map(|k| locks.stripe(&self.name, k)).collect());
+        let stripes: Vec<usize> = repairs
+            .iter()
+            .map(|r| locks.stripe(&self.name, &r.key))
+            .collect();
+        let held = Held {
+            guards: locks.lock_many(stripes.clone()),
+            stripes: stripes.clone(),
+        };
         let cf = inner.cf(&self.name, &meta)?;
-        let values = inner.db.batched_multi_get_cf(&cf, keys, false);
         let mut batch = WriteBatch::default();
-        for (key, value) in keys.iter().zip(values) {
+        let mut stale: Vec<&[u8]> = Vec::new();
+        for (repair, stripe) in repairs.iter().zip(&stripes) {
+            if locks.last_write(*stripe) <= repair.seen {
+                batch.put_cf(&cf, &repair.key, &repair.merged);
+            } else {
+                stale.push(&repair.key);
+            }
+        }
+        for (key, value) in stale
+            .iter()
+            .zip(inner.db.batched_multi_get_cf(&cf, &stale, false))
+        {
             if let Some(value) = value.map_err(storage)? {
                 batch.put_cf(&cf, key, &*value);
             }
         }
         if !batch.is_empty() {
             inner.db.write(batch).map_err(storage)?;
+            locks.note_write(stripes, inner.db.latest_sequence_number());
         }
-        drop(guards);
+        drop(held);
         Ok(())
     }
 }
@@ -225,7 +270,7 @@ impl Table for EmbeddedTable {
         })?;
         let predicate = predicate.map(CompiledFilter::compile).transpose()?;
         let key = Bytes::copy_from_slice(row_key);
-        let (guards, mut pending) = self.begin(&meta, &[&key])?;
+        let (held, mut pending) = self.begin(&meta, &[&key])?;
         let now = pending.now_micros();
         let cells = pending.cells(&key)?;
         let matched = predicate_matches(predicate.as_ref(), &key, cells);
@@ -236,7 +281,7 @@ impl Table for EmbeddedTable {
         };
         if !mutations.is_empty() {
             apply_mutations(cells, mutations, now);
-            self.commit(pending.into_batch()?, guards)?;
+            self.commit(pending.into_batch()?, held)?;
         }
         Ok(matched)
     }
@@ -271,7 +316,7 @@ impl Table for EmbeddedTable {
             return Ok(statuses);
         }
         let keys: Vec<&Bytes> = valid.iter().map(|&i| &entries[i].row_key).collect();
-        let (guards, mut pending) = self.begin(&meta, &keys)?;
+        let (held, mut pending) = self.begin(&meta, &keys)?;
         let now = pending.now_micros();
         for &i in &valid {
             let entry = &entries[i];
@@ -287,7 +332,7 @@ impl Table for EmbeddedTable {
         if statuses.iter().all(|s| s.is_err()) {
             return Ok(statuses);
         }
-        if let Err(err) = self.commit(pending.into_batch()?, guards) {
+        if let Err(err) = self.commit(pending.into_batch()?, held) {
             for &i in &valid {
                 if statuses[i].is_ok() {
                     statuses[i] = Err(err.clone());
@@ -311,11 +356,13 @@ impl Table for EmbeddedTable {
         request: &ReadRowsRequest,
         visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>,
     ) -> Result<()> {
-        let repairs = self.scan(request)?.visit(visit)?;
+        let scan = self.scan(request)?;
+        let cf_name = scan.cf_name().to_string();
+        let repairs = scan.visit(visit)?;
         if !repairs.is_empty() {
             // Only an optimisation: a failure leaves the operands, which
             // the next read merges again.
-            let _ = self.store_merged(&repairs);
+            let _ = self.store_merged(&cf_name, &repairs);
         }
         Ok(())
     }
@@ -345,12 +392,28 @@ impl EmbeddedTable {
 mod tests {
     use affinity_model::{GcRule, Mutation, ReadRowsRequest, Store, Table, TableSpec};
 
-    use crate::merge::merged_operands;
-    use crate::scan::REPAIR_OPERANDS;
+    use std::sync::Arc;
+
+    use crate::merge::merged_operand_bytes;
+    use crate::scan::{Repair, REPAIR_BYTES};
+    use crate::table::EmbeddedTable;
     use crate::{EmbeddedOptions, EmbeddedStore};
 
-    #[test]
-    fn a_read_that_merged_many_operands_stores_the_row_merged() {
+    /// Reads every cell value of the table, and how many bytes of
+    /// operands the read merged.
+    fn read(table: &dyn Table) -> (Vec<Vec<u8>>, u64) {
+        let before = merged_operand_bytes();
+        let mut values = Vec::new();
+        table
+            .visit_rows(&ReadRowsRequest::all(), &mut |row| {
+                values.extend(row.cells.iter().map(|c| c.value.to_vec()));
+                Ok(true)
+            })
+            .expect("reads");
+        (values, merged_operand_bytes() - before)
+    }
+
+    fn store() -> (tempfile::TempDir, EmbeddedStore) {
         let dir = tempfile::tempdir().expect("temporary directory");
         let options = EmbeddedOptions {
             sync_writes: false,
@@ -359,27 +422,110 @@ mod tests {
         let store = EmbeddedStore::open_with(dir.path(), options).expect("opens");
         let spec = TableSpec::new().with_sum_family("s", GcRule::None);
         store.create_table("t", &spec).expect("creates");
+        (dir, store)
+    }
+
+    #[test]
+    fn a_read_that_merged_many_operands_stores_the_row_merged() {
+        let (_dir, store) = store();
         let table = store.open_table("t").expect("opens");
-        for i in 0..40 {
+        for i in 0..100 {
             let add = Mutation::add_to_cell("s", "q", 0, i);
             table.mutate_row(b"row", &[add]).expect("adds");
         }
-        let read = |table: &dyn Table| {
-            let before = merged_operands();
-            let mut sums = Vec::new();
-            table
-                .visit_rows(&ReadRowsRequest::all(), &mut |row| {
-                    sums.extend(row.cells.iter().map(|c| c.value.to_vec()));
-                    Ok(true)
-                })
-                .expect("reads");
-            (sums, merged_operands() - before)
-        };
         let (sums, merged) = read(table.as_ref());
-        assert_eq!(sums, vec![780i64.to_be_bytes().to_vec()]);
-        assert!(merged >= REPAIR_OPERANDS, "{merged} operands merged");
+        assert_eq!(sums, vec![4950i64.to_be_bytes().to_vec()]);
+        assert!(merged >= REPAIR_BYTES, "{merged} bytes of operands merged");
         let (again, merged) = read(table.as_ref());
         assert_eq!(again, sums);
+        assert_eq!(merged, 0, "the row was stored merged");
+    }
+
+    #[test]
+    fn a_repair_never_stores_what_a_later_write_changed() {
+        let (_dir, store) = store();
+        let table = store.open_table("t").expect("opens");
+        let embedded = EmbeddedTable::new("t".into(), Arc::clone(&store.inner));
+        let add = |n: i64| Mutation::add_to_cell("s", "q", 0, n);
+        table.mutate_row(b"row", &[add(1)]).expect("adds");
+        let cf_name = embedded.meta().expect("meta").cf_name.clone();
+        // What a read saw (merged to 1) before a write added 10.
+        let seen = store.inner.db.latest_sequence_number();
+        let merged = store
+            .inner
+            .db
+            .get_cf(
+                &store
+                    .inner
+                    .cf("t", &embedded.meta().expect("meta"))
+                    .expect("cf"),
+                b"row",
+            )
+            .expect("reads")
+            .expect("a row");
+        table.mutate_row(b"row", &[add(10)]).expect("adds");
+        let repair = Repair {
+            key: b"row".to_vec(),
+            merged: merged.clone(),
+            seen,
+        };
+        embedded.store_merged(&cf_name, &[repair]).expect("repairs");
+        assert_eq!(read(table.as_ref()).0, vec![11i64.to_be_bytes().to_vec()]);
+        // Unchanged since: stored as the read merged it.
+        let seen = store.inner.db.latest_sequence_number();
+        let repair = Repair {
+            key: b"row".to_vec(),
+            merged: b"not what a merge gives".to_vec(),
+            seen,
+        };
+        embedded.store_merged(&cf_name, &[repair]).expect("repairs");
+        let stored = store
+            .inner
+            .db
+            .get_cf(
+                &store
+                    .inner
+                    .cf("t", &embedded.meta().expect("meta"))
+                    .expect("cf"),
+                b"row",
+            )
+            .expect("reads");
+        assert_eq!(stored.as_deref(), Some(&b"not what a merge gives"[..]));
+        // A table created again under the name is left alone.
+        store.delete_table("t").expect("deletes");
+        store
+            .create_table("t", &TableSpec::new().with_sum_family("s", GcRule::None))
+            .expect("creates");
+        let repair = Repair {
+            key: b"row".to_vec(),
+            merged,
+            seen: u64::MAX,
+        };
+        embedded.store_merged(&cf_name, &[repair]).expect("repairs");
+        assert!(read(store.open_table("t").expect("opens").as_ref())
+            .0
+            .is_empty());
+    }
+
+    #[test]
+    fn a_read_that_merged_one_large_combined_operand_stores_the_row_merged() {
+        let (_dir, store) = store();
+        let table = store.open_table("t").expect("opens");
+        table
+            .mutate_row(b"row", &[Mutation::add_to_cell("s", "base", 0, 1)])
+            .expect("adds");
+        store.flush().expect("flushes");
+        // A hundred adds, which the next flush combines into one operand.
+        for i in 0..100 {
+            let add = Mutation::add_to_cell("s", format!("q{i:03}"), 0, 1);
+            table.mutate_row(b"row", &[add]).expect("adds");
+        }
+        store.flush().expect("flushes");
+        let (cells, merged) = read(table.as_ref());
+        assert_eq!(cells.len(), 101);
+        assert!(merged >= REPAIR_BYTES, "{merged} bytes of operands merged");
+        let (again, merged) = read(table.as_ref());
+        assert_eq!(again, cells);
         assert_eq!(merged, 0, "the row was stored merged");
     }
 }

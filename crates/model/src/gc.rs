@@ -79,6 +79,19 @@ pub fn deletes(rule: &GcRule, version: usize, timestamp_micros: i64, now_micros:
     }
 }
 
+/// True when `rule` deletes every version of a column but the newest,
+/// whatever the cells' timestamps and the clock (a rule keeping one
+/// version, alone or in a union). A reader may then drop the older
+/// versions of a column before looking at anything else.
+pub fn keeps_only_newest(rule: &GcRule) -> bool {
+    match rule {
+        GcRule::MaxVersions(n) => *n <= 1,
+        GcRule::Union(rules) => rules.iter().any(keeps_only_newest),
+        GcRule::Intersection(rules) => !rules.is_empty() && rules.iter().all(keeps_only_newest),
+        GcRule::None | GcRule::MaxAge(_) => false,
+    }
+}
+
 /// True when the rule may delete a cell because of its age alone (so the
 /// result depends on the clock).
 pub fn uses_age(rule: &GcRule) -> bool {
@@ -145,6 +158,51 @@ mod tests {
             cell("a", now - 3 * HOUR),
             cell("b", now - 2 * HOUR),
         ]
+    }
+
+    fn rule_strategy() -> impl proptest::strategy::Strategy<Value = GcRule> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(GcRule::None),
+            (0u32..4).prop_map(GcRule::MaxVersions),
+            (0u64..10).prop_map(|h| GcRule::MaxAge(Duration::from_secs(h * 3600))),
+        ];
+        leaf.prop_recursive(2, 8, 3, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 1..3).prop_map(GcRule::Union),
+                proptest::collection::vec(inner, 1..3).prop_map(GcRule::Intersection),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn keeps_only_newest_means_older_versions_always_go(
+            rule in rule_strategy(),
+            version in 1usize..6,
+            ts in 0i64..(200 * HOUR),
+            now in 0i64..(200 * HOUR),
+        ) {
+            if keeps_only_newest(&rule) {
+                proptest::prop_assert!(deletes(&rule, version, ts, now), "{rule:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn keeps_only_newest_recognises_one_version_rules() {
+        let age = GcRule::MaxAge(Duration::from_secs(3600));
+        assert!(keeps_only_newest(&GcRule::MaxVersions(1)));
+        assert!(!keeps_only_newest(&GcRule::MaxVersions(2)));
+        assert!(keeps_only_newest(&GcRule::Union(vec![
+            age.clone(),
+            GcRule::MaxVersions(1)
+        ])));
+        assert!(!keeps_only_newest(&GcRule::Intersection(vec![
+            age,
+            GcRule::MaxVersions(1)
+        ])));
+        assert!(!keeps_only_newest(&GcRule::None));
     }
 
     #[test]
