@@ -26,10 +26,11 @@ use rustc_hash::FxHashMap;
 
 use crate::engine::{App, Engine};
 use crate::error::{Error, Result};
+use crate::event::EventType;
 use crate::job;
 use crate::schema::{
-    narrow_filter, parse_wide_qualifier, since, visit_row, visit_wide_value, wide_filter, Schema,
-    WIDE_FAMILY,
+    narrow_filter, parse_wide_qualifier, since, visit_narrow_value, visit_wide_value, wide_filter,
+    Schema, WIDE_FAMILY,
 };
 use crate::scoring::{Accumulator, Profile};
 use crate::strategy::{Strategy, Weights};
@@ -182,19 +183,38 @@ struct Writer<'a> {
     pending: Vec<RowMutations>,
 }
 
+/// A batch profile as stored: the API's profile JSON plus
+/// `lastEventMillis` and `strategyVersion`, keys in sorted order (as a
+/// `serde_json::Value` would write them), written without building one.
+struct StoredProfile<'p> {
+    profile: &'p Profile,
+    version: i64,
+}
+
+impl serde::Serialize for StoredProfile<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let p = self.profile;
+        let last = affinity_rowkey::time::format_seconds(p.last_event_millis).unwrap_or_default();
+        let mut map = s.serialize_map(Some(5))?;
+        map.serialize_entry("lastEventAt", &last)?;
+        map.serialize_entry("lastEventMillis", &p.last_event_millis)?;
+        map.serialize_entry("scores", &p.scores)?;
+        map.serialize_entry("strategyVersion", &self.version)?;
+        map.serialize_entry("userToken", &p.user_token)?;
+        map.end()
+    }
+}
+
 impl Writer<'_> {
     fn push(&mut self, profile: &Profile) -> Result<()> {
-        let mut json = profile.to_json();
-        json["lastEventMillis"] = profile.last_event_millis.into();
-        json["strategyVersion"] = self.version.into();
+        let json = serde_json::to_vec(&StoredProfile {
+            profile,
+            version: self.version,
+        })?;
         self.pending.push(RowMutations::new(
             profile.user_token.clone().into_bytes(),
-            vec![Mutation::set_cell(
-                "b",
-                "profile",
-                0,
-                serde_json::to_vec(&json)?,
-            )],
+            vec![Mutation::set_cell("b", "profile", 0, json)],
         ));
         if self.pending.len() >= 500 {
             self.flush()?;
@@ -245,6 +265,8 @@ struct WideColumn {
 struct RowScorer<'w> {
     weights: &'w Weights,
     wide: FxHashMap<Box<[u8]>, Option<WideColumn>>,
+    /// The facet of the narrow values being scored (reused buffer).
+    last_facet: String,
 }
 
 impl<'w> RowScorer<'w> {
@@ -252,6 +274,7 @@ impl<'w> RowScorer<'w> {
         RowScorer {
             weights,
             wide: FxHashMap::default(),
+            last_facet: String::new(),
         }
     }
 
@@ -278,14 +301,31 @@ impl<'w> RowScorer<'w> {
     fn add_row(&mut self, row: &RowRef<'_>, acc: &mut Accumulator<'_>) -> Result<()> {
         let mut scoring = false;
         let mut ts = None;
-        if row.cells.iter().any(|c| c.family != WIDE_FAMILY) {
+        if let Some(cell) = row.cells.iter().find(|c| c.family != WIDE_FAMILY) {
+            // One event: its weight once, each facet's once per run of its
+            // values.
             let weights = self.weights;
-            ts = visit_row(row, |ty, name, facet, value, n| {
-                if let (Some(es), Some(fs)) = (weights.event(ty, name), weights.facet(facet)) {
-                    scoring |= n > 0;
-                    acc.add_weighted(facet, value, i64::from(es) * i64::from(fs) * i64::from(n));
-                }
-            })?;
+            let Some(ty) = EventType::parse(cell.family) else {
+                return Ok(());
+            };
+            let name = std::str::from_utf8(cell.qualifier)
+                .map_err(|_| Error::corrupt("narrow qualifier", "not utf-8"))?;
+            if let Some(es) = weights.event(ty, name) {
+                let (last, mut weight) = (&mut self.last_facet, None);
+                last.clear();
+                visit_narrow_value(cell.value, |facet, value, n| {
+                    if weight.is_none() || last.as_str() != facet {
+                        last.clear();
+                        last.push_str(facet);
+                        weight = Some(weights.facet(facet).map(|fs| i64::from(es) * i64::from(fs)));
+                    }
+                    if let Some(Some(w)) = weight {
+                        scoring |= n > 0;
+                        acc.add_weighted(facet, value, w * i64::from(n));
+                    }
+                })?;
+            }
+            ts = Some(cell.timestamp_micros.div_euclid(1000));
         } else {
             for cell in row.cells {
                 ts = Some(cell.timestamp_micros.div_euclid(1000));
@@ -544,5 +584,39 @@ impl Engine {
             profile,
             json["strategyVersion"].as_i64().ok_or_else(bad)?,
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn stored_profiles_are_the_api_json_with_two_fields() {
+        let mut scores = BTreeMap::new();
+        scores.insert(
+            "brand".to_string(),
+            BTreeMap::from([("Apple".to_string(), 20), ("\"Q\"".to_string(), 3)]),
+        );
+        scores.insert(
+            "color".to_string(),
+            BTreeMap::from([("Black".to_string(), 1)]),
+        );
+        let profile = Profile {
+            user_token: "u1".into(),
+            last_event_millis: 1_700_000_000_123,
+            scores,
+        };
+        let mut expected = profile.to_json();
+        expected["lastEventMillis"] = profile.last_event_millis.into();
+        expected["strategyVersion"] = 7.into();
+        let written = serde_json::to_vec(&StoredProfile {
+            profile: &profile,
+            version: 7,
+        })
+        .expect("serializes");
+        assert_eq!(written, serde_json::to_vec(&expected).expect("serializes"));
     }
 }
