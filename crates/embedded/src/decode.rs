@@ -11,13 +11,14 @@
 
 use std::ops::Range;
 
-use affinity_model::eval::CellPrefilter;
+use affinity_model::eval::{CellPrefilter, CellTest};
 use affinity_model::gc::deletes;
 use affinity_model::{Bytes, Cell, CellRef, Result, Row};
 
 use crate::meta::{FamilyView, TableMeta};
 use crate::row::{corrupt_row, row_cursor_with, RawCell};
 pub(crate) use crate::shapes::ColumnVerdicts;
+use crate::shapes::Verdict;
 
 /// Tells, cell by cell in stored order, which cells of a row GC hides:
 /// cells of dropped families and cells their family's rule deletes.
@@ -182,27 +183,29 @@ pub(crate) fn read_refs<'v>(
 struct Keeper<'m, 'a, K> {
     meta: &'m TableMeta,
     now_micros: i64,
-    prefilter: Option<&'a CellPrefilter>,
     arena: &'a mut Vec<u8>,
     keep: K,
 }
 
 impl<'m, K: FnMut(&'m str, Qualifier<'m>, i64, &'m [u8])> Keeper<'m, '_, K> {
-    /// Keep `cell` (version `version` of its column, with the
-    /// prefilter's column verdict `verdict`, not `Some(false)`) unless GC
-    /// hides it or the prefilter rules it out; `whole` gives its whole
-    /// qualifier when it is not stored whole.
+    /// Keep `cell` (version `version` of its column, of a column the
+    /// prefilter does not rule out; `test`: what the prefilter still asks
+    /// of its cells) unless GC hides it or `test` rules it out; `whole`
+    /// gives its whole qualifier when it is not stored whole.
     #[inline(always)]
     fn offer<'q>(
         &mut self,
         cell: &RawCell<'m>,
         version: usize,
-        verdict: Option<bool>,
+        test: Option<&CellTest>,
         whole: impl FnOnce() -> &'q [u8],
     ) {
         let Some(family) = self.meta.family(cell.family_id) else {
             return;
         };
+        if test.is_some_and(|t| !t.may_pass(cell.timestamp_micros, cell.value)) {
+            return;
+        }
         if deletes(
             &family.gc_rule,
             version,
@@ -219,21 +222,6 @@ impl<'m, K: FnMut(&'m str, Qualifier<'m>, i64, &'m [u8])> Keeper<'m, '_, K> {
                 Qualifier::InArena(start, self.arena.len())
             }
         };
-        if verdict.is_none() {
-            let q = match qualifier {
-                Qualifier::InValue(q) => q,
-                Qualifier::InArena(start, end) => &self.arena[start..end],
-            };
-            if self
-                .prefilter
-                .is_some_and(|p| !p.may_pass(&family.name, q, cell.timestamp_micros, cell.value))
-            {
-                if let Qualifier::InArena(start, _) = qualifier {
-                    self.arena.truncate(start);
-                }
-                return;
-            }
-        }
         (self.keep)(&family.name, qualifier, cell.timestamp_micros, cell.value);
     }
 }
@@ -263,7 +251,6 @@ fn decode_kept<'v>(
     let mut keeper = Keeper {
         meta,
         now_micros,
-        prefilter,
         arena,
         keep,
     };
@@ -274,7 +261,7 @@ fn decode_kept<'v>(
         (None, _) => {
             while let Some(cell) = next {
                 version = if cell.same_column { version + 1 } else { 0 };
-                keeper.offer(&cell, version, Some(true), || cursor.qualifier());
+                keeper.offer(&cell, version, None, || cursor.qualifier());
                 next = cursor.next_cell();
             }
         }
@@ -290,8 +277,12 @@ fn decode_kept<'v>(
                 };
                 version = if cell.same_column { version + 1 } else { 0 };
                 position += 1;
-                if p.verdict != Some(false) {
-                    keeper.offer(&cell, version, p.verdict, || &p.qualifier);
+                match p.verdict {
+                    Verdict::Drop => {}
+                    Verdict::Keep => keeper.offer(&cell, version, None, || &p.qualifier),
+                    Verdict::Test(i) => {
+                        keeper.offer(&cell, version, Some(verdicts.test(i)), || &p.qualifier)
+                    }
                 }
                 next = cursor.next_cell();
             }
@@ -303,8 +294,13 @@ fn decode_kept<'v>(
                     let verdict =
                         verdicts.learn(id, position, &cell, family, prefilter, &mut cursor);
                     position += 1;
-                    if verdict != Some(false) {
-                        keeper.offer(&cell, version, verdict, || cursor.qualifier());
+                    match verdict {
+                        Verdict::Drop => {}
+                        Verdict::Keep => keeper.offer(&cell, version, None, || cursor.qualifier()),
+                        Verdict::Test(i) => {
+                            let test = Some(verdicts.test(i));
+                            keeper.offer(&cell, version, test, || cursor.qualifier())
+                        }
                     }
                     next = cursor.next_cell();
                 }

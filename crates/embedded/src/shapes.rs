@@ -2,17 +2,29 @@
 //! (see [`ColumnVerdicts`]), which lets [`crate::decode`] reject a cell
 //! of a column the filter rules out from its stored suffix alone.
 
-use affinity_model::eval::CellPrefilter;
+use affinity_model::eval::{CellPrefilter, CellTest, ColumnTest};
 use rustc_hash::FxHashMap;
 
 use crate::row::{CursorBuffers, RawCell, RowCursor};
+
+/// What the prefilter says of a column's cells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// No cell of the column may pass.
+    Drop,
+    /// Every cell may.
+    Keep,
+    /// A cell may when it passes this test of [`ColumnVerdicts::test`]
+    /// (on its timestamp and value).
+    Test(u32),
+}
 
 /// One remembered position of a row shape: the cell as stored there
 /// (family, shared prefix length, suffix), its whole qualifier and its
 /// column's verdict.
 pub(crate) struct Position {
     family_id: u32,
-    pub verdict: Option<bool>,
+    pub verdict: Verdict,
     shared: usize,
     suffix_word: u128,
     suffix: Vec<u8>,
@@ -35,7 +47,7 @@ impl Position {
 const MAX_SHAPES: usize = 256;
 
 /// A scan's memory of its prefilter's column verdicts
-/// ([`CellPrefilter::column_verdict`]).
+/// ([`CellPrefilter::column_test`]).
 ///
 /// Rows of one table mostly repeat a few layouts: a wide-schema event row
 /// holds the same facet columns as the other events of its type and name.
@@ -48,7 +60,9 @@ const MAX_SHAPES: usize = 256;
 /// qualifier among every column the scan met, and the shape learns the
 /// row. A cell of a column the filter rules out then costs its decoding
 /// and one comparison: no family lookup, no GC check, no test, no
-/// qualifier.
+/// qualifier; a cell of a column whose cells the filter tests by
+/// timestamp or value (the batch reader's retention window) costs that
+/// test alone, not a lookup of its qualifier among the filter's.
 #[derive(Default)]
 pub(crate) struct ColumnVerdicts {
     shapes: Vec<Vec<Position>>,
@@ -57,7 +71,9 @@ pub(crate) struct ColumnVerdicts {
     /// The shape of rows whose first column has none (once `MAX_SHAPES`
     /// are known): the previous such row's.
     scratch: Vec<Position>,
-    by_column: FxHashMap<u32, FxHashMap<Box<[u8]>, Option<bool>>>,
+    by_column: FxHashMap<u32, FxHashMap<Box<[u8]>, Verdict>>,
+    /// The distinct cell tests of the columns met, by [`Verdict::Test`].
+    tests: Vec<CellTest>,
     /// The row cursor's buffers, from one row to the next.
     pub(crate) cursor: Option<CursorBuffers>,
 }
@@ -85,6 +101,12 @@ impl ColumnVerdicts {
         Some(i)
     }
 
+    /// The cell test of [`Verdict::Test`]`(i)`.
+    #[inline(always)]
+    pub fn test(&self, i: u32) -> &CellTest {
+        &self.tests[i as usize]
+    }
+
     pub fn shape(&self, id: ShapeId) -> &[Position] {
         match id {
             Some(i) => &self.shapes[i],
@@ -104,16 +126,31 @@ impl ColumnVerdicts {
         family: Option<&str>,
         prefilter: &CellPrefilter,
         cursor: &mut RowCursor<'_>,
-    ) -> Option<bool> {
+    ) -> Verdict {
         let whole = cursor.qualifier();
         let verdict = match family {
-            None => Some(false),
+            None => Verdict::Drop,
             Some(family) => {
                 let columns = self.by_column.entry(cell.family_id).or_default();
                 match columns.get(whole) {
                     Some(verdict) => *verdict,
                     None => {
-                        let verdict = prefilter.column_verdict(family, whole);
+                        let verdict = match prefilter.column_test(family, whole) {
+                            ColumnTest::NoCell => Verdict::Drop,
+                            ColumnTest::EveryCell => Verdict::Keep,
+                            ColumnTest::Cells(test) => {
+                                // Columns mostly share one test (a
+                                // timestamp range): kept once.
+                                let i = match self.tests.iter().position(|t| *t == test) {
+                                    Some(i) => i,
+                                    None => {
+                                        self.tests.push(test);
+                                        self.tests.len() - 1
+                                    }
+                                };
+                                Verdict::Test(i as u32)
+                            }
+                        };
                         columns.insert(whole.into(), verdict);
                         verdict
                     }
@@ -128,7 +165,7 @@ impl ColumnVerdicts {
         if position == shape.len() {
             shape.push(Position {
                 family_id: 0,
-                verdict: None,
+                verdict: Verdict::Drop,
                 shared: 0,
                 suffix_word: 0,
                 suffix: Vec::new(),

@@ -252,8 +252,10 @@ pub(crate) fn visit_rows(
 }
 
 /// A wide column as the batch reader scores it, resolved once per scan.
+#[derive(Clone, Copy)]
 struct WideColumn {
-    facet: Box<str>,
+    /// The facet's slot in the weights.
+    slot: usize,
     /// `eventScore * facetScore`.
     weight: i64,
 }
@@ -278,23 +280,27 @@ impl<'w> RowScorer<'w> {
         }
     }
 
-    fn wide_column(&mut self, qualifier: &[u8]) -> Result<Option<&WideColumn>> {
-        if !self.wide.contains_key(qualifier) {
-            let column = match parse_wide_qualifier(qualifier)? {
-                (ty, name, Some(facet)) => {
-                    match (self.weights.event(ty, &name), self.weights.facet(&facet)) {
-                        (Some(es), Some(fs)) => Some(WideColumn {
-                            facet: facet.into(),
-                            weight: i64::from(es) * i64::from(fs),
-                        }),
-                        _ => None,
-                    }
-                }
-                (_, _, None) => None,
-            };
-            self.wide.insert(qualifier.into(), column);
+    fn wide_column(&mut self, qualifier: &[u8]) -> Result<Option<WideColumn>> {
+        if let Some(column) = self.wide.get(qualifier) {
+            return Ok(*column);
         }
-        Ok(self.wide.get(qualifier).and_then(Option::as_ref))
+        let column = match parse_wide_qualifier(qualifier)? {
+            (ty, name, Some(facet)) => {
+                match (
+                    self.weights.event(ty, &name),
+                    self.weights.facet_slot(&facet),
+                ) {
+                    (Some(es), Some((slot, fs))) => Some(WideColumn {
+                        slot,
+                        weight: i64::from(es) * i64::from(fs),
+                    }),
+                    _ => None,
+                }
+            }
+            (_, _, None) => None,
+        };
+        self.wide.insert(qualifier.into(), column);
+        Ok(column)
     }
 
     /// Add one event row to `acc`; note its time when it scores.
@@ -317,11 +323,15 @@ impl<'w> RowScorer<'w> {
                     if weight.is_none() || last.as_str() != facet {
                         last.clear();
                         last.push_str(facet);
-                        weight = Some(weights.facet(facet).map(|fs| i64::from(es) * i64::from(fs)));
+                        weight = Some(
+                            weights
+                                .facet_slot(facet)
+                                .map(|(slot, fs)| (slot, i64::from(es) * i64::from(fs))),
+                        );
                     }
-                    if let Some(Some(w)) = weight {
+                    if let Some(Some((slot, w))) = weight {
                         scoring |= n > 0;
-                        acc.add_weighted(facet, value, w * i64::from(n));
+                        acc.add_at(slot, value, w * i64::from(n));
                     }
                 })?;
             }
@@ -332,7 +342,7 @@ impl<'w> RowScorer<'w> {
                 if let Some(column) = self.wide_column(cell.qualifier)? {
                     visit_wide_value(cell.value, |value, n| {
                         scoring |= n > 0;
-                        acc.add_weighted(&column.facet, value, column.weight * i64::from(n));
+                        acc.add_at(column.slot, value, column.weight * i64::from(n));
                     })?;
                 }
             }

@@ -199,23 +199,40 @@ pub fn parse_wide_qualifier(q: &[u8]) -> Result<(EventType, Cow<'_, str>, Option
 
 /// Visit the `(value, count)` pairs of a wide cell's value (lines
 /// `operator,value,count`; only the facet operator `:` counts). Lines
-/// without quotes, nearly all of them, are split without allocating.
+/// without quotes, nearly all of them, are split in one pass over their
+/// bytes, without allocating.
 pub fn visit_wide_value(value: &[u8], mut visit: impl FnMut(&str, u32)) -> Result<()> {
-    let text = utf8(value, "wide value")?;
-    for line in text.split('\n').filter(|l| !l.is_empty()) {
-        let bad = || Error::corrupt("wide value", line);
-        if !line.contains('"') {
-            let (op, rest) = line.split_once(',').ok_or_else(bad)?;
-            let (v, n) = rest.rsplit_once(',').ok_or_else(bad)?;
-            if v.contains(',') {
+    for line in value.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let bad = || Error::corrupt("wide value", String::from_utf8_lossy(line).into_owned());
+        // The first and last commas, and how many, unless a quote comes.
+        let (mut first, mut last, mut commas, mut quoted) = (0, 0, 0, false);
+        for (i, b) in line.iter().enumerate() {
+            match b {
+                b',' => {
+                    if commas == 0 {
+                        first = i;
+                    }
+                    last = i;
+                    commas += 1;
+                }
+                b'"' => {
+                    quoted = true;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        if !quoted {
+            if commas != 2 {
                 return Err(bad());
             }
-            let n: u32 = n.parse().map_err(|_| bad())?;
-            if op == FACET_OPERATOR {
-                visit(v, n);
+            let n = parse_count(&line[last + 1..]).ok_or_else(bad)?;
+            if &line[..first] == FACET_OPERATOR.as_bytes() {
+                visit(utf8(&line[first + 1..last], "wide value")?, n);
             }
             continue;
         }
+        let line = utf8(line, "wide value")?;
         let ([op, v, n], 3) = csv::decode_n::<3>(line).ok_or_else(bad)? else {
             return Err(bad());
         };
@@ -225,6 +242,19 @@ pub fn visit_wide_value(value: &[u8], mut visit: impl FnMut(&str, u32)) -> Resul
         }
     }
     Ok(())
+}
+
+/// A count: decimal digits of a `u32` (as `str::parse` reads them,
+/// without a sign).
+fn parse_count(digits: &[u8]) -> Option<u32> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u32, |n, d| {
+        let d = d.wrapping_sub(b'0');
+        (d < 10).then_some(())?;
+        n.checked_mul(10)?.checked_add(u32::from(d))
+    })
 }
 
 /// Visit the counts of a narrow cell's value (JSON
@@ -414,5 +444,35 @@ mod tests {
         let wide = Schema::Wide.mutations(&sample());
         assert!(matches!(&wide[0], Mutation::SetCell { qualifier, .. }
             if qualifier.as_ref() == b"click,\"Product, Clicked\",brand"));
+    }
+
+    fn wide_pairs(value: &str) -> Result<Vec<(String, u32)>> {
+        let mut out = Vec::new();
+        visit_wide_value(value.as_bytes(), |v, n| out.push((v.to_string(), n)))?;
+        Ok(out)
+    }
+
+    #[test]
+    fn wide_values_read_plain_and_quoted_lines_and_refuse_broken_ones() {
+        let pairs = wide_pairs(":,Apple,2\n:,\"Apple, Inc\",1\nx,other,5\n:,,4294967295").unwrap();
+        assert_eq!(
+            pairs,
+            [
+                ("Apple".to_string(), 2),
+                ("Apple, Inc".to_string(), 1),
+                (String::new(), u32::MAX)
+            ]
+        );
+        for broken in [
+            ":,Apple",
+            ":,a,b,1",
+            ":,Apple,",
+            ":,Apple,-1",
+            ":,Apple,4294967296",
+            ":,Apple,1x",
+            ":,\"Apple,1",
+        ] {
+            assert!(wide_pairs(broken).is_err(), "{broken:?} was read");
+        }
     }
 }

@@ -130,7 +130,9 @@ impl serde::Serialize for Profile {
 #[derive(Debug)]
 pub struct Accumulator<'w> {
     weights: &'w Weights,
-    raw: FxHashMap<String, FxHashMap<String, i64>>,
+    /// `raw(facet, value)` by the facet's slot in the weights (empty until
+    /// the first count).
+    raw: Vec<FxHashMap<String, i64>>,
     last_event_millis: Option<i64>,
 }
 
@@ -138,7 +140,7 @@ impl<'w> Accumulator<'w> {
     pub fn new(weights: &'w Weights) -> Accumulator<'w> {
         Accumulator {
             weights,
-            raw: FxHashMap::default(),
+            raw: Vec::new(),
             last_event_millis: None,
         }
     }
@@ -164,18 +166,25 @@ impl<'w> Accumulator<'w> {
     /// Add `eventScore * facetScore * count`, computed by the caller, to
     /// `raw(facet, value)` (the batch reader resolves the weights of a
     /// column once per scan, not once per count).
+    /// `facet` must be one of the strategy's (another has no score).
     pub fn add_weighted(&mut self, facet: &str, value: &str, add: i64) {
-        if let Some(m) = self.raw.get_mut(facet) {
-            if let Some(r) = m.get_mut(value) {
-                *r += add;
-                return;
-            }
-            m.insert(value.to_string(), add);
-        } else {
+        if let Some((slot, _)) = self.weights.facet_slot(facet) {
+            self.add_at(slot, value, add);
+        }
+    }
+
+    /// [`Accumulator::add_weighted`] to the facet of slot `slot`
+    /// ([`Weights::facet_slot`]).
+    pub fn add_at(&mut self, slot: usize, value: &str, add: i64) {
+        if self.raw.is_empty() {
             self.raw
-                .entry(facet.to_string())
-                .or_default()
-                .insert(value.to_string(), add);
+                .resize_with(self.weights.facet_names().len(), FxHashMap::default);
+        }
+        let m = &mut self.raw[slot];
+        if let Some(r) = m.get_mut(value) {
+            *r += add;
+        } else {
+            m.insert(value.to_string(), add);
         }
     }
 
@@ -202,14 +211,15 @@ impl<'w> Accumulator<'w> {
     pub fn finish(self, user_token: &str) -> Option<Profile> {
         let last_event_millis = self.last_event_millis?;
         let mut kept: Vec<(String, Vec<(String, i64)>)> = Vec::new();
-        for (facet, values) in self.raw {
+        let names = self.weights.facet_names();
+        for (facet, values) in names.iter().zip(self.raw) {
             let mut values: Vec<(String, i64)> =
                 values.into_iter().filter(|(_, r)| *r > 0).collect();
             // Values are distinct: an unstable sort gives the one order.
             values.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             values.truncate(MAX_VALUES_PER_FACET);
             if !values.is_empty() {
-                kept.push((facet, values));
+                kept.push((facet.clone(), values));
             }
         }
         let max = kept

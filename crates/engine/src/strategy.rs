@@ -167,7 +167,13 @@ impl Strategy {
         }
         Weights {
             events,
-            facets: self.facets.iter().map(|(f, s)| (f.clone(), *s)).collect(),
+            facets: self
+                .facets
+                .iter()
+                .enumerate()
+                .map(|(slot, (f, s))| (f.clone(), (slot, *s)))
+                .collect(),
+            facet_names: self.facets.keys().cloned().collect(),
         }
     }
 }
@@ -178,7 +184,12 @@ pub struct Weights {
     /// `type -> name -> score` (looked up by `&str`, without allocating;
     /// Fx hashing: these lookups run for every count a batch reads).
     pub events: FxHashMap<EventType, FxHashMap<String, u32>>,
-    pub facets: FxHashMap<String, u32>,
+    /// `facet -> (slot, score)`: the slot numbers the strategy's facets
+    /// in name order, so a profile being computed keeps a facet's values
+    /// at its slot instead of looking the facet up by name per count.
+    facets: FxHashMap<String, (usize, u32)>,
+    /// The facets' names by slot.
+    facet_names: Vec<String>,
 }
 
 impl Weights {
@@ -187,7 +198,17 @@ impl Weights {
     }
 
     pub fn facet(&self, facet: &str) -> Option<u32> {
+        self.facets.get(facet).map(|(_, score)| *score)
+    }
+
+    /// The facet's slot and score.
+    pub fn facet_slot(&self, facet: &str) -> Option<(usize, u32)> {
         self.facets.get(facet).copied()
+    }
+
+    /// The strategy's facets by slot.
+    pub fn facet_names(&self) -> &[String] {
+        &self.facet_names
     }
 }
 

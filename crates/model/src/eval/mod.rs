@@ -29,7 +29,7 @@ use crate::filter::RowFilter;
 use compile::Node;
 
 pub use self::compile::{check_label, MAX_FILTER_DEPTH, MAX_LABEL_LEN};
-pub use self::prefilter::CellPrefilter;
+pub use self::prefilter::{CellPrefilter, CellTest, ColumnTest};
 pub use self::regex::{compile_full_match, FullMatch};
 
 /// A `RowFilter` ready to be applied to rows: arguments checked, regexes

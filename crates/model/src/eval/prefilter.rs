@@ -94,37 +94,99 @@ impl CellPrefilter {
     /// cell. A backend may remember this per column and test only the
     /// cells of columns answering `None`.
     pub fn column_verdict(&self, family: &str, qualifier: &[u8]) -> Option<bool> {
-        column(&self.pre, family, qualifier)
+        match self.column_test(family, qualifier) {
+            ColumnTest::NoCell => Some(false),
+            ColumnTest::EveryCell => Some(true),
+            ColumnTest::Cells(_) => None,
+        }
+    }
+
+    /// The test specialised to one column: its family and qualifier tests
+    /// decided, what is left depends on a cell's timestamp and value only.
+    /// A backend may remember this per column, so a cell of a column that
+    /// depends on the cell (the batch reader's columns within a retention
+    /// window) costs a timestamp comparison, not a qualifier lookup.
+    pub fn column_test(&self, family: &str, qualifier: &[u8]) -> ColumnTest {
+        match simplify(residual(&self.pre, family, qualifier)) {
+            Pre::False => ColumnTest::NoCell,
+            Pre::True => ColumnTest::EveryCell,
+            pre => ColumnTest::Cells(CellTest(pre)),
+        }
     }
 }
 
-/// Three-valued [`test`] over a column: timestamp and value tests unknown.
-fn column(pre: &Pre, family: &str, qualifier: &[u8]) -> Option<bool> {
+/// A [`CellPrefilter`] specialised to one column, see
+/// [`CellPrefilter::column_test`].
+#[derive(Debug, Clone)]
+pub enum ColumnTest {
+    /// No cell of the column may pass.
+    NoCell,
+    /// Every cell of the column may pass.
+    EveryCell,
+    /// A cell may pass when its timestamp and value pass this test.
+    Cells(CellTest),
+}
+
+/// The part of a [`CellPrefilter`] that depends on a cell's timestamp and
+/// value, for the cells of one column.
+#[derive(Debug, Clone)]
+pub struct CellTest(Pre);
+
+impl CellTest {
+    /// Whether a cell of the column with this timestamp and value may
+    /// reach the filter's output (as [`CellPrefilter::may_pass`] says).
+    #[inline]
+    pub fn may_pass(&self, timestamp_micros: i64, value: &[u8]) -> bool {
+        // No family or qualifier test is left in a residual.
+        test(&self.0, "", &[], timestamp_micros, value)
+    }
+}
+
+/// Equal tests: two columns' tests are equal when they test the same
+/// timestamps and values the same way (a value regex by its pattern).
+impl PartialEq for CellTest {
+    fn eq(&self, other: &CellTest) -> bool {
+        same(&self.0, &other.0)
+    }
+}
+
+fn same(a: &Pre, b: &Pre) -> bool {
+    match (a, b) {
+        (Pre::True, Pre::True) | (Pre::False, Pre::False) => true,
+        (Pre::All(a), Pre::All(b)) | (Pre::Any(a), Pre::Any(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same(a, b))
+        }
+        (Pre::Timestamp(a), Pre::Timestamp(b)) => a == b,
+        (Pre::ValueRange(a), Pre::ValueRange(b)) => a == b,
+        (Pre::Value(a), Pre::Value(b)) => a.pattern() == b.pattern(),
+        // Column tests are never left in a residual.
+        _ => false,
+    }
+}
+
+/// `pre` with its family and qualifier tests decided for one column.
+fn residual(pre: &Pre, family: &str, qualifier: &[u8]) -> Pre {
     match pre {
-        Pre::Timestamp(_) | Pre::Value(_) | Pre::ValueRange(_) => None,
-        Pre::All(parts) => {
-            let mut out = Some(true);
-            for p in parts {
-                match column(p, family, qualifier) {
-                    Some(false) => return Some(false),
-                    None => out = None,
-                    Some(true) => {}
-                }
+        Pre::All(parts) => Pre::All(
+            parts
+                .iter()
+                .map(|p| residual(p, family, qualifier))
+                .collect(),
+        ),
+        Pre::Any(parts) => Pre::Any(
+            parts
+                .iter()
+                .map(|p| residual(p, family, qualifier))
+                .collect(),
+        ),
+        Pre::Timestamp(_) | Pre::Value(_) | Pre::ValueRange(_) => pre.clone(),
+        column => {
+            if test(column, family, qualifier, 0, &[]) {
+                Pre::True
+            } else {
+                Pre::False
             }
-            out
         }
-        Pre::Any(parts) => {
-            let mut out = Some(false);
-            for p in parts {
-                match column(p, family, qualifier) {
-                    Some(true) => return Some(true),
-                    None => out = None,
-                    Some(false) => {}
-                }
-            }
-            out
-        }
-        other => Some(test(other, family, qualifier, 0, &[])),
     }
 }
 

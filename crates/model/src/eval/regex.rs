@@ -59,6 +59,11 @@ impl FullMatch {
         self.literals.as_deref()
     }
 
+    /// The compiled pattern (anchored), to compare two matchers.
+    pub fn pattern(&self) -> &str {
+        self.regex.as_str()
+    }
+
     /// Whether the whole of `haystack` matches.
     pub fn is_match(&self, haystack: &[u8]) -> bool {
         match &self.literals {

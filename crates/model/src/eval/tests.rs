@@ -113,6 +113,12 @@ fn single_column_ranges_make_an_exact_prefilter_of_one_set() {
     assert_eq!(pre.column_verdict("e", b"click,b"), Some(false));
     assert_eq!(pre.column_verdict("f", b"view,a"), Some(false));
     assert_eq!(pre.column_verdict("e", b"view,a"), None);
+    // What is left of it for that column is the timestamp part alone.
+    let ColumnTest::Cells(test) = pre.column_test("e", b"view,a") else {
+        panic!("the column's cells depend on their timestamp");
+    };
+    assert!(test.may_pass(2000, b"x"));
+    assert!(!test.may_pass(0, b"x"));
     // Columns of different families overlap nothing.
     let apart = RowFilter::interleave(vec![column("e", "a"), column("f", "a")]);
     let compiled = CompiledFilter::compile(&apart).expect("compiles");
@@ -545,7 +551,7 @@ mod properties {
         }
 
         #[test]
-        fn a_column_verdict_holds_for_every_cell_of_the_column(f in gen::filter(KINDS), row in rows()) {
+        fn a_column_verdict_and_column_test_hold_for_every_cell_of_the_column(f in gen::filter(KINDS), row in rows()) {
             let Ok(compiled) = CompiledFilter::compile(&f) else {
                 return Ok(());
             };
@@ -553,13 +559,16 @@ mod properties {
                 return Ok(());
             };
             for c in &row.cells {
+                let passes = pre.may_pass(&c.family, &c.qualifier, c.timestamp_micros, &c.value);
                 if let Some(verdict) = pre.column_verdict(&c.family, &c.qualifier) {
-                    prop_assert_eq!(
-                        pre.may_pass(&c.family, &c.qualifier, c.timestamp_micros, &c.value),
-                        verdict,
-                        "{:?}", c
-                    );
+                    prop_assert_eq!(passes, verdict, "{:?}", c);
                 }
+                let by_column = match pre.column_test(&c.family, &c.qualifier) {
+                    ColumnTest::NoCell => false,
+                    ColumnTest::EveryCell => true,
+                    ColumnTest::Cells(test) => test.may_pass(c.timestamp_micros, &c.value),
+                };
+                prop_assert_eq!(passes, by_column, "column test of {:?}", c);
             }
         }
 
