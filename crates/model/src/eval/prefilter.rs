@@ -30,6 +30,7 @@ use super::compile::Node;
 use super::in_bounds;
 use super::regex::{in_literal_set, FullMatch};
 use std::ops::Bound;
+use std::sync::Arc;
 
 use crate::filter::{ColumnRange, TimestampRange, ValueRange};
 
@@ -38,6 +39,11 @@ use crate::filter::{ColumnRange, TimestampRange, ValueRange};
 pub struct CellPrefilter {
     pre: Pre,
     exact: bool,
+    /// When the test is a conjunction of column tests and cell tests
+    /// (`All` of parts testing only the family and qualifier, or only the
+    /// timestamp and value): its cell part, the residual of every column
+    /// its column parts pass (`None` if it has no cell part).
+    cell_part: Option<Option<CellTest>>,
 }
 
 #[derive(Debug, Clone)]
@@ -65,6 +71,7 @@ impl CellPrefilter {
         match simplify(derive(node)) {
             Pre::True => None,
             pre => Some(CellPrefilter {
+                cell_part: cell_part(&pre),
                 pre,
                 exact: exact(node),
             }),
@@ -107,11 +114,88 @@ impl CellPrefilter {
     /// depends on the cell (the batch reader's columns within a retention
     /// window) costs a timestamp comparison, not a qualifier lookup.
     pub fn column_test(&self, family: &str, qualifier: &[u8]) -> ColumnTest {
-        match simplify(residual(&self.pre, family, qualifier)) {
-            Pre::False => ColumnTest::NoCell,
-            Pre::True => ColumnTest::EveryCell,
-            pre => ColumnTest::Cells(CellTest(pre)),
+        match (column(&self.pre, family, qualifier), &self.cell_part) {
+            (Some(false), _) => ColumnTest::NoCell,
+            (Some(true), _) => ColumnTest::EveryCell,
+            // Every column part passed (or the test would be false).
+            (None, Some(Some(cells))) => ColumnTest::Cells(cells.clone()),
+            (None, _) => match simplify(residual(&self.pre, family, qualifier)) {
+                Pre::False => ColumnTest::NoCell,
+                Pre::True => ColumnTest::EveryCell,
+                pre => ColumnTest::Cells(CellTest(Arc::new(pre))),
+            },
         }
+    }
+}
+
+/// See [`CellPrefilter::cell_part`]: `None` when `pre` mixes column and
+/// cell tests otherwise than in a conjunction of parts testing one or
+/// the other.
+fn cell_part(pre: &Pre) -> Option<Option<CellTest>> {
+    let parts = match pre {
+        Pre::All(parts) => parts.as_slice(),
+        one => std::slice::from_ref(one),
+    };
+    let mut cells = Vec::new();
+    for p in parts {
+        match (tests_column(p), tests_cell(p)) {
+            (true, true) => return None,
+            (false, true) => cells.push(p.clone()),
+            _ => {}
+        }
+    }
+    Some(match simplify(Pre::All(cells)) {
+        Pre::True => None,
+        cells => Some(CellTest(Arc::new(cells))),
+    })
+}
+
+/// Whether `pre` tests a family or qualifier somewhere.
+fn tests_column(pre: &Pre) -> bool {
+    match pre {
+        Pre::True | Pre::False => false,
+        Pre::All(parts) | Pre::Any(parts) => parts.iter().any(tests_column),
+        Pre::Timestamp(_) | Pre::Value(_) | Pre::ValueRange(_) => false,
+        _ => true,
+    }
+}
+
+/// Whether `pre` tests a timestamp or value somewhere.
+fn tests_cell(pre: &Pre) -> bool {
+    match pre {
+        Pre::All(parts) | Pre::Any(parts) => parts.iter().any(tests_cell),
+        Pre::Timestamp(_) | Pre::Value(_) | Pre::ValueRange(_) => true,
+        _ => false,
+    }
+}
+
+/// Three-valued [`test`] over a column: timestamp and value tests unknown.
+fn column(pre: &Pre, family: &str, qualifier: &[u8]) -> Option<bool> {
+    match pre {
+        Pre::Timestamp(_) | Pre::Value(_) | Pre::ValueRange(_) => None,
+        Pre::All(parts) => {
+            let mut out = Some(true);
+            for p in parts {
+                match column(p, family, qualifier) {
+                    Some(false) => return Some(false),
+                    None => out = None,
+                    Some(true) => {}
+                }
+            }
+            out
+        }
+        Pre::Any(parts) => {
+            let mut out = Some(false);
+            for p in parts {
+                match column(p, family, qualifier) {
+                    Some(true) => return Some(true),
+                    None => out = None,
+                    Some(false) => {}
+                }
+            }
+            out
+        }
+        other => Some(test(other, family, qualifier, 0, &[])),
     }
 }
 
@@ -130,7 +214,7 @@ pub enum ColumnTest {
 /// The part of a [`CellPrefilter`] that depends on a cell's timestamp and
 /// value, for the cells of one column.
 #[derive(Debug, Clone)]
-pub struct CellTest(Pre);
+pub struct CellTest(Arc<Pre>);
 
 impl CellTest {
     /// Whether a cell of the column with this timestamp and value may
@@ -146,7 +230,7 @@ impl CellTest {
 /// timestamps and values the same way (a value regex by its pattern).
 impl PartialEq for CellTest {
     fn eq(&self, other: &CellTest) -> bool {
-        same(&self.0, &other.0)
+        Arc::ptr_eq(&self.0, &other.0) || same(&self.0, &other.0)
     }
 }
 

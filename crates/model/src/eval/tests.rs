@@ -119,6 +119,11 @@ fn single_column_ranges_make_an_exact_prefilter_of_one_set() {
     };
     assert!(test.may_pass(2000, b"x"));
     assert!(!test.may_pass(0, b"x"));
+    // Columns share it (a backend keeps one test for all of them).
+    let ColumnTest::Cells(other) = pre.column_test("e", b"view,b") else {
+        panic!("the column's cells depend on their timestamp");
+    };
+    assert_eq!(test, other);
     // Columns of different families overlap nothing.
     let apart = RowFilter::interleave(vec![column("e", "a"), column("f", "a")]);
     let compiled = CompiledFilter::compile(&apart).expect("compiles");
