@@ -449,20 +449,14 @@ mod tests {
         let add = |n: i64| Mutation::add_to_cell("s", "q", 0, n);
         table.mutate_row(b"row", &[add(1)]).expect("adds");
         let cf_name = embedded.meta().expect("meta").cf_name.clone();
+        let stored = || {
+            let meta = embedded.meta().expect("meta");
+            let cf = store.inner.cf("t", &meta).expect("cf");
+            store.inner.db.get_cf(&cf, b"row").expect("reads")
+        };
         // What a read saw (merged to 1) before a write added 10.
         let seen = store.inner.db.latest_sequence_number();
-        let merged = store
-            .inner
-            .db
-            .get_cf(
-                &store
-                    .inner
-                    .cf("t", &embedded.meta().expect("meta"))
-                    .expect("cf"),
-                b"row",
-            )
-            .expect("reads")
-            .expect("a row");
+        let merged = stored().expect("a row");
         table.mutate_row(b"row", &[add(10)]).expect("adds");
         let repair = Repair {
             key: b"row".to_vec(),
@@ -479,18 +473,7 @@ mod tests {
             seen,
         };
         embedded.store_merged(&cf_name, &[repair]).expect("repairs");
-        let stored = store
-            .inner
-            .db
-            .get_cf(
-                &store
-                    .inner
-                    .cf("t", &embedded.meta().expect("meta"))
-                    .expect("cf"),
-                b"row",
-            )
-            .expect("reads");
-        assert_eq!(stored.as_deref(), Some(&b"not what a merge gives"[..]));
+        assert_eq!(stored().as_deref(), Some(&b"not what a merge gives"[..]));
         // A table created again under the name is left alone.
         store.delete_table("t").expect("deletes");
         store
