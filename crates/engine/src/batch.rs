@@ -29,8 +29,8 @@ use crate::error::{Error, Result};
 use crate::event::EventType;
 use crate::job;
 use crate::schema::{
-    narrow_filter, parse_wide_qualifier, since, visit_narrow_value, visit_wide_value, wide_filter,
-    Schema, WIDE_FAMILY,
+    narrow_filter, parse_wide_qualifier, since, utf8, visit_narrow_value, visit_wide_value,
+    wide_filter, Schema, WIDE_FAMILY,
 };
 use crate::scoring::{Accumulator, Profile};
 use crate::strategy::{Strategy, Weights};
@@ -303,7 +303,9 @@ impl<'w> RowScorer<'w> {
         Ok(column)
     }
 
-    /// Add one event row to `acc`; note its time when it scores.
+    /// Add one event row to `acc`; note its time when it scores. A row
+    /// holding both layouts (during a migration) is read through its
+    /// narrow cell, as [`crate::schema::decode_row`] does.
     fn add_row(&mut self, row: &RowRef<'_>, acc: &mut Accumulator<'_>) -> Result<()> {
         let mut scoring = false;
         let mut ts = None;
@@ -314,8 +316,7 @@ impl<'w> RowScorer<'w> {
             let Some(ty) = EventType::parse(cell.family) else {
                 return Ok(());
             };
-            let name = std::str::from_utf8(cell.qualifier)
-                .map_err(|_| Error::corrupt("narrow qualifier", "not utf-8"))?;
+            let name = utf8(cell.qualifier, "narrow qualifier")?;
             if let Some(es) = weights.event(ty, name) {
                 let (last, mut weight) = (&mut self.last_facet, None);
                 last.clear();

@@ -17,7 +17,7 @@
 
 use std::borrow::Cow;
 
-use affinity_model::{Bytes, ColumnRange, Mutation, Row, RowFilter, RowRef, TimestampRange};
+use affinity_model::{Bytes, ColumnRange, Mutation, Row, RowFilter, TimestampRange};
 use std::ops::Bound;
 
 use crate::csv;
@@ -105,7 +105,7 @@ impl Schema {
     }
 }
 
-fn utf8<'a>(bytes: &'a [u8], what: &'static str) -> Result<&'a str> {
+pub(crate) fn utf8<'a>(bytes: &'a [u8], what: &'static str) -> Result<&'a str> {
     std::str::from_utf8(bytes).map_err(|_| Error::corrupt(what, "not utf-8"))
 }
 
@@ -155,36 +155,6 @@ pub fn decode_row(row: &Row) -> Result<Option<ScoredEvent>> {
         }
     }
     Ok(out)
-}
-
-/// Visit the counts of one event row without building a [`ScoredEvent`]
-/// (the batch reader's hot path, on a row borrowed from the store):
-/// `visit(type, name, facet, value, count)` per count. Returns the event's
-/// time, `None` for a row without event cells. A row holding both layouts
-/// (during a migration) is read through its narrow cell, as
-/// [`decode_row`] does.
-pub fn visit_row(
-    row: &RowRef<'_>,
-    mut visit: impl FnMut(EventType, &str, &str, &str, u32),
-) -> Result<Option<i64>> {
-    if let Some(cell) = row.cells.iter().find(|c| c.family != WIDE_FAMILY) {
-        let Some(ty) = EventType::parse(cell.family) else {
-            return Ok(None);
-        };
-        let name = utf8(cell.qualifier, "narrow qualifier")?;
-        visit_narrow_value(cell.value, |facet, value, n| {
-            visit(ty, name, facet, value, n)
-        })?;
-        return Ok(Some(cell.timestamp_micros.div_euclid(1000)));
-    }
-    let mut ts = None;
-    for cell in row.cells {
-        ts = Some(cell.timestamp_micros.div_euclid(1000));
-        if let (ty, name, Some(facet)) = parse_wide_qualifier(cell.qualifier)? {
-            visit_wide_value(cell.value, |v, n| visit(ty, &name, &facet, v, n))?;
-        }
-    }
-    Ok(ts)
 }
 
 /// A wide qualifier's event type, name and facet (`None` in an event's
