@@ -37,7 +37,7 @@ use std::cmp::Reverse;
 use crate::decode::visible_cells;
 use crate::gc::GcSlot;
 use crate::meta::TableMeta;
-use crate::row::{encode_row, put_varint, row_cursor, take_varint, RowWriter};
+use crate::row::{common_prefix, encode_row, put_varint, row_cursor, take_varint, RowWriter};
 
 /// First byte of every merge operand.
 pub(crate) const OPERAND: u8 = 3;
@@ -376,19 +376,12 @@ fn cell_order(
         .then_with(|| a.2.cmp(&b.2))
 }
 
-/// `a.cmp(b)` for qualifiers.
+/// `a.cmp(b)` for qualifiers: past their common prefix (found eight
+/// bytes at a time), the first byte that differs or the shorter decides.
 #[inline]
 fn qualifier_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
-    let n = a.len().min(b.len());
-    let mut i = 0;
-    while let (Some(x), Some(y)) = (a[i..n].first_chunk::<8>(), b[i..n].first_chunk::<8>()) {
-        let (x, y) = (u64::from_be_bytes(*x), u64::from_be_bytes(*y));
-        if x != y {
-            return x.cmp(&y);
-        }
-        i += 8;
-    }
-    a[i..].cmp(&b[i..])
+    let shared = common_prefix(a, b);
+    a[shared..].cmp(&b[shared..])
 }
 
 /// [`full_merge`] of operands that only add: the stored row's cells with

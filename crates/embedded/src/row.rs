@@ -82,7 +82,7 @@ fn unzigzag(n: u64) -> i64 {
 
 /// Length of the longest common prefix of `a` and `b`, eight bytes at a
 /// time.
-fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+pub(crate) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     let n = a.len().min(b.len());
     let mut i = 0;
     while let (Some(x), Some(y)) = (a[i..n].first_chunk::<8>(), b[i..n].first_chunk::<8>()) {

@@ -68,12 +68,7 @@ impl EmbeddedTable {
         keys: &[&Bytes],
     ) -> Result<(Held<'s>, Pending<'s, 's>)> {
         let inner = &*self.inner;
-        let locks = &inner.locks;
-        let stripes: Vec<usize> = keys.iter().map(|k| locks.stripe(&self.name, k)).collect();
-        let held = Held {
-            guards: locks.lock_many(stripes.clone()),
-            stripes,
-        };
+        let held = self.hold_exclusive(keys.iter().map(|k| k.as_ref()));
         let cf = inner.cf(&self.name, meta)?;
         let pending = Pending::load(&inner.db, cf, meta, keys.iter().copied(), now_micros())?;
         Ok((held, pending))
@@ -151,6 +146,18 @@ impl EmbeddedTable {
     }
 }
 
+impl EmbeddedTable {
+    /// Lock the stripes of the rows of `keys` exclusively.
+    fn hold_exclusive<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> Held<'_> {
+        let locks = &self.inner.locks;
+        let stripes: Vec<usize> = keys.map(|k| locks.stripe(&self.name, k)).collect();
+        Held {
+            guards: locks.lock_many(stripes.clone()),
+            stripes,
+        }
+    }
+}
+
 /// Stripes a write holds, and which they are (to note the write on them).
 struct Held<'a> {
     #[allow(dead_code)]
@@ -175,18 +182,11 @@ impl EmbeddedTable {
             return Ok(());
         }
         let locks = &inner.locks;
-        let stripes: Vec<usize> = repairs
-            .iter()
-            .map(|r| locks.stripe(&self.name, &r.key))
-            .collect();
-        let held = Held {
-            guards: locks.lock_many(stripes.clone()),
-            stripes: stripes.clone(),
-        };
+        let held = self.hold_exclusive(repairs.iter().map(|r| r.key.as_slice()));
         let cf = inner.cf(&self.name, &meta)?;
         let mut batch = WriteBatch::default();
         let mut stale: Vec<&[u8]> = Vec::new();
-        for (repair, stripe) in repairs.iter().zip(&stripes) {
+        for (repair, stripe) in repairs.iter().zip(&held.stripes) {
             if locks.last_write(*stripe) <= repair.seen {
                 batch.put_cf(&cf, &repair.key, &repair.merged);
             } else {
@@ -203,7 +203,10 @@ impl EmbeddedTable {
         }
         if !batch.is_empty() {
             inner.db.write(batch).map_err(storage)?;
-            locks.note_write(stripes, inner.db.latest_sequence_number());
+            locks.note_write(
+                held.stripes.iter().copied(),
+                inner.db.latest_sequence_number(),
+            );
         }
         drop(held);
         Ok(())
