@@ -146,7 +146,7 @@ pub(crate) fn mutation_to_proto(mutation: &Mutation) -> pb::Mutation {
             timestamp_micros,
             value,
         } => m::Mutation::SetCell(m::SetCell {
-            family_name: family.clone(),
+            family_name: family.to_string(),
             column_qualifier: qualifier.clone(),
             timestamp_micros: *timestamp_micros,
             value: value.clone(),
@@ -157,7 +157,7 @@ pub(crate) fn mutation_to_proto(mutation: &Mutation) -> pb::Mutation {
             timestamp_micros,
             input,
         } => m::Mutation::AddToCell(m::AddToCell {
-            family_name: family.clone(),
+            family_name: family.to_string(),
             column_qualifier: Some(pb::Value {
                 kind: Some(pb::value::Kind::RawValue(qualifier.clone())),
                 r#type: None,
@@ -176,13 +176,13 @@ pub(crate) fn mutation_to_proto(mutation: &Mutation) -> pb::Mutation {
             qualifier,
             time_range,
         } => m::Mutation::DeleteFromColumn(m::DeleteFromColumn {
-            family_name: family.clone(),
+            family_name: family.to_string(),
             column_qualifier: qualifier.clone(),
             time_range: Some(timestamp_range_to_proto(time_range)),
         }),
         Mutation::DeleteFromFamily { family } => {
             m::Mutation::DeleteFromFamily(m::DeleteFromFamily {
-                family_name: family.clone(),
+                family_name: family.to_string(),
             })
         }
         Mutation::DeleteFromRow => m::Mutation::DeleteFromRow(m::DeleteFromRow {}),
@@ -200,7 +200,7 @@ pub(crate) fn mutations_to_proto(mutations: &[Mutation]) -> Vec<pb::Mutation> {
 pub(crate) fn rule_to_proto(rule: &ReadModifyWriteRule) -> pb::ReadModifyWriteRule {
     use pb::read_modify_write_rule::Rule;
     pb::ReadModifyWriteRule {
-        family_name: rule.family.clone(),
+        family_name: rule.family.to_string(),
         column_qualifier: rule.qualifier.clone(),
         rule: Some(match &rule.op {
             ReadModifyWriteOp::Append(value) => Rule::AppendValue(value.clone()),

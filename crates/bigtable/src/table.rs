@@ -132,7 +132,7 @@ impl BigtableTable {
             }
             let cell = row.latest(&rule.family, &rule.qualifier)?;
             (cell.value.len() != 8).then(|| Error::InvalidIncrementTarget {
-                family: rule.family.clone(),
+                family: rule.family.to_string(),
                 qualifier: String::from_utf8_lossy(&rule.qualifier).into_owned(),
                 len: cell.value.len(),
             })

@@ -204,7 +204,7 @@ fn parse_set_cell(spec: &str, timestamp_micros: i64) -> anyhow::Result<Mutation>
         .split_once(':')
         .with_context(|| format!("cell {spec:?} must be FAMILY:QUALIFIER=VALUE"))?;
     Ok(Mutation::set_cell(
-        family,
+        family.to_string(),
         Bytes::copy_from_slice(qualifier.as_bytes()),
         timestamp_micros,
         Bytes::copy_from_slice(value.as_bytes()),

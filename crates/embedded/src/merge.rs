@@ -216,7 +216,7 @@ impl<'a> Cursor<'a> {
                 let ts = self.u64()? as i64;
                 let value = self.bytes()?;
                 family.map(|family| Mutation::SetCell {
-                    family,
+                    family: family.into(),
                     qualifier: bytes(qualifier),
                     timestamp_micros: ts,
                     value: bytes(value),
@@ -228,7 +228,7 @@ impl<'a> Cursor<'a> {
                 let ts = self.u64()? as i64;
                 let input = self.u64()? as i64;
                 family.map(|family| Mutation::AddToCell {
-                    family,
+                    family: family.into(),
                     qualifier: bytes(qualifier),
                     timestamp_micros: ts,
                     input,
@@ -240,7 +240,7 @@ impl<'a> Cursor<'a> {
                 let start = self.u64()? as i64;
                 let end = self.u64()? as i64;
                 family.map(|family| Mutation::DeleteFromColumn {
-                    family,
+                    family: family.into(),
                     qualifier: bytes(qualifier),
                     time_range: TimestampRange {
                         start_micros: start,
@@ -248,9 +248,9 @@ impl<'a> Cursor<'a> {
                     },
                 })
             }
-            DELETE_FROM_FAMILY => self
-                .family(meta)?
-                .map(|family| Mutation::DeleteFromFamily { family }),
+            DELETE_FROM_FAMILY => self.family(meta)?.map(|family| Mutation::DeleteFromFamily {
+                family: family.into(),
+            }),
             DELETE_FROM_ROW => Some(Mutation::DeleteFromRow),
             _ => return None,
         })
@@ -686,8 +686,9 @@ mod tests {
                 .with_sum_family("t", GcRule::MaxAge(std::time::Duration::from_millis(5)))
                 .with_sum_family("v", GcRule::MaxVersions(1)),
         );
-        let add =
-            |f: &str, q: &str, ts: i64, n: i64| Mutation::add_to_cell(f, q.to_string(), ts, n);
+        let add = |f: &'static str, q: &str, ts: i64, n: i64| {
+            Mutation::add_to_cell(f, q.to_string(), ts, n)
+        };
         let base = full_merge(
             &meta,
             b"k",

@@ -119,9 +119,9 @@ pub(crate) fn table_cf_options(options: &EmbeddedOptions, cache: &Cache, gc: GcS
     // read merges all of them (profile reads ran 15-21k/s instead of
     // 15k/s in bench http, ingest unchanged).
     opts.set_level_zero_file_num_compaction_trigger(2);
-    // A row taking many blind adds (a busy user's state) would make every
-    // read merge all of them until a compaction does; past 16 operands in
-    // the memtable, the write merges them into a value instead.
+    // Writes never merge a row's operands (that would read the row on the
+    // write path): flushes and compactions combine them, and a read that
+    // merged many stores the merged row (`EmbeddedTable::store_merged`).
     opts.set_max_successive_merges(0);
     opts.set_merge_operator(
         "affinity-row-writes",

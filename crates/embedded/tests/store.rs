@@ -57,7 +57,7 @@ fn render(rows: &[Row]) -> Vec<String> {
         .collect()
 }
 
-fn set(family: &str, qualifier: &str, ms: i64, value: &str) -> Mutation {
+fn set(family: &'static str, qualifier: &str, ms: i64, value: &str) -> Mutation {
     Mutation::set_cell(family, qualifier.to_string(), ms * 1000, value.to_string())
 }
 

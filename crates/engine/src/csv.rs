@@ -4,23 +4,41 @@
 //! (so an empty field and a missing one differ); a quote inside a quoted
 //! field is doubled.
 
+/// Where records are written: a `String`, or the bytes of an
+/// [`crate::arena::Arena`].
+pub trait Sink {
+    fn put(&mut self, text: &str);
+}
+
+impl Sink for String {
+    fn put(&mut self, text: &str) {
+        self.push_str(text);
+    }
+}
+
+impl Sink for bytes::BytesMut {
+    fn put(&mut self, text: &str) {
+        self.extend_from_slice(text.as_bytes());
+    }
+}
+
 /// Append one field to `out`, quoted when needed.
-fn push_field(out: &mut String, field: &str) {
+fn push_field(out: &mut impl Sink, field: &str) {
     let needs = field.is_empty()
         || field
             .bytes()
             .any(|b| matches!(b, b',' | b'"' | b'\r' | b'\n'));
     if needs {
-        out.push('"');
-        for c in field.chars() {
-            if c == '"' {
-                out.push('"');
+        out.put("\"");
+        for (i, part) in field.split('"').enumerate() {
+            if i > 0 {
+                out.put("\"\"");
             }
-            out.push(c);
+            out.put(part);
         }
-        out.push('"');
+        out.put("\"");
     } else {
-        out.push_str(field);
+        out.put(field);
     }
 }
 
@@ -32,10 +50,10 @@ pub fn encode<S: AsRef<str>>(fields: &[S]) -> String {
 }
 
 /// Append one record to `out`.
-pub fn push_record<S: AsRef<str>>(out: &mut String, fields: &[S]) {
+pub fn push_record<S: AsRef<str>>(out: &mut impl Sink, fields: &[S]) {
     for (i, f) in fields.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.put(",");
         }
         push_field(out, f.as_ref());
     }

@@ -142,11 +142,23 @@ impl App {
     /// The cells of one event: the schema's, plus the dual-write schema's
     /// during a migration (same row, so both land atomically).
     pub fn event_mutations(&self, event: &crate::scoring::ScoredEvent) -> Vec<Mutation> {
-        let mut out = self.config.schema.mutations(event);
-        if let Some(other) = self.dual_write.filter(|s| *s != self.config.schema) {
-            out.extend(other.mutations(event));
-        }
+        let mut out = Vec::new();
+        self.push_event_mutations(event, &mut crate::arena::Arena::new(), &mut out);
         out
+    }
+
+    /// [`App::event_mutations`] appended to `out`, their bytes cut from
+    /// `arena`.
+    pub fn push_event_mutations(
+        &self,
+        event: &crate::scoring::ScoredEvent,
+        arena: &mut crate::arena::Arena,
+        out: &mut Vec<Mutation>,
+    ) {
+        self.config.schema.push_mutations(event, arena, out);
+        if let Some(other) = self.dual_write.filter(|s| *s != self.config.schema) {
+            other.push_mutations(event, arena, out);
+        }
     }
 
     /// The stored settings this handle was opened with.

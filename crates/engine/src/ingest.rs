@@ -50,12 +50,13 @@
 //! A profile read reflects an event as soon as its ingestion returns.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
 use std::io::BufRead;
 
-use affinity_model::{limits, Bytes, Mutation, RowMutations};
-use affinity_rowkey::composite::EventKey;
+use affinity_model::{limits, Mutation, RowMutations};
+use affinity_rowkey::composite::{event_hash, event_key_text};
 
+use crate::arena::Arena;
 use crate::engine::{App, Engine, DAY_MILLIS};
 use crate::error::{Error, Result};
 use crate::event::{Event, Limits, MAX_SKEW_MILLIS};
@@ -107,9 +108,12 @@ impl EventId {
 
     /// The event's row key in the events table.
     pub fn row_key(&self, app: &str, user: &str) -> Result<String> {
-        let mut key = EventKey::new(app, user, self.timestamp_millis)?;
-        key.suffix = Some(format!("{:016x}", self.suffix));
-        Ok(key.encode()?)
+        Ok(event_key_text(
+            app,
+            user,
+            self.timestamp_millis,
+            self.suffix,
+        )?)
     }
 }
 
@@ -160,9 +164,10 @@ pub fn day_micros(day: i64) -> i64 {
 }
 
 /// An event ready to store.
-#[derive(Debug, Clone)]
-struct Prepared {
-    user: String,
+#[derive(Debug)]
+struct Prepared<'e> {
+    user: &'e str,
+    /// The logical key of its event row.
     key: String,
     id: EventId,
     event: ScoredEvent,
@@ -200,41 +205,58 @@ pub fn state_row_key(user: &str, day: i64) -> String {
     format!("{user},{day:08}")
 }
 
+/// A counter's `(type, name, facet, value)`.
+type CounterKey<'e> = (EventType, &'e str, &'e str, &'e str);
+
 /// The adds of one state row for `events` (one user, one day; each event
-/// once): its counters and one id add per event.
-fn state_mutations(events: &[&Prepared]) -> Vec<Mutation> {
+/// once): its counters and one id add per event, their qualifiers cut
+/// from `arena`.
+fn state_mutations(events: &[Prepared], arena: &mut Arena) -> Vec<Mutation> {
     let Some(first) = events.first() else {
         return Vec::new();
     };
     let ts = day_micros(first.id.day());
-    // Sorted, so equal batches write equal rows in the same order.
-    let mut counts: BTreeMap<(EventType, &str, &str, &str), i64> = BTreeMap::new();
-    let mut latest: BTreeMap<(EventType, &str, &str), i64> = BTreeMap::new();
+    // Sorted, so equal batches write equal rows in the same order (an
+    // event's counts come sorted: one event's lists are sorted already).
+    let mut counts: Vec<(CounterKey, i64)> = Vec::new();
+    let mut latest: Vec<((EventType, &str, &str), i64)> = Vec::new();
     for e in events {
         let (ty, name) = (e.event.event_type, e.event.event_name.as_str());
         for (f, v, n) in e.event.counts.iter() {
-            *counts.entry((ty, name, f, v)).or_default() += i64::from(n);
-            let t = latest.entry((ty, name, f)).or_insert(i64::MIN);
-            *t = (*t).max(e.id.timestamp_millis);
+            counts.push(((ty, name, f, v), i64::from(n)));
+            match latest.last_mut() {
+                Some((column, t)) if *column == (ty, name, f) => {
+                    *t = (*t).max(e.id.timestamp_millis)
+                }
+                _ => latest.push(((ty, name, f), e.id.timestamp_millis)),
+            }
         }
     }
+    counts.sort_by(|a, b| a.0.cmp(&b.0));
+    counts.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 += later.1;
+        }
+        same
+    });
+    latest.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    latest.dedup_by(|later, kept| later.0 == kept.0);
     let mut out: Vec<Mutation> = Vec::with_capacity(counts.len() + latest.len() + events.len());
-    out.extend(
-        counts
-            .into_iter()
-            .filter(|(_, n)| *n != 0)
-            .map(|((ty, name, f, v), n)| {
-                Mutation::add_to_cell(COUNTERS_FAMILY, counter_qualifier(ty, name, f, v), ts, n)
-            }),
-    );
-    out.extend(latest.into_iter().map(|((ty, name, f), millis)| {
-        Mutation::add_to_cell(LAST_FAMILY, last_qualifier(ty, name, f), millis * 1000, 1)
-    }));
-    out.extend(
-        events
-            .iter()
-            .map(|e| Mutation::add_to_cell(IDS_FAMILY, e.id.qualifier().to_vec(), ts, 1)),
-    );
+    for ((ty, name, f, v), n) in counts {
+        if n != 0 {
+            let q = arena.csv(&[ty.as_str(), name, f, v]);
+            out.push(Mutation::add_to_cell(COUNTERS_FAMILY, q, ts, n));
+        }
+    }
+    for ((ty, name, f), millis) in latest {
+        let q = arena.csv(&[ty.as_str(), name, f]);
+        out.push(Mutation::add_to_cell(LAST_FAMILY, q, millis * 1000, 1));
+    }
+    for e in events {
+        let q = arena.take(|out| out.extend_from_slice(&e.id.qualifier()));
+        out.push(Mutation::add_to_cell(IDS_FAMILY, q, ts, 1));
+    }
     out
 }
 
@@ -268,12 +290,12 @@ impl Engine {
         })
     }
 
-    fn prepare(
+    fn prepare<'e>(
         &self,
         app: &App,
-        events: &[Event],
+        events: &'e [Event],
         report: &mut IngestReport,
-    ) -> Result<Vec<Prepared>> {
+    ) -> Result<Vec<Prepared<'e>>> {
         let now = self.now_millis();
         let oldest = now - app.config.retention_millis();
         let mut out = Vec::with_capacity(events.len());
@@ -297,16 +319,13 @@ impl Engine {
                 report.unknown_objects += resolved.unknown;
                 resolved.counts
             };
-            let key = EventKey::for_event(&app.id, e.identity(), e.timestamp_millis, &e.content())?;
-            let suffix = key.suffix.as_deref().unwrap_or_default();
-            let suffix = u64::from_str_radix(suffix, 16)
-                .map_err(|_| Error::corrupt("event key suffix", suffix.to_string()))?;
+            let hash = event_hash(&e.content());
             out.push(Prepared {
-                user: e.identity().to_string(),
-                key: key.encode()?,
+                user: e.identity(),
+                key: event_key_text(&app.id, e.identity(), e.timestamp_millis, hash)?,
                 id: EventId {
                     timestamp_millis: e.timestamp_millis,
-                    suffix,
+                    suffix: hash,
                 },
                 event: ScoredEvent {
                     event_type: e.event_type,
@@ -328,34 +347,38 @@ impl Engine {
             events: events.len(),
             ..IngestReport::default()
         };
-        let prepared = self.prepare(&app, events, &mut report)?;
-        let mut seen = HashSet::new();
-        let unique: Vec<&Prepared> = prepared
-            .iter()
-            .filter(|p| seen.insert(p.key.as_str()))
-            .collect();
-        report.duplicates += prepared.len() - unique.len();
+        let mut unique = self.prepare(&app, events, &mut report)?;
+        // In key order: a repeated event (same key, same content) lands
+        // next to its first, and each user's events of a day are
+        // consecutive (a user's keys share the prefix `app,user,` and
+        // sort by time), as are the rows the store inserts.
+        unique.sort_by(|a, b| a.key.cmp(&b.key));
+        unique.dedup_by(|later, kept| later.key == kept.key);
+        report.duplicates += events.len() - unique.len();
+        let mut arena = Arena::new();
         let entries: Vec<RowMutations> = unique
             .iter()
             .map(|p| {
-                RowMutations::new(
-                    app.event_key(p.key.as_bytes()),
-                    app.event_mutations(&p.event),
-                )
+                let mut cells = Vec::with_capacity(p.event.counts.facet_count().max(1));
+                app.push_event_mutations(&p.event, &mut arena, &mut cells);
+                RowMutations::new(app.event_key(p.key.as_bytes()), cells)
             })
             .collect();
         for status in app.events.mutate_rows(&entries)? {
             status?;
         }
+        drop(entries);
         self.write_trends(&app, events)?;
-        let mut rows: BTreeMap<Bytes, Vec<&Prepared>> = BTreeMap::new();
-        for p in &unique {
-            let key = Bytes::from(state_row_key(&p.user, p.id.day()));
-            rows.entry(key).or_default().push(p);
-        }
-        let state: Vec<RowMutations> = rows
-            .into_iter()
-            .map(|(key, events)| RowMutations::new(key, state_mutations(&events)))
+        let state: Vec<RowMutations> = unique
+            .chunk_by(|a, b| a.user == b.user && a.id.day() == b.id.day())
+            .map(|day| {
+                let key = arena.take(|out| {
+                    out.extend_from_slice(day[0].user.as_bytes());
+                    // Writing to memory cannot fail.
+                    let _ = write!(out, ",{:08}", day[0].id.day());
+                });
+                RowMutations::new(key, state_mutations(day, &mut arena))
+            })
             .collect();
         for chunk in requests(&state) {
             for status in app.profiles.mutate_rows(chunk)? {

@@ -50,6 +50,7 @@
 //! [`Store`]: affinity_model::Store
 //! [`Table`]: affinity_model::Table
 
+pub mod arena;
 pub mod batch;
 pub mod catalog;
 pub mod csv;

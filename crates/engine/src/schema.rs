@@ -20,6 +20,9 @@ use std::borrow::Cow;
 use affinity_model::{Bytes, ColumnRange, Mutation, Row, RowFilter, TimestampRange};
 use std::ops::Bound;
 
+use bytes::BufMut;
+
+use crate::arena::Arena;
 use crate::csv;
 use crate::error::{Error, Result};
 use crate::event::EventType;
@@ -59,47 +62,59 @@ impl Schema {
 
     /// The cells of one event.
     pub fn mutations(self, event: &ScoredEvent) -> Vec<Mutation> {
+        let mut out = Vec::new();
+        self.push_mutations(event, &mut Arena::new(), &mut out);
+        out
+    }
+
+    /// [`Schema::mutations`] appended to `out`, their bytes cut from
+    /// `arena`.
+    pub fn push_mutations(self, event: &ScoredEvent, arena: &mut Arena, out: &mut Vec<Mutation>) {
         let ts = event.timestamp_millis * 1000;
         match self {
             Schema::Narrow => {
-                let json = serde_json::to_vec(&event.counts.0).unwrap_or_default();
-                vec![Mutation::set_cell(
+                let json = arena.take(|out| {
+                    // Serializing plain data to memory cannot fail.
+                    let _ = serde_json::to_writer(out.writer(), &event.counts);
+                });
+                let name = arena.take(|out| out.extend_from_slice(event.event_name.as_bytes()));
+                out.push(Mutation::set_cell(
                     event.event_type.as_str(),
-                    event.event_name.clone(),
+                    name,
                     ts,
                     json,
-                )]
+                ));
             }
             Schema::Wide => {
                 let ty = event.event_type.as_str();
                 let name = event.event_name.as_str();
-                let mut out: Vec<Mutation> = Vec::with_capacity(event.counts.0.len().max(1));
-                for (facet, values) in &event.counts.0 {
-                    let mut value = String::new();
-                    for (i, (v, n)) in values.iter().enumerate() {
-                        if i > 0 {
-                            value.push('\n');
+                let before = out.len();
+                for (facet, values) in event.counts.by_facet() {
+                    let value = arena.take(|out| {
+                        for (i, (v, n)) in values.enumerate() {
+                            if i > 0 {
+                                out.put_u8(b'\n');
+                            }
+                            csv::push_record(out, &[FACET_OPERATOR, v]);
+                            out.put_u8(b',');
+                            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
                         }
-                        csv::push_record(&mut value, &[FACET_OPERATOR, v.as_str()]);
-                        value.push(',');
-                        value.push_str(itoa::Buffer::new().format(*n));
-                    }
+                    });
                     out.push(Mutation::set_cell(
                         WIDE_FAMILY,
-                        csv::encode(&[ty, name, facet.as_str()]),
+                        arena.csv(&[ty, name, facet]),
                         ts,
                         value,
                     ));
                 }
-                if out.is_empty() {
+                if out.len() == before {
                     out.push(Mutation::set_cell(
                         WIDE_FAMILY,
-                        csv::encode(&[ty, name]),
+                        arena.csv(&[ty, name]),
                         ts,
                         Bytes::new(),
                     ));
                 }
-                out
             }
         }
     }
@@ -150,7 +165,7 @@ pub fn decode_row(row: &Row) -> Result<Option<ScoredEvent>> {
                 event_type: ty,
                 event_name: utf8(&cell.qualifier, "narrow qualifier")?.to_string(),
                 timestamp_millis: ts,
-                counts: FacetCounts(counts),
+                counts: FacetCounts::from_nested(counts),
             });
         }
     }

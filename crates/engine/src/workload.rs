@@ -482,10 +482,15 @@ mod tests {
         let mut sellers = std::collections::BTreeSet::new();
         for e in w.iter() {
             let ev = &e.event;
-            assert_eq!(ev.counts.0.len(), FACETS.len());
+            assert_eq!(ev.counts.facet_count(), FACETS.len());
             assert!(ev.timestamp_millis < NOW && ev.timestamp_millis > NOW - 90 * DAY_MILLIS);
-            multi |= ev.counts.0.get("tags").is_some_and(|t| t.len() > 1);
-            sellers.extend(ev.counts.0["seller"].keys().cloned());
+            multi |= ev.counts.iter().filter(|(f, _, _)| *f == "tags").count() > 1;
+            sellers.extend(
+                ev.counts
+                    .iter()
+                    .filter(|(f, _, _)| *f == "seller")
+                    .map(|(_, v, _)| v.to_string()),
+            );
             kinds.insert(ev.event_name.clone());
         }
         assert!(multi, "tags are multi-valued");

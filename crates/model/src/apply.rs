@@ -115,7 +115,7 @@ pub fn read_modify_write(
 ) -> Result<Vec<Cell>> {
     let now = truncate_to_millis(now_micros);
     let mut work = cells.clone();
-    let mut written: BTreeMap<(String, Bytes), Cell> = BTreeMap::new();
+    let mut written: BTreeMap<(&str, Bytes), Cell> = BTreeMap::new();
     for rule in rules {
         let latest = work
             .iter()
@@ -134,7 +134,7 @@ pub fn read_modify_write(
                     None => 0,
                     Some(c) => {
                         decode_i64(&c.value).ok_or_else(|| Error::InvalidIncrementTarget {
-                            family: rule.family.clone(),
+                            family: rule.family.to_string(),
                             qualifier: String::from_utf8_lossy(&rule.qualifier).into_owned(),
                             len: c.value.len(),
                         })?
@@ -145,7 +145,7 @@ pub fn read_modify_write(
         };
         let cell = Cell::new(rule.family.clone(), rule.qualifier.clone(), ts, value);
         set_cell(&mut work, cell.clone());
-        written.insert((rule.family.clone(), rule.qualifier.clone()), cell);
+        written.insert((&*rule.family, rule.qualifier.clone()), cell);
     }
     *cells = work;
     Ok(written.into_values().collect())

@@ -54,7 +54,9 @@ pub use cell::{recycle_cells, Cell, CellRef, Row, RowRef, SampleRowKey, SERVER_T
 pub use error::{Error, ErrorCode, Result};
 pub use filter::{ColumnRange, RowFilter, TimestampRange, ValueRange};
 pub use memory::MemoryStore;
-pub use mutation::{Mutation, ReadModifyWriteOp, ReadModifyWriteRule, RowMutations, RowRules};
+pub use mutation::{
+    FamilyName, Mutation, ReadModifyWriteOp, ReadModifyWriteRule, RowMutations, RowRules,
+};
 pub use rowset::{prefix_successor, ReadRowsRequest, RowRange, RowSet};
 pub use store::{RowStream, Store, Table};
 pub use table_spec::{ColumnFamily, FamilyModification, FamilyType, GcRule, TableSpec};

@@ -1,8 +1,14 @@
 //! Mutations, as in Bigtable v2's `Mutation` and `ReadModifyWriteRule`.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 
 use crate::filter::TimestampRange;
+
+/// A family name in a mutation: a `&'static str` (the names code writes)
+/// costs no allocation; names known only at run time are owned.
+pub type FamilyName = Cow<'static, str>;
 
 /// One change to a row.
 #[derive(Debug, Clone, PartialEq)]
@@ -11,7 +17,7 @@ pub enum Mutation {
     /// [`crate::SERVER_TIME`] for the server's clock. A cell with the same
     /// column and timestamp is replaced.
     SetCell {
-        family: String,
+        family: FamilyName,
         qualifier: Bytes,
         timestamp_micros: i64,
         value: Bytes,
@@ -20,19 +26,19 @@ pub enum Mutation {
     /// family (`FamilyType::SumInt64`), creating it (as `input`) when
     /// missing. `timestamp_micros` is explicit (>= 0, whole milliseconds).
     AddToCell {
-        family: String,
+        family: FamilyName,
         qualifier: Bytes,
         timestamp_micros: i64,
         input: i64,
     },
     /// Delete the cells of one column whose timestamp is in `time_range`.
     DeleteFromColumn {
-        family: String,
+        family: FamilyName,
         qualifier: Bytes,
         time_range: TimestampRange,
     },
     /// Delete every cell of one family in the row.
-    DeleteFromFamily { family: String },
+    DeleteFromFamily { family: FamilyName },
     /// Delete the whole row.
     DeleteFromRow,
 }
@@ -40,7 +46,7 @@ pub enum Mutation {
 impl Mutation {
     /// A `SetCell` with an explicit timestamp.
     pub fn set_cell(
-        family: impl Into<String>,
+        family: impl Into<FamilyName>,
         qualifier: impl Into<Bytes>,
         timestamp_micros: i64,
         value: impl Into<Bytes>,
@@ -55,7 +61,7 @@ impl Mutation {
 
     /// An `AddToCell` of `input`.
     pub fn add_to_cell(
-        family: impl Into<String>,
+        family: impl Into<FamilyName>,
         qualifier: impl Into<Bytes>,
         timestamp_micros: i64,
         input: i64,
@@ -69,7 +75,7 @@ impl Mutation {
     }
 
     /// A `DeleteFromColumn` over all timestamps.
-    pub fn delete_column(family: impl Into<String>, qualifier: impl Into<Bytes>) -> Mutation {
+    pub fn delete_column(family: impl Into<FamilyName>, qualifier: impl Into<Bytes>) -> Mutation {
         Mutation::DeleteFromColumn {
             family: family.into(),
             qualifier: qualifier.into(),
@@ -136,14 +142,14 @@ pub enum ReadModifyWriteOp {
 /// One rule of `read_modify_write_row`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadModifyWriteRule {
-    pub family: String,
+    pub family: FamilyName,
     pub qualifier: Bytes,
     pub op: ReadModifyWriteOp,
 }
 
 impl ReadModifyWriteRule {
     pub fn increment(
-        family: impl Into<String>,
+        family: impl Into<FamilyName>,
         qualifier: impl Into<Bytes>,
         amount: i64,
     ) -> ReadModifyWriteRule {
@@ -155,7 +161,7 @@ impl ReadModifyWriteRule {
     }
 
     pub fn append(
-        family: impl Into<String>,
+        family: impl Into<FamilyName>,
         qualifier: impl Into<Bytes>,
         value: impl Into<Bytes>,
     ) -> ReadModifyWriteRule {

@@ -11,7 +11,7 @@
 use affinity_model::RowRange;
 
 use crate::error::{Error, Result};
-use crate::time::{format_millis, parse_millis};
+use crate::time::{format_millis, millis_text, parse_millis};
 use crate::xxh64::xxh64;
 
 /// The separator between components.
@@ -40,7 +40,43 @@ pub fn validate_component(component: &'static str, value: &str) -> Result<()> {
 /// XXH64(content). `content` must hold everything that makes the event
 /// distinct (type, name, object ids, query id...) in a canonical encoding.
 pub fn event_suffix(content: &[u8]) -> String {
-    format!("{:016x}", xxh64(content))
+    format!("{:016x}", event_hash(content))
+}
+
+/// The number an event suffix writes in hex: XXH64 (seed 0) of the
+/// event's content.
+pub fn event_hash(content: &[u8]) -> u64 {
+    xxh64(content)
+}
+
+/// The key of an event whose suffix is `hash` in hex, written in one pass:
+/// what `EventKey { suffix: Some(format!("{hash:016x}")), .. }.encode()`
+/// gives, without the intermediate strings (ingestion writes one per
+/// event).
+pub fn event_key_text(
+    app_id: &str,
+    user_token: &str,
+    timestamp_millis: i64,
+    hash: u64,
+) -> Result<String> {
+    validate_component("app_id", app_id)?;
+    validate_component("user_token", user_token)?;
+    let time = millis_text(timestamp_millis)?;
+    let mut key =
+        String::with_capacity(app_id.len() + user_token.len() + time.len() + SUFFIX_LEN + 3);
+    key.push_str(app_id);
+    key.push(SEPARATOR);
+    key.push_str(user_token);
+    key.push(SEPARATOR);
+    key.extend(time.iter().copied().map(char::from));
+    key.push(SEPARATOR);
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    key.extend(
+        (0..SUFFIX_LEN)
+            .rev()
+            .map(|i| char::from(HEX[((hash >> (4 * i)) & 15) as usize])),
+    );
+    Ok(key)
 }
 
 /// A parsed events key.
@@ -166,6 +202,29 @@ pub fn user_time_range(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_key_text_is_the_encoded_event_key() {
+        for (app, user, ts, content) in [
+            ("app1", "user42", 1_559_001_874_000, &b"x"[..]),
+            ("a", "é-ü", 0, b""),
+            ("bench", "u", crate::time::MIN_MILLIS, b"{}"),
+            ("bench", "u", crate::time::MAX_MILLIS, b"[1,2]"),
+            ("b", "u", -1, b"z"),
+        ] {
+            let hash = event_hash(content);
+            assert_eq!(
+                event_key_text(app, user, ts, hash).unwrap(),
+                EventKey::for_event(app, user, ts, content)
+                    .unwrap()
+                    .encode()
+                    .unwrap()
+            );
+        }
+        assert!(event_key_text("a,b", "u", 0, 1).is_err());
+        assert!(event_key_text("a", "", 0, 1).is_err());
+        assert!(event_key_text("a", "u", crate::time::MAX_MILLIS + 1, 1).is_err());
+    }
 
     #[test]
     fn encodes_the_algolia_key() {

@@ -51,6 +51,16 @@ fn days_in_month(year: i64, month: i64) -> i64 {
 
 /// Format milliseconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 pub fn format_millis(millis: i64) -> Result<String> {
+    Ok(millis_text(millis)?
+        .iter()
+        .copied()
+        .map(char::from)
+        .collect())
+}
+
+/// [`format_millis`] into a fixed-size buffer (ASCII), without allocating:
+/// every event key holds one.
+pub fn millis_text(millis: i64) -> Result<[u8; TIMESTAMP_LEN]> {
     if !(MIN_MILLIS..=MAX_MILLIS).contains(&millis) {
         return Err(Error::InvalidTimestamp {
             value: millis.to_string(),
@@ -63,9 +73,23 @@ pub fn format_millis(millis: i64) -> Result<String> {
     let (h, rest) = (in_day / 3_600_000, in_day % 3_600_000);
     let (m, rest) = (rest / 60_000, rest % 60_000);
     let (s, ms) = (rest / 1000, rest % 1000);
-    Ok(format!(
-        "{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{ms:03}Z"
-    ))
+    let mut out = *b"0000-00-00T00:00:00.000Z";
+    for (range, value) in [
+        (0..4, year),
+        (5..7, month),
+        (8..10, day),
+        (11..13, h),
+        (14..16, m),
+        (17..19, s),
+        (20..23, ms),
+    ] {
+        let mut value = value;
+        for b in out[range].iter_mut().rev() {
+            *b = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+    }
+    Ok(out)
 }
 
 /// Format milliseconds since the Unix epoch to the second, as APIs often

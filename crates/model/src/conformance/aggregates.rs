@@ -24,7 +24,12 @@ fn sums(ctx: &Ctx, rule: GcRule) -> super::TestTable {
 }
 
 fn add(family: &str, qualifier: &str, ms: i64, input: i64) -> Mutation {
-    Mutation::add_to_cell(family, qualifier.as_bytes().to_vec(), ms * 1000, input)
+    Mutation::add_to_cell(
+        family.to_string(),
+        qualifier.as_bytes().to_vec(),
+        ms * 1000,
+        input,
+    )
 }
 
 /// Cells as `key/family:qualifier@ms=N`, sums decoded.

@@ -139,12 +139,12 @@ fn range_bound() -> BoxedStrategy<i64> {
 fn mutation() -> BoxedStrategy<Mutation> {
     prop_oneof![
         6 => (family(), qualifier(), timestamp(), value()).prop_map(|(f, q, ts, v)| {
-            Mutation::SetCell { family: f, qualifier: q, timestamp_micros: ts, value: v }
+            Mutation::SetCell { family: f.into(), qualifier: q, timestamp_micros: ts, value: v }
         }),
         2 => (family(), qualifier(), range_bound(), range_bound()).prop_map(|(f, q, s, e)| {
-            Mutation::DeleteFromColumn { family: f, qualifier: q, time_range: TimestampRange::new(s, e) }
+            Mutation::DeleteFromColumn { family: f.into(), qualifier: q, time_range: TimestampRange::new(s, e) }
         }),
-        1 => family().prop_map(|f| Mutation::DeleteFromFamily { family: f }),
+        1 => family().prop_map(|f| Mutation::DeleteFromFamily { family: f.into() }),
         1 => Just(Mutation::DeleteFromRow),
     ]
     .boxed()
@@ -440,7 +440,7 @@ fn run_op(table: &dyn Table, op: &Op) -> Vec<Outcome> {
             |matched| vec![matched.to_string()],
         )],
         Op::ReadModifyWrite { key, seed, rules } => {
-            let mut columns: Vec<(String, Bytes)> = rules
+            let mut columns: Vec<(crate::FamilyName, Bytes)> = rules
                 .iter()
                 .map(|r| (r.family.clone(), r.qualifier.clone()))
                 .collect();

@@ -21,7 +21,7 @@ pub const GC_TIMEOUT: Duration = Duration::from_secs(10);
 /// A `SetCell` at `ms` milliseconds.
 pub fn set(family: &str, qualifier: &str, ms: i64, value: &str) -> Mutation {
     Mutation::set_cell(
-        family,
+        family.to_string(),
         Bytes::copy_from_slice(qualifier.as_bytes()),
         ms * 1000,
         Bytes::copy_from_slice(value.as_bytes()),
@@ -31,7 +31,7 @@ pub fn set(family: &str, qualifier: &str, ms: i64, value: &str) -> Mutation {
 /// A `SetCell` with raw bytes.
 pub fn set_raw(family: &str, qualifier: &[u8], ms: i64, value: &[u8]) -> Mutation {
     Mutation::set_cell(
-        family,
+        family.to_string(),
         Bytes::copy_from_slice(qualifier),
         ms * 1000,
         Bytes::copy_from_slice(value),
