@@ -68,6 +68,31 @@ fn family_id(meta: &TableMeta, family: &str) -> Result<u64> {
         .ok_or_else(|| affinity_model::Error::Internal(format!("family {family:?} has no id")))
 }
 
+/// Family ids and ranks by name, for mutations that come in runs of one
+/// family: each run's looked up once.
+struct Families<'m, 'n> {
+    meta: &'m TableMeta,
+    last: Option<(&'n str, u32, u32)>,
+}
+
+impl<'m, 'n> Families<'m, 'n> {
+    fn new(meta: &'m TableMeta) -> Self {
+        Families { meta, last: None }
+    }
+
+    fn id_and_rank(&mut self, name: &'n str) -> Result<(u32, u32)> {
+        match self.last {
+            Some((last, id, rank)) if last == name => Ok((id, rank)),
+            _ => {
+                let id = family_id(self.meta, name)? as u32;
+                let rank = self.meta.family(id).map_or(u32::MAX, |f| f.rank);
+                self.last = Some((name, id, rank));
+                Ok((id, rank))
+            }
+        }
+    }
+}
+
 /// Encode one write of a row (validated mutations) at `now_micros` as an
 /// operand into `out` (cleared first).
 pub(crate) fn encode_operand(
@@ -144,6 +169,7 @@ pub(crate) fn encode_operand(
 /// operands arrive sorted at merges); `None` when it holds anything else.
 fn sorted_adds<'a>(meta: &TableMeta, mutations: &'a [Mutation]) -> Result<Option<Adds<'a>>> {
     let mut adds: Adds<'a> = Vec::with_capacity(mutations.len());
+    let mut families = Families::new(meta);
     for m in mutations {
         let Mutation::AddToCell {
             family,
@@ -154,12 +180,8 @@ fn sorted_adds<'a>(meta: &TableMeta, mutations: &'a [Mutation]) -> Result<Option
         else {
             return Ok(None);
         };
-        let id = family_id(meta, family)?;
-        let rank = meta.family(id as u32).map_or(u32::MAX, |f| f.rank);
-        adds.push((
-            (rank, qualifier, Reverse(*timestamp_micros)),
-            (id as u32, *input),
-        ));
+        let (id, rank) = families.id_and_rank(family)?;
+        adds.push(((rank, qualifier, Reverse(*timestamp_micros)), (id, *input)));
     }
     adds.sort_by(|a, b| a.0.cmp(&b.0));
     adds.dedup_by(|later, kept| {
@@ -441,6 +463,66 @@ fn merge_adds(
     Some(out)
 }
 
+/// The stored form of the row `mutations` make of no row at all at clock
+/// `now_micros`, when they only set cells: what applying them to no cells,
+/// collecting GC and encoding gives, without building `Cell`s (nearly
+/// every write to an events table creates its row). `Ok(None)` when they
+/// do anything else.
+pub(crate) fn encode_created_row(
+    meta: &TableMeta,
+    mutations: &[Mutation],
+    now_micros: i64,
+) -> Result<Option<Vec<u8>>> {
+    type Key<'a> = (u32, &'a [u8], Reverse<i64>);
+    let mut cells: Vec<(Key<'_>, (u32, &[u8]))> = Vec::with_capacity(mutations.len());
+    let mut families = Families::new(meta);
+    for m in mutations {
+        let Mutation::SetCell {
+            family,
+            qualifier,
+            timestamp_micros,
+            value,
+        } = m
+        else {
+            return Ok(None);
+        };
+        let ts = match *timestamp_micros {
+            SERVER_TIME => truncate_to_millis(now_micros),
+            ts => ts,
+        };
+        let (id, rank) = families.id_and_rank(family)?;
+        cells.push(((rank, qualifier, Reverse(ts)), (id, value)));
+    }
+    // Stable, and a later cell of the same column and time replaces the
+    // earlier, as `apply_mutations` does.
+    cells.sort_by(|a, b| cell_order(&a.0, &b.0));
+    cells.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 = later.1;
+        }
+        same
+    });
+    let mut out = Vec::with_capacity(
+        cells
+            .iter()
+            .map(|(k, (_, v))| k.1.len() + v.len() + 8)
+            .sum(),
+    );
+    let mut writer = Writer {
+        meta,
+        clock: now_micros,
+        row: RowWriter::new(&mut out),
+        column: None,
+        version: 0,
+    };
+    for ((_, qualifier, Reverse(ts)), (id, value)) in cells {
+        writer.put(id, qualifier, ts, value);
+    }
+    drop(writer);
+    Ok(Some(out))
+}
+
 /// Writes the cells of a merged row in canonical order, leaving out those
 /// GC hides at the latest write's clock (hidden then, hidden at every
 /// later read: a row's versions only pile up, and ages only grow).
@@ -674,6 +756,70 @@ mod tests {
         };
         let again = full_merge(&meta, b"k", Some(&base), [combined.as_slice()]).expect("merges");
         assert_eq!(again, merged);
+    }
+
+    #[test]
+    fn created_rows_encode_as_applied_collected_and_encoded() {
+        let meta = TableMeta::from_spec(
+            "cf".into(),
+            &TableSpec::new()
+                .with_family("a", GcRule::None)
+                .with_family("m", GcRule::MaxVersions(2))
+                .with_family("o", GcRule::MaxAge(std::time::Duration::from_millis(5)))
+                .with_family("v", GcRule::MaxVersions(1))
+                .with_sum_family("s", GcRule::None),
+        );
+        let set = |f: &'static str, q: &str, ts: i64, v: &str| {
+            Mutation::set_cell(f, q.to_string(), ts, v.to_string())
+        };
+        let now = 20_000;
+        let cases: Vec<Vec<Mutation>> = vec![
+            vec![set("a", "q", 1000, "x")],
+            // Unsorted, a repeated column and time (the later wins), server
+            // time, versions past a limit, cells past their age, a family
+            // used twice apart.
+            vec![
+                set("v", "q", 1000, "old"),
+                set("a", "z", 3000, "1"),
+                set("m", "q", 1000, "m1"),
+                set("m", "q", 2000, "m2"),
+                set("m", "q", 3000, "m3"),
+                set("a", "b", 3000, "first"),
+                set("a", "b", 3000, "second"),
+                set("v", "q", SERVER_TIME, "new"),
+                set("o", "old", 1000, "gone"),
+                set("o", "young", 18_000, "kept"),
+                set("a", "", 0, ""),
+            ],
+            // Nothing survives GC.
+            vec![set("o", "old", 1000, "gone")],
+        ];
+        for mutations in cases {
+            let encoded = encode_created_row(&meta, &mutations, now)
+                .expect("encodes")
+                .expect("only sets");
+            let expected = reference(&meta, &[(mutations.clone(), now)]);
+            let mut generic = Vec::new();
+            crate::row::encode_row(&mut generic, &meta, &expected).expect("encodes");
+            assert_eq!(encoded, generic, "{mutations:?}");
+            assert_eq!(
+                decode(&meta, b"k", &encoded, now).expect("decodes"),
+                expected
+            );
+        }
+        assert_eq!(
+            encode_created_row(&meta, &[Mutation::add_to_cell("s", "n", 0, 1)], now).unwrap(),
+            None
+        );
+        assert_eq!(
+            encode_created_row(
+                &meta,
+                &[set("a", "q", 1, "x"), Mutation::DeleteFromRow],
+                now
+            )
+            .unwrap(),
+            None
+        );
     }
 
     #[test]

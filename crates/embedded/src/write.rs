@@ -18,6 +18,7 @@ use rocksdb::{BoundColumnFamily, WriteBatch};
 
 use crate::decode::visible_cells;
 use crate::error::storage;
+use crate::merge::encode_created_row;
 use crate::meta::TableMeta;
 use crate::row::encode_row;
 use crate::store::Db;
@@ -27,6 +28,21 @@ struct Touched {
     key: Bytes,
     cells: Vec<Cell>,
     existed: bool,
+    /// No entry changed it yet.
+    untouched: bool,
+    /// A row the request creates with its only entry, already encoded
+    /// (`cells` is then empty): see [`encode_created_row`].
+    created: Option<Vec<u8>>,
+}
+
+impl Touched {
+    /// Decode `created` back into `cells`, for a further change.
+    fn materialize(&mut self, meta: &TableMeta, now_micros: i64) -> Result<()> {
+        if let Some(encoded) = self.created.take() {
+            self.cells = visible_cells(meta, &self.key, &encoded, now_micros)?;
+        }
+        Ok(())
+    }
 }
 
 /// The rows a request touches, read once, changed in request order, then
@@ -72,6 +88,8 @@ impl<'a, 'db> Pending<'a, 'db> {
                     None => Vec::new(),
                 },
                 existed: stored.is_some(),
+                untouched: true,
+                created: None,
             });
         }
         Ok(Pending {
@@ -91,11 +109,14 @@ impl<'a, 'db> Pending<'a, 'db> {
 
     /// The current cells of a loaded row.
     pub fn cells(&mut self, key: &Bytes) -> Result<&mut Vec<Cell>> {
-        self.index
+        let row = self
+            .index
             .get(key)
             .and_then(|&i| self.rows.get_mut(i))
-            .map(|r| &mut r.cells)
-            .ok_or_else(|| affinity_model::Error::Internal("row not loaded".into()))
+            .ok_or_else(|| affinity_model::Error::Internal("row not loaded".into()))?;
+        row.materialize(self.meta, self.now_micros)?;
+        row.untouched = false;
+        Ok(&mut row.cells)
     }
 
     /// Apply one entry's mutations to a loaded row, then collect what GC
@@ -107,7 +128,17 @@ impl<'a, 'db> Pending<'a, 'db> {
             .index
             .get(key)
             .ok_or_else(|| affinity_model::Error::Internal("row not loaded".into()))?;
-        let cells = &mut self.rows[i].cells;
+        let row = &mut self.rows[i];
+        if !row.existed && row.untouched {
+            row.untouched = false;
+            if let Some(encoded) = encode_created_row(self.meta, mutations, now)? {
+                row.created = Some(encoded);
+                return Ok(());
+            }
+        }
+        row.untouched = false;
+        row.materialize(self.meta, now)?;
+        let cells = &mut row.cells;
         apply_mutations(cells, mutations, now);
         *cells = collect(&self.spec, std::mem::take(cells), now);
         Ok(())
@@ -133,6 +164,13 @@ impl<'a, 'db> Pending<'a, 'db> {
         let spec = self.spec;
         let mut ops: Vec<(Bytes, Op)> = Vec::with_capacity(self.rows.len() + merges.len());
         for row in self.rows {
+            if let Some(encoded) = row.created {
+                // Only the format byte: every cell was hidden.
+                if encoded.len() > 1 {
+                    ops.push((row.key, Op::Put(encoded)));
+                }
+                continue;
+            }
             let cells = collect(&spec, row.cells, self.now_micros);
             if cells.is_empty() {
                 if row.existed {

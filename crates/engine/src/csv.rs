@@ -27,7 +27,8 @@ fn push_field(out: &mut impl Sink, field: &str) {
     let needs = field.is_empty()
         || field
             .bytes()
-            .any(|b| matches!(b, b',' | b'"' | b'\r' | b'\n'));
+            // Every byte that needs quotes is at most `,` (0x2c).
+            .any(|b| b <= b',' && matches!(b, b',' | b'"' | b'\r' | b'\n'));
     if needs {
         out.put("\"");
         for (i, part) in field.split('"').enumerate() {

@@ -380,7 +380,11 @@ impl Event {
         }
         impl serde::Serialize for Filter<'_> {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_str(&format_args!("{}:{}", self.0, self.1))
+                let mut text = String::with_capacity(self.0.len() + 1 + self.1.len());
+                text.push_str(self.0);
+                text.push(':');
+                text.push_str(self.1);
+                s.serialize_str(&text)
             }
         }
         let fields = (

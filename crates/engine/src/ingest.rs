@@ -243,11 +243,25 @@ fn state_mutations(events: &[Prepared], arena: &mut Arena) -> Vec<Mutation> {
     latest.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
     latest.dedup_by(|later, kept| later.0 == kept.0);
     let mut out: Vec<Mutation> = Vec::with_capacity(counts.len() + latest.len() + events.len());
+    // Counters come in runs of one column prefix CSV(type, name, facet):
+    // each run's prefix is quoted once.
+    let mut prefix = String::new();
+    let mut run: Option<(EventType, &str, &str)> = None;
     for ((ty, name, f, v), n) in counts {
-        if n != 0 {
-            let q = arena.csv(&[ty.as_str(), name, f, v]);
-            out.push(Mutation::add_to_cell(COUNTERS_FAMILY, q, ts, n));
+        if n == 0 {
+            continue;
         }
+        if run != Some((ty, name, f)) {
+            prefix.clear();
+            csv::push_record(&mut prefix, &[ty.as_str(), name, f]);
+            prefix.push(',');
+            run = Some((ty, name, f));
+        }
+        let q = arena.take(|out| {
+            out.extend_from_slice(prefix.as_bytes());
+            csv::push_record(out, &[v]);
+        });
+        out.push(Mutation::add_to_cell(COUNTERS_FAMILY, q, ts, n));
     }
     for ((ty, name, f), millis) in latest {
         let q = arena.csv(&[ty.as_str(), name, f]);

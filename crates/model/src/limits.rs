@@ -137,7 +137,20 @@ pub fn check_mutation(
     table: &str,
     family_type: FamilyTypes<'_>,
 ) -> Result<()> {
-    let (family, aggregate, what) = match mutation {
+    match check_cell_part(mutation)? {
+        Some((family, aggregate, what)) => {
+            check_family(table, family, family_type, aggregate, what)
+        }
+        None => Ok(()),
+    }
+}
+
+/// What the family of a mutation must be, once the rest of it (sizes,
+/// timestamps) checked: its name, whether it must be an aggregate family
+/// (`None`: either) and the mutation's name for messages. `None` for a
+/// mutation without a family.
+fn check_cell_part(mutation: &Mutation) -> Result<Option<(&str, Option<bool>, &'static str)>> {
+    Ok(Some(match mutation {
         Mutation::SetCell {
             family,
             qualifier,
@@ -178,12 +191,13 @@ pub fn check_mutation(
             (family, None, "DeleteFromColumn")
         }
         Mutation::DeleteFromFamily { family } => (family, None, "DeleteFromFamily"),
-        Mutation::DeleteFromRow => return Ok(()),
-    };
-    check_family(table, family, family_type, aggregate, what)
+        Mutation::DeleteFromRow => return Ok(None),
+    }))
 }
 
-/// Check a whole `mutate_row` / `check_and_mutate_row` request.
+/// Check the mutations of one row: its key, their count and each mutation
+/// ([`check_mutation`]; a family is checked once for a run of mutations
+/// naming it the same way).
 pub fn check_row_mutations(
     table: &str,
     row_key: &[u8],
@@ -192,8 +206,15 @@ pub fn check_row_mutations(
 ) -> Result<()> {
     check_row_key(row_key)?;
     check_mutation_count(mutations.len())?;
+    let mut checked: Option<(&str, Option<bool>)> = None;
     for m in mutations {
-        check_mutation(m, table, family_type)?;
+        let Some((family, aggregate, what)) = check_cell_part(m)? else {
+            continue;
+        };
+        if checked != Some((family, aggregate)) {
+            check_family(table, family, family_type, aggregate, what)?;
+            checked = Some((family, aggregate));
+        }
     }
     Ok(())
 }
