@@ -11,7 +11,7 @@
 //! request read from an earlier one is durable no later than the later
 //! request itself, and a request returns only once its write is durable.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet as HashSet;
 use std::sync::Arc;
 
 use affinity_model::apply::{apply_mutations, now_micros, predicate_matches, read_modify_write};
@@ -108,6 +108,8 @@ impl EmbeddedTable {
     fn write_entries(&self, meta: &TableMeta, entries: &[&RowMutations]) -> Result<()> {
         let inner = &*self.inner;
         let locks = &inner.locks;
+        // Fx, not SipHash: one request's keys (at most 100,000 mutations'
+        // worth) bound what colliding keys could cost.
         let read: HashSet<&Bytes> = entries
             .iter()
             .filter(|e| !only_adds(&e.mutations))

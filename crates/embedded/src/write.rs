@@ -8,7 +8,7 @@
 //! versions past a family's limit never pile up: a row holds at most one
 //! write's worth of hidden cells, those its rules hid by age since.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use affinity_model::apply::apply_mutations;
@@ -69,7 +69,7 @@ impl<'a, 'db> Pending<'a, 'db> {
         keys: impl IntoIterator<Item = &'k Bytes>,
         now_micros: i64,
     ) -> Result<Pending<'a, 'db>> {
-        let mut index = HashMap::new();
+        let mut index = HashMap::default();
         let mut unique: Vec<&Bytes> = Vec::new();
         for key in keys {
             if !index.contains_key(key) {

@@ -216,10 +216,11 @@ fn state_mutations(events: &[Prepared], arena: &mut Arena) -> Vec<Mutation> {
         return Vec::new();
     };
     let ts = day_micros(first.id.day());
-    // Sorted, so equal batches write equal rows in the same order (an
-    // event's counts come sorted: one event's lists are sorted already).
-    let mut counts: Vec<(CounterKey, i64)> = Vec::new();
-    let mut latest: Vec<((EventType, &str, &str), i64)> = Vec::new();
+    // Sorted, so equal batches write equal rows in the same order (one
+    // event's lists are sorted already: its counts come sorted).
+    let pairs: usize = events.iter().map(|e| e.event.counts.len()).sum();
+    let mut counts: Vec<(CounterKey, i64)> = Vec::with_capacity(pairs);
+    let mut latest: Vec<((EventType, &str, &str), i64)> = Vec::with_capacity(pairs);
     for e in events {
         let (ty, name) = (e.event.event_type, e.event.event_name.as_str());
         for (f, v, n) in e.event.counts.iter() {
@@ -232,20 +233,22 @@ fn state_mutations(events: &[Prepared], arena: &mut Arena) -> Vec<Mutation> {
             }
         }
     }
-    counts.sort_by(|a, b| a.0.cmp(&b.0));
-    counts.dedup_by(|later, kept| {
-        let same = later.0 == kept.0;
-        if same {
-            kept.1 += later.1;
-        }
-        same
-    });
-    latest.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-    latest.dedup_by(|later, kept| later.0 == kept.0);
+    if events.len() > 1 {
+        counts.sort_by(|a, b| a.0.cmp(&b.0));
+        counts.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 += later.1;
+            }
+            same
+        });
+        latest.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        latest.dedup_by(|later, kept| later.0 == kept.0);
+    }
     let mut out: Vec<Mutation> = Vec::with_capacity(counts.len() + latest.len() + events.len());
     // Counters come in runs of one column prefix CSV(type, name, facet):
     // each run's prefix is quoted once.
-    let mut prefix = String::new();
+    let mut prefix = String::with_capacity(64);
     let mut run: Option<(EventType, &str, &str)> = None;
     for ((ty, name, f, v), n) in counts {
         if n == 0 {

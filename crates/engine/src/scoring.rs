@@ -88,6 +88,11 @@ impl FacetCounts {
         self.0.is_empty()
     }
 
+    /// How many `(facet, value)` pairs.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
     /// From `(facet, value)` pairs, one count each.
     pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = &'a (String, String)>) -> FacetCounts {
         let mut refs: Vec<(&str, &str)> = pairs
