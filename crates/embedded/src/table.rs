@@ -175,8 +175,7 @@ impl EmbeddedTable {
     /// (its sequence number `seen`) is stored as the read merged it; one
     /// that may have changed is read, and merged, again. Nothing is stored
     /// when the table is no longer the one read (`cf_name`: deleted and
-    /// created again since). Not synced: the operands it replaces are in
-    /// the log before it.
+    /// created again since). Not logged (see below).
     fn store_merged(&self, cf_name: &str, repairs: &[Repair]) -> Result<()> {
         let inner = &*self.inner;
         let meta = self.meta()?;
@@ -204,7 +203,12 @@ impl EmbeddedTable {
             }
         }
         if !batch.is_empty() {
-            inner.db.write(batch).map_err(storage)?;
+            // Not logged: a repair only caches what the logged operands
+            // already say, so a crash that loses it loses nothing (reads
+            // merge the operands again).
+            let mut unlogged = rocksdb::WriteOptions::default();
+            unlogged.disable_wal(true);
+            inner.db.write_opt(batch, &unlogged).map_err(storage)?;
             locks.note_write(
                 held.stripes.iter().copied(),
                 inner.db.latest_sequence_number(),

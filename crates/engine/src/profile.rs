@@ -204,14 +204,14 @@ impl Engine {
 
 /// Counter qualifiers `type,name,facet,value` resolved during one read:
 /// counters sort by their `type,name,facet,` prefix, so the weight and
-/// facet of the last prefix are usually one comparison away, and an
+/// facet slot of the last prefix are usually one comparison away, and an
 /// unquoted qualifier (nearly all) is split without allocating.
 struct CounterColumns<'w> {
     weights: &'w Weights,
-    /// The last prefix seen and its facet and weight (`None`: the strategy
-    /// does not score it).
+    /// The last prefix seen and its facet's slot and weight (`None`: the
+    /// strategy does not score it).
     prefix: Vec<u8>,
-    resolved: Option<(String, i64)>,
+    resolved: Option<(usize, i64)>,
 }
 
 impl<'w> CounterColumns<'w> {
@@ -247,18 +247,21 @@ impl<'w> CounterColumns<'w> {
         let (prefix, value) = (&q[..third], &q[third + 1..]);
         if prefix != self.prefix.as_slice() || self.prefix.is_empty() {
             let (ty, name, facet) = parse_last_qualifier(prefix)?;
-            self.resolved = match (self.weights.event(ty, &name), self.weights.facet(&facet)) {
-                (Some(es), Some(fs)) => Some((facet.into_owned(), i64::from(es) * i64::from(fs))),
+            self.resolved = match (
+                self.weights.event(ty, &name),
+                self.weights.facet_slot(&facet),
+            ) {
+                (Some(es), Some((slot, fs))) => Some((slot, i64::from(es) * i64::from(fs))),
                 _ => None,
             };
             self.prefix.clear();
             self.prefix.extend_from_slice(prefix);
         }
-        if let Some((facet, weight)) = &self.resolved {
+        if let Some((slot, weight)) = self.resolved {
             let value = std::str::from_utf8(value).map_err(|_| {
                 Error::corrupt("counter qualifier", String::from_utf8_lossy(q).into_owned())
             })?;
-            acc.add_weighted(facet, value, weight * n);
+            acc.add_at(slot, value, weight * n);
         }
         Ok(())
     }
