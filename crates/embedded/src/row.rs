@@ -72,11 +72,11 @@ pub(crate) fn take_varint(rest: &mut &[u8]) -> Option<u64> {
     None
 }
 
-fn zigzag(n: i64) -> u64 {
+pub(crate) fn zigzag(n: i64) -> u64 {
     ((n << 1) ^ (n >> 63)) as u64
 }
 
-fn unzigzag(n: u64) -> i64 {
+pub(crate) fn unzigzag(n: u64) -> i64 {
     ((n >> 1) as i64) ^ -((n & 1) as i64)
 }
 

@@ -438,12 +438,12 @@ mod tests {
     fn a_read_that_merged_many_operands_stores_the_row_merged() {
         let (_dir, store) = store();
         let table = store.open_table("t").expect("opens");
-        for i in 0..100 {
+        for i in 0..200 {
             let add = Mutation::add_to_cell("s", "q", 0, i);
             table.mutate_row(b"row", &[add]).expect("adds");
         }
         let (sums, merged) = read(table.as_ref());
-        assert_eq!(sums, vec![4950i64.to_be_bytes().to_vec()]);
+        assert_eq!(sums, vec![19900i64.to_be_bytes().to_vec()]);
         assert!(merged >= REPAIR_BYTES, "{merged} bytes of operands merged");
         let (again, merged) = read(table.as_ref());
         assert_eq!(again, sums);
@@ -507,14 +507,14 @@ mod tests {
             .mutate_row(b"row", &[Mutation::add_to_cell("s", "base", 0, 1)])
             .expect("adds");
         store.flush().expect("flushes");
-        // A hundred adds, which the next flush combines into one operand.
-        for i in 0..100 {
-            let add = Mutation::add_to_cell("s", format!("q{i:03}"), 0, 1);
+        // Two hundred adds, which the next flush combines into one operand.
+        for i in 0..200 {
+            let add = Mutation::add_to_cell("s", format!("qualifier{i:03}"), 0, 1);
             table.mutate_row(b"row", &[add]).expect("adds");
         }
         store.flush().expect("flushes");
         let (cells, merged) = read(table.as_ref());
-        assert_eq!(cells.len(), 101);
+        assert_eq!(cells.len(), 201);
         assert!(merged >= REPAIR_BYTES, "{merged} bytes of operands merged");
         let (again, merged) = read(table.as_ref());
         assert_eq!(again, cells);
