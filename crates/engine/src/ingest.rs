@@ -50,7 +50,6 @@
 //! A profile read reflects an event as soon as its ingestion returns.
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
 use std::io::BufRead;
 
 use affinity_model::{limits, Mutation, RowMutations};
@@ -202,7 +201,15 @@ impl IngestReport {
 /// zero-padded, so a user's days sort in order after the user's
 /// batch-profile row `user`).
 pub fn state_row_key(user: &str, day: i64) -> String {
-    format!("{user},{day:08}")
+    let mut key = String::with_capacity(user.len() + 9);
+    push_state_row_key(&mut key, user, day);
+    key
+}
+
+/// [`state_row_key`] written into `out`.
+fn push_state_row_key(out: &mut impl std::fmt::Write, user: &str, day: i64) {
+    // Writing to memory cannot fail.
+    let _ = write!(out, "{user},{day:08}");
 }
 
 /// A counter's `(type, name, facet, value)`.
@@ -389,11 +396,7 @@ impl Engine {
         let state: Vec<RowMutations> = unique
             .chunk_by(|a, b| a.user == b.user && a.id.day() == b.id.day())
             .map(|day| {
-                let key = arena.take(|out| {
-                    out.extend_from_slice(day[0].user.as_bytes());
-                    // Writing to memory cannot fail.
-                    let _ = write!(out, ",{:08}", day[0].id.day());
-                });
+                let key = arena.take(|out| push_state_row_key(out, day[0].user, day[0].id.day()));
                 RowMutations::new(key, state_mutations(day, &mut arena))
             })
             .collect();

@@ -61,21 +61,38 @@ pub fn event_key_text(
 ) -> Result<String> {
     validate_component("app_id", app_id)?;
     validate_component("user_token", user_token)?;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut suffix = [0u8; SUFFIX_LEN];
+    for (i, digit) in suffix.iter_mut().rev().enumerate() {
+        *digit = HEX[((hash >> (4 * i)) & 15) as usize];
+    }
+    // Hex digits are ASCII.
+    let suffix = std::str::from_utf8(&suffix).unwrap_or_default();
+    join_key(app_id, user_token, timestamp_millis, Some(suffix))
+}
+
+/// `app_id,user_token,timestamp[,suffix]`, the timestamp and suffix
+/// checked (the callers check the other components).
+fn join_key(
+    app_id: &str,
+    user_token: &str,
+    timestamp_millis: i64,
+    suffix: Option<&str>,
+) -> Result<String> {
     let time = millis_text(timestamp_millis)?;
+    let suffix_len = suffix.map_or(0, |s| s.len() + 1);
     let mut key =
-        String::with_capacity(app_id.len() + user_token.len() + time.len() + SUFFIX_LEN + 3);
+        String::with_capacity(app_id.len() + user_token.len() + time.len() + 2 + suffix_len);
     key.push_str(app_id);
     key.push(SEPARATOR);
     key.push_str(user_token);
     key.push(SEPARATOR);
     key.extend(time.iter().copied().map(char::from));
-    key.push(SEPARATOR);
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    key.extend(
-        (0..SUFFIX_LEN)
-            .rev()
-            .map(|i| char::from(HEX[((hash >> (4 * i)) & 15) as usize])),
-    );
+    if let Some(suffix) = suffix {
+        validate_component("suffix", suffix)?;
+        key.push(SEPARATOR);
+        key.push_str(suffix);
+    }
     Ok(key)
 }
 
@@ -119,18 +136,12 @@ impl EventKey {
 
     /// The row key as text.
     pub fn encode(&self) -> Result<String> {
-        let mut key = format!(
-            "{},{},{}",
-            self.app_id,
-            self.user_token,
-            format_millis(self.timestamp_millis)?
-        );
-        if let Some(suffix) = &self.suffix {
-            validate_component("suffix", suffix)?;
-            key.push(SEPARATOR);
-            key.push_str(suffix);
-        }
-        Ok(key)
+        join_key(
+            &self.app_id,
+            &self.user_token,
+            self.timestamp_millis,
+            self.suffix.as_deref(),
+        )
     }
 
     /// Parse a row key written by [`EventKey::encode`].
