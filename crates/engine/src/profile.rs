@@ -203,68 +203,96 @@ impl Engine {
 }
 
 /// Counter qualifiers `type,name,facet,value` resolved during one read:
-/// counters sort by their `type,name,facet,` prefix, so the weight and
-/// facet slot of the last prefix are usually one comparison away, and an
-/// unquoted qualifier (nearly all) is split without allocating.
+/// counters sort by their `type,name,facet,` prefix, so a counter nearly
+/// always shares the last one's prefix (one comparison, then its value is
+/// the rest of the qualifier), and the prefixes met are resolved to their
+/// facet slot and weight once per read (a user's day rows repeat them).
 struct CounterColumns<'w> {
     weights: &'w Weights,
-    /// The last prefix seen and its facet's slot and weight (`None`: the
-    /// strategy does not score it).
-    prefix: Vec<u8>,
-    resolved: Option<(usize, i64)>,
+    /// Every unquoted prefix met (without its comma) with its facet's slot
+    /// and weight (`None`: the strategy does not score it); the last one
+    /// is the current prefix.
+    prefixes: Vec<(Vec<u8>, Option<(usize, i64)>)>,
+    current: usize,
 }
 
 impl<'w> CounterColumns<'w> {
     fn new(weights: &'w Weights) -> CounterColumns<'w> {
         CounterColumns {
             weights,
-            prefix: Vec::new(),
-            resolved: None,
+            prefixes: Vec::new(),
+            current: usize::MAX,
         }
     }
 
     /// Add counter `q` with count `n` to `acc`.
     fn add(&mut self, q: &[u8], n: i64, acc: &mut Accumulator<'_>) -> Result<()> {
-        // The three commas of an unquoted qualifier.
-        let mut commas = [0usize; 3];
-        let mut found = 0;
-        let mut plain = !q.contains(&b'"');
-        for (i, _) in q.iter().enumerate().filter(|(_, b)| **b == b',') {
-            if found == 3 {
-                plain = false;
-                break;
+        if let Some((prefix, resolved)) = self.prefixes.get(self.current) {
+            if let Some(value) = plain_value_after(q, prefix) {
+                if let Some((slot, weight)) = *resolved {
+                    acc.add_at(slot, utf8_value(q, value)?, weight * n);
+                }
+                return Ok(());
             }
-            commas[found] = i;
-            found += 1;
         }
-        if !plain || found != 3 {
-            // Quoted fields (or a malformed qualifier): the full parse.
-            let (ty, name, facet, value) = parse_counter_qualifier(q)?;
-            acc.add_count(ty, &name, &facet, &value, n);
-            return Ok(());
+        // A new prefix: split at the commas of an unquoted qualifier.
+        if q.contains(&b'"') {
+            return full_parse(q, n, acc);
         }
-        let third = commas[2];
+        let mut commas = comma_positions(q);
+        let (Some(_), Some(_), Some(third), None) =
+            (commas.next(), commas.next(), commas.next(), commas.next())
+        else {
+            return full_parse(q, n, acc);
+        };
         let (prefix, value) = (&q[..third], &q[third + 1..]);
-        if prefix != self.prefix.as_slice() || self.prefix.is_empty() {
-            let (ty, name, facet) = parse_last_qualifier(prefix)?;
-            self.resolved = match (
-                self.weights.event(ty, &name),
-                self.weights.facet_slot(&facet),
-            ) {
-                (Some(es), Some((slot, fs))) => Some((slot, i64::from(es) * i64::from(fs))),
-                _ => None,
-            };
-            self.prefix.clear();
-            self.prefix.extend_from_slice(prefix);
-        }
-        if let Some((slot, weight)) = self.resolved {
-            let value = std::str::from_utf8(value).map_err(|_| {
-                Error::corrupt("counter qualifier", String::from_utf8_lossy(q).into_owned())
-            })?;
-            acc.add_at(slot, value, weight * n);
+        self.current = match self.prefixes.iter().position(|(p, _)| p == prefix) {
+            Some(i) => i,
+            None => {
+                let (ty, name, facet) = parse_last_qualifier(prefix)?;
+                let resolved = match (
+                    self.weights.event(ty, &name),
+                    self.weights.facet_slot(&facet),
+                ) {
+                    (Some(es), Some((slot, fs))) => Some((slot, i64::from(es) * i64::from(fs))),
+                    _ => None,
+                };
+                self.prefixes.push((prefix.to_vec(), resolved));
+                self.prefixes.len() - 1
+            }
+        };
+        if let Some((slot, weight)) = self.prefixes[self.current].1 {
+            acc.add_at(slot, utf8_value(q, value)?, weight * n);
         }
         Ok(())
     }
+}
+
+/// The value of counter qualifier `q` when it is `prefix,value` with an
+/// unquoted value (no comma, no quote).
+#[inline]
+fn plain_value_after<'q>(q: &'q [u8], prefix: &[u8]) -> Option<&'q [u8]> {
+    let rest = q.strip_prefix(prefix)?.strip_prefix(b",")?;
+    (!rest.iter().any(|b| *b == b',' || *b == b'"')).then_some(rest)
+}
+
+fn comma_positions(q: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    q.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b',')
+        .map(|(i, _)| i)
+}
+
+fn utf8_value<'q>(q: &[u8], value: &'q [u8]) -> Result<&'q str> {
+    std::str::from_utf8(value)
+        .map_err(|_| Error::corrupt("counter qualifier", String::from_utf8_lossy(q).into_owned()))
+}
+
+/// A quoted (or malformed) counter qualifier: the full CSV parse.
+fn full_parse(q: &[u8], n: i64, acc: &mut Accumulator<'_>) -> Result<()> {
+    let (ty, name, facet, value) = parse_counter_qualifier(q)?;
+    acc.add_count(ty, &name, &facet, &value, n);
+    Ok(())
 }
 
 /// The physical rows of a logical events range.

@@ -271,16 +271,23 @@ impl<'w> Accumulator<'w> {
         for (facet, values) in names.iter().zip(self.raw) {
             let mut values: Vec<(String, i64)> =
                 values.into_iter().filter(|(_, r)| *r > 0).collect();
-            // Values are distinct: an unstable sort gives the one order.
-            values.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-            values.truncate(MAX_VALUES_PER_FACET);
+            if values.len() > MAX_VALUES_PER_FACET {
+                // The kept values: the highest scores, ties to the smaller
+                // value (values are distinct: one order).
+                values.select_nth_unstable_by(MAX_VALUES_PER_FACET - 1, |a, b| {
+                    b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0))
+                });
+                values.truncate(MAX_VALUES_PER_FACET);
+            }
             if !values.is_empty() {
+                // Sorted by value, so the map below is built in one pass.
+                values.sort_unstable_by(|a, b| a.0.cmp(&b.0));
                 kept.push((facet.clone(), values));
             }
         }
         let max = kept
             .iter()
-            .flat_map(|(_, vs)| vs.first().map(|v| v.1))
+            .flat_map(|(_, vs)| vs.iter().map(|v| v.1))
             .max()
             .unwrap_or(0);
         let mut scores = BTreeMap::new();

@@ -100,6 +100,9 @@ impl Target {
 struct Tally {
     /// Latencies of the answered requests (200, and 404 for profiles).
     latencies: Vec<Duration>,
+    /// When each of those answers came, in ms since the phase started (in
+    /// the order of `latencies` until [`Tally::ms`] sorts them).
+    stamps: Vec<u32>,
     ok: u64,
     not_found: u64,
     errors: u64,
@@ -114,12 +117,40 @@ impl Tally {
 
     fn merge(&mut self, other: Tally) {
         self.latencies.extend(other.latencies);
+        self.stamps.extend(other.stamps);
         self.ok += other.ok;
         self.not_found += other.not_found;
         self.errors += other.errors;
         if self.first_error.is_none() {
             self.first_error = other.first_error;
         }
+    }
+
+    fn answered(&mut self, started: Instant, sent: Instant) {
+        self.latencies.push(sent.elapsed());
+        self.stamps
+            .push(u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX));
+    }
+
+    /// Answers and p99 (ms) of each whole second of the phase, before
+    /// [`Tally::ms`] sorts the latencies.
+    fn by_second(&self) -> Vec<(usize, f64)> {
+        let mut seconds: Vec<Vec<Duration>> = Vec::new();
+        for (latency, stamp) in self.latencies.iter().zip(&self.stamps) {
+            let s = *stamp as usize / 1000;
+            if seconds.len() <= s {
+                seconds.resize_with(s + 1, Vec::new);
+            }
+            seconds[s].push(*latency);
+        }
+        seconds
+            .into_iter()
+            .map(|mut l| {
+                l.sort_unstable();
+                let p99 = quantile(&l, 0.99).map_or(0.0, |d| d.as_secs_f64() * 1e3);
+                (l.len(), p99)
+            })
+            .collect()
     }
 
     fn ms(&mut self, q: f64) -> f64 {
@@ -312,7 +343,7 @@ async fn ingest(args: &HttpBenchArgs, target: &Target) -> Phase {
                     let t = Instant::now();
                     match conn.send("POST", "/1/events", body.as_bytes()).await {
                         Ok(answer) if answer.status == 200 => {
-                            tally.latencies.push(t.elapsed());
+                            tally.answered(started, t);
                             tally.ok += 1;
                         }
                         Ok(answer) => tally.error(format!(
@@ -401,7 +432,7 @@ async fn read_profiles(args: &HttpBenchArgs, target: &Target) -> Phase {
                     match conn.send("GET", &path, b"").await {
                         Ok(answer) => match answer.status {
                             200 | 404 => {
-                                tally.latencies.push(t.elapsed());
+                                tally.answered(started, t);
                                 tally.ok += u64::from(answer.status == 200);
                                 tally.not_found += u64::from(answer.status == 404);
                             }
@@ -450,6 +481,7 @@ fn report(
     let events_per_s = events as f64 / ingest.seconds;
     let (batch_p50, batch_p99) = (ingest.tally.ms(0.5), ingest.tally.ms(0.99));
     let answered = reads.tally.ok + reads.tally.not_found;
+    let seconds = reads.tally.by_second();
     let reads_per_s = answered as f64 / reads.seconds;
     let (read_p50, read_p99) = (reads.tally.ms(0.5), reads.tally.ms(0.99));
     let ingest_line = format!(
@@ -460,6 +492,11 @@ fn report(
         "profiles: {} clients, {answered} reads ({} 404) in {:.1} s = {reads_per_s:.0} reads/s; p50 {read_p50:.2} ms, p99 {read_p99:.2} ms; {} errors (goal: profile read p99 <= 5 ms at 50 clients)",
         args.readers, reads.tally.not_found, reads.seconds, reads.tally.errors,
     );
+    let mut by_second = String::from("profiles by second (reads, p99 ms):");
+    for (n, p99) in &seconds {
+        let _ = write!(by_second, " {n} {p99:.1} |");
+    }
+    by_second.pop();
     let json = json!({
         "target": described,
         "backend": kind,
@@ -469,13 +506,14 @@ fn report(
                    "batch_p50_ms": batch_p50, "batch_p99_ms": batch_p99, "errors": ingest.tally.errors,
                    "seconds": ingest.seconds},
         "profiles": {"reads": answered, "reads_per_s": reads_per_s, "p50_ms": read_p50, "p99_ms": read_p99,
-                     "not_found": reads.tally.not_found, "errors": reads.tally.errors, "seconds": reads.seconds},
+                     "not_found": reads.tally.not_found, "errors": reads.tally.errors, "seconds": reads.seconds,
+                     "by_second": seconds.iter().map(|(n, p99)| json!({"reads": n, "p99_ms": p99})).collect::<Vec<_>>()},
         "goals": {"events_per_s": GOAL_EVENTS_PER_S, "profile_p99_ms": GOAL_READ_P99_MS,
                   "profile_readers": GOAL_READERS,
                   "ingest_met": events_per_s >= GOAL_EVENTS_PER_S,
                   "profiles_met": args.readers >= GOAL_READERS && read_p99 <= GOAL_READ_P99_MS},
     });
-    (format!("{ingest_line}\n{read_line}"), json)
+    (format!("{ingest_line}\n{read_line}\n{by_second}"), json)
 }
 
 #[cfg(test)]
