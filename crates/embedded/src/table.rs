@@ -132,7 +132,23 @@ impl EmbeddedTable {
             .map(|e| &e.row_key)
             .filter(|k| read.contains(k))
             .collect();
-        let mut pending = Pending::load(&inner.db, Arc::clone(&cf), meta, read_keys, now_micros())?;
+        // Rows whose first entry here starts with `DeleteFromRow` are
+        // written whole without reading what they held.
+        let mut first_entry: rustc_hash::FxHashMap<&Bytes, bool> = Default::default();
+        for entry in entries.iter().filter(|e| read.contains(&e.row_key)) {
+            first_entry.entry(&entry.row_key).or_insert_with(|| {
+                matches!(entry.mutations.first(), Some(Mutation::DeleteFromRow))
+            });
+        }
+        let overwritten = |key: &Bytes| first_entry.get(key).copied().unwrap_or(false);
+        let mut pending = Pending::load_unless_overwritten(
+            &inner.db,
+            Arc::clone(&cf),
+            meta,
+            read_keys,
+            overwritten,
+            now_micros(),
+        )?;
         let now = pending.now_micros();
         let mut operands: Vec<(&Bytes, Vec<u8>)> = Vec::new();
         for entry in entries {

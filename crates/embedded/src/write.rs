@@ -28,6 +28,10 @@ struct Touched {
     key: Bytes,
     cells: Vec<Cell>,
     existed: bool,
+    /// Not read: the request's first entry for it starts with
+    /// `DeleteFromRow`, so what it held does not matter (`existed` is
+    /// then true: an emptied row is deleted).
+    overwritten: bool,
     /// No entry changed it yet.
     untouched: bool,
     /// A row the request creates with its only entry, already encoded
@@ -69,6 +73,20 @@ impl<'a, 'db> Pending<'a, 'db> {
         keys: impl IntoIterator<Item = &'k Bytes>,
         now_micros: i64,
     ) -> Result<Pending<'a, 'db>> {
+        Pending::load_unless_overwritten(db, cf, meta, keys, |_| false, now_micros)
+    }
+
+    /// [`Pending::load`], except rows for which `overwritten` is true:
+    /// the request's first entry for them starts with `DeleteFromRow`, so
+    /// they are not read (a row is written whole either way).
+    pub fn load_unless_overwritten<'k>(
+        db: &'db Db,
+        cf: Arc<BoundColumnFamily<'db>>,
+        meta: &'a TableMeta,
+        keys: impl IntoIterator<Item = &'k Bytes>,
+        overwritten: impl Fn(&Bytes) -> bool,
+        now_micros: i64,
+    ) -> Result<Pending<'a, 'db>> {
         let mut index = HashMap::default();
         let mut unique: Vec<&Bytes> = Vec::new();
         for key in keys {
@@ -77,17 +95,28 @@ impl<'a, 'db> Pending<'a, 'db> {
                 unique.push(key);
             }
         }
-        let values = db.batched_multi_get_cf(&cf, unique.iter().map(|k| k.as_ref()), false);
+        let read: Vec<&Bytes> = unique.iter().copied().filter(|k| !overwritten(k)).collect();
+        let mut values = db
+            .batched_multi_get_cf(&cf, read.iter().map(|k| k.as_ref()), false)
+            .into_iter();
         let mut rows = Vec::with_capacity(unique.len());
-        for (key, value) in unique.into_iter().zip(values) {
-            let stored = value.map_err(storage)?;
+        for key in unique {
+            let blind = overwritten(key);
+            let stored = match blind {
+                true => None,
+                false => values
+                    .next()
+                    .ok_or_else(|| affinity_model::Error::Internal("multi-get lost a row".into()))?
+                    .map_err(storage)?,
+            };
             rows.push(Touched {
                 key: key.clone(),
                 cells: match &stored {
                     Some(value) => visible_cells(meta, key, value, now_micros)?,
                     None => Vec::new(),
                 },
-                existed: stored.is_some(),
+                existed: blind || stored.is_some(),
+                overwritten: blind,
                 untouched: true,
                 created: None,
             });
@@ -129,11 +158,20 @@ impl<'a, 'db> Pending<'a, 'db> {
             .get(key)
             .ok_or_else(|| affinity_model::Error::Internal("row not loaded".into()))?;
         let row = &mut self.rows[i];
-        if !row.existed && row.untouched {
+        if row.untouched && (!row.existed || row.overwritten) {
             row.untouched = false;
-            if let Some(encoded) = encode_created_row(self.meta, mutations, now)? {
-                row.created = Some(encoded);
-                return Ok(());
+            // An overwritten row's first entry starts with `DeleteFromRow`
+            // (of cells not read): what follows creates it.
+            let creating = match (row.overwritten, mutations) {
+                (false, all) => Some(all),
+                (true, [affinity_model::Mutation::DeleteFromRow, rest @ ..]) => Some(rest),
+                (true, _) => None,
+            };
+            if let Some(creating) = creating {
+                if let Some(encoded) = encode_created_row(self.meta, creating, now)? {
+                    row.created = Some(encoded);
+                    return Ok(());
+                }
             }
         }
         row.untouched = false;
@@ -168,6 +206,8 @@ impl<'a, 'db> Pending<'a, 'db> {
                 // Only the format byte: every cell was hidden.
                 if encoded.len() > 1 {
                     ops.push((row.key, Op::Put(encoded)));
+                } else if row.existed {
+                    ops.push((row.key, Op::Delete));
                 }
                 continue;
             }

@@ -73,7 +73,21 @@ fn op() -> impl Strategy<Value = Op> {
     let mutations = prop::collection::vec(mutation(), 1..4);
     prop_oneof![
         8 => (key.clone(), mutations.clone()).prop_map(|(k, m)| Op::Mutate(k, m)),
-        3 => prop::collection::vec((key, mutations), 1..4).prop_map(Op::MutateRows),
+        3 => prop::collection::vec((key.clone(), mutations.clone()), 1..4).prop_map(Op::MutateRows),
+        // Rows replaced whole (written without reading what they held).
+        2 => prop::collection::vec((key, mutations, any::<bool>()), 1..4).prop_map(|entries| {
+            Op::MutateRows(
+                entries
+                    .into_iter()
+                    .map(|(k, mut m, replace)| {
+                        if replace {
+                            m.insert(0, Mutation::DeleteFromRow);
+                        }
+                        (k, m)
+                    })
+                    .collect(),
+            )
+        }),
         2 => (prop::sample::select(vec!["a", "b"]), rule()).prop_map(|(f, r)| Op::SetRule(f, r)),
         1 => rule().prop_map(|r| Op::Toggle("b", r)),
         1 => Just(Op::Sweep),

@@ -212,9 +212,14 @@ impl Writer<'_> {
             profile,
             version: self.version,
         })?;
+        // The row is the profile alone: replaced whole, which a store can
+        // write without reading what it held.
         self.pending.push(RowMutations::new(
             profile.user_token.clone().into_bytes(),
-            vec![Mutation::set_cell("b", "profile", 0, json)],
+            vec![
+                Mutation::DeleteFromRow,
+                Mutation::set_cell("b", "profile", 0, json),
+            ],
         ));
         if self.pending.len() >= 500 {
             self.flush()?;
