@@ -32,7 +32,7 @@ use crate::schema::{
     narrow_filter, parse_wide_qualifier, since, utf8, visit_narrow_value, visit_wide_value,
     wide_filter, Schema, WIDE_FAMILY,
 };
-use crate::scoring::{Accumulator, Profile};
+use crate::scoring::{Accumulator, Profile, SortedScores};
 use crate::strategy::{Strategy, Weights};
 
 /// Live counters of a recompute, shared with whoever watches it.
@@ -186,36 +186,46 @@ struct Writer<'a> {
 /// A batch profile as stored: the API's profile JSON plus
 /// `lastEventMillis` and `strategyVersion`, keys in sorted order (as a
 /// `serde_json::Value` would write them), written without building one.
-struct StoredProfile<'p> {
-    profile: &'p Profile,
+/// `S`: the scores, nested maps or [`SortedScores`] (same JSON).
+struct StoredProfile<'p, S> {
+    user_token: &'p str,
+    last_event_millis: i64,
+    scores: &'p S,
     version: i64,
 }
 
-impl serde::Serialize for StoredProfile<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+impl<S: serde::Serialize> serde::Serialize for StoredProfile<'_, S> {
+    fn serialize<Z: serde::Serializer>(&self, s: Z) -> std::result::Result<Z::Ok, Z::Error> {
         use serde::ser::SerializeMap;
-        let p = self.profile;
-        let last = affinity_rowkey::time::format_seconds(p.last_event_millis).unwrap_or_default();
+        let last =
+            affinity_rowkey::time::format_seconds(self.last_event_millis).unwrap_or_default();
         let mut map = s.serialize_map(Some(5))?;
         map.serialize_entry("lastEventAt", &last)?;
-        map.serialize_entry("lastEventMillis", &p.last_event_millis)?;
-        map.serialize_entry("scores", &p.scores)?;
+        map.serialize_entry("lastEventMillis", &self.last_event_millis)?;
+        map.serialize_entry("scores", self.scores)?;
         map.serialize_entry("strategyVersion", &self.version)?;
-        map.serialize_entry("userToken", &p.user_token)?;
+        map.serialize_entry("userToken", self.user_token)?;
         map.end()
     }
 }
 
 impl Writer<'_> {
-    fn push(&mut self, profile: &Profile) -> Result<()> {
+    fn push(
+        &mut self,
+        user_token: &str,
+        last_event_millis: i64,
+        scores: &SortedScores,
+    ) -> Result<()> {
         let json = serde_json::to_vec(&StoredProfile {
-            profile,
+            user_token,
+            last_event_millis,
+            scores,
             version: self.version,
         })?;
         // The row is the profile alone: replaced whole, which a store can
         // write without reading what it held.
         self.pending.push(RowMutations::new(
-            profile.user_token.clone().into_bytes(),
+            user_token.as_bytes().to_vec(),
             vec![
                 Mutation::DeleteFromRow,
                 Mutation::set_cell("b", "profile", 0, json),
@@ -405,8 +415,8 @@ fn finish_user(
 ) -> Result<()> {
     let user = std::str::from_utf8(user)
         .map_err(|_| Error::corrupt("event key", "user token not utf-8"))?;
-    if let Some(p) = acc.finish(user) {
-        writer.push(&p)?;
+    if let Some((last_event_millis, scores)) = acc.finish_sorted() {
+        writer.push(user, last_event_millis, &scores)?;
     }
     progress.users.fetch_add(1, Ordering::Relaxed);
     Ok(())
@@ -629,10 +639,29 @@ mod tests {
         expected["lastEventMillis"] = profile.last_event_millis.into();
         expected["strategyVersion"] = 7.into();
         let written = serde_json::to_vec(&StoredProfile {
-            profile: &profile,
+            user_token: &profile.user_token,
+            last_event_millis: profile.last_event_millis,
+            scores: &profile.scores,
             version: 7,
         })
         .expect("serializes");
         assert_eq!(written, serde_json::to_vec(&expected).expect("serializes"));
+        // The sorted form the batch writes gives the same bytes.
+        let sorted = SortedScores(
+            profile
+                .scores
+                .iter()
+                .map(|(f, vs)| (f.clone(), vs.iter().map(|(v, n)| (v.clone(), *n)).collect()))
+                .collect(),
+        );
+        let from_sorted = serde_json::to_vec(&StoredProfile {
+            user_token: &profile.user_token,
+            last_event_millis: profile.last_event_millis,
+            scores: &sorted,
+            version: 7,
+        })
+        .expect("serializes");
+        assert_eq!(from_sorted, written);
+        assert_eq!(sorted.into_map(), profile.scores);
     }
 }

@@ -265,6 +265,17 @@ impl<'w> Accumulator<'w> {
 
     /// The profile, `None` without a scoring event.
     pub fn finish(self, user_token: &str) -> Option<Profile> {
+        let (last_event_millis, scores) = self.finish_sorted()?;
+        Some(Profile {
+            user_token: user_token.to_string(),
+            last_event_millis,
+            scores: scores.into_map(),
+        })
+    }
+
+    /// The time of the latest scoring event and the scores, `None` without
+    /// a scoring event: [`Accumulator::finish`] without building maps.
+    pub fn finish_sorted(self) -> Option<(i64, SortedScores)> {
         let last_event_millis = self.last_event_millis?;
         let mut kept: Vec<(String, Vec<(String, i64)>)> = Vec::new();
         let names = self.weights.facet_names();
@@ -280,29 +291,55 @@ impl<'w> Accumulator<'w> {
                 values.truncate(MAX_VALUES_PER_FACET);
             }
             if !values.is_empty() {
-                // Sorted by value, so the map below is built in one pass.
                 values.sort_unstable_by(|a, b| a.0.cmp(&b.0));
                 kept.push((facet.clone(), values));
             }
         }
+        kept.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let max = kept
             .iter()
             .flat_map(|(_, vs)| vs.iter().map(|v| v.1))
             .max()
             .unwrap_or(0);
-        let mut scores = BTreeMap::new();
-        for (facet, values) in kept {
-            let m: BTreeMap<String, u32> = values
-                .into_iter()
-                .map(|(v, r)| (v, scale(r, max)))
-                .collect();
-            scores.insert(facet, m);
+        let scores = kept
+            .into_iter()
+            .map(|(facet, values)| {
+                let values = values
+                    .into_iter()
+                    .map(|(v, r)| (v, scale(r, max)))
+                    .collect();
+                (facet, values)
+            })
+            .collect();
+        Some((last_event_millis, SortedScores(scores)))
+    }
+}
+
+/// A profile's scores as `(facet, [(value, score)])`, facets and each
+/// facet's values sorted (the order of a `BTreeMap`), serialized as the
+/// API's nested `scores` object.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SortedScores(pub Vec<(String, Vec<(String, u32)>)>);
+
+impl SortedScores {
+    pub fn into_map(self) -> BTreeMap<String, BTreeMap<String, u32>> {
+        self.0
+            .into_iter()
+            .map(|(facet, values)| (facet, values.into_iter().collect()))
+            .collect()
+    }
+}
+
+impl serde::Serialize for SortedScores {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        /// One facet's `{"value": score}`.
+        struct Values<'a>(&'a [(String, u32)]);
+        impl serde::Serialize for Values<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_map(self.0.iter().map(|(v, n)| (v, n)))
+            }
         }
-        Some(Profile {
-            user_token: user_token.to_string(),
-            last_event_millis,
-            scores,
-        })
+        s.collect_map(self.0.iter().map(|(f, values)| (f, Values(values))))
     }
 }
 
