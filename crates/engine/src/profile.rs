@@ -207,12 +207,15 @@ impl Engine {
 /// always shares the last one's prefix (one comparison, then its value is
 /// the rest of the qualifier), and the prefixes met are resolved to their
 /// facet slot and weight once per read (a user's day rows repeat them).
+/// A facet's slot in the weights and `eventScore * facetScore`.
+type SlotWeight = (usize, i64);
+
 struct CounterColumns<'w> {
     weights: &'w Weights,
     /// Every unquoted prefix met (without its comma) with its facet's slot
     /// and weight (`None`: the strategy does not score it); the last one
     /// is the current prefix.
-    prefixes: Vec<(Vec<u8>, Option<(usize, i64)>)>,
+    prefixes: Vec<(Vec<u8>, Option<SlotWeight>)>,
     current: usize,
 }
 
