@@ -202,14 +202,14 @@ impl Engine {
     }
 }
 
+/// A facet's slot in the weights and `eventScore * facetScore`.
+type SlotWeight = (usize, i64);
+
 /// Counter qualifiers `type,name,facet,value` resolved during one read:
 /// counters sort by their `type,name,facet,` prefix, so a counter nearly
 /// always shares the last one's prefix (one comparison, then its value is
 /// the rest of the qualifier), and the prefixes met are resolved to their
 /// facet slot and weight once per read (a user's day rows repeat them).
-/// A facet's slot in the weights and `eventScore * facetScore`.
-type SlotWeight = (usize, i64);
-
 struct CounterColumns<'w> {
     weights: &'w Weights,
     /// Every unquoted prefix met (without its comma) with its facet's slot
