@@ -95,13 +95,13 @@ impl<'a, 'db> Pending<'a, 'db> {
                 unique.push(key);
             }
         }
-        let read: Vec<&Bytes> = unique.iter().copied().filter(|k| !overwritten(k)).collect();
+        let blind: Vec<bool> = unique.iter().map(|k| overwritten(k)).collect();
+        let read = unique.iter().zip(&blind).filter(|(_, b)| !**b);
         let mut values = db
-            .batched_multi_get_cf(&cf, read.iter().map(|k| k.as_ref()), false)
+            .batched_multi_get_cf(&cf, read.map(|(k, _)| k.as_ref()), false)
             .into_iter();
         let mut rows = Vec::with_capacity(unique.len());
-        for key in unique {
-            let blind = overwritten(key);
+        for (key, blind) in unique.into_iter().zip(blind) {
             let stored = match blind {
                 true => None,
                 false => values
