@@ -97,6 +97,7 @@ mod merge;
 mod meta;
 mod options;
 mod ranges;
+mod replace;
 mod row;
 mod scan;
 mod shapes;

@@ -420,3 +420,74 @@ pub fn read_modify_write_rows_per_entry_status(ctx: &Ctx) {
     let fresh = ok(t.read_row(b"fresh", None), "read_row").expect("row exists");
     assert_eq!(fresh.cells.len(), 1);
 }
+
+/// Rows through `replace_rows`, after `finish`.
+fn replace(t: &super::TestTable, rows: &[(&str, Vec<Mutation>)]) -> crate::Result<()> {
+    let mut replacer = t.replace_rows()?;
+    for (key, cells) in rows {
+        replacer.replace(key.as_bytes(), cells.clone())?;
+    }
+    replacer.finish()
+}
+
+pub fn replace_rows_replaces_whole_rows(ctx: &Ctx) {
+    let t = column_fixture(ctx);
+    ok(
+        replace(
+            &t,
+            &[
+                ("a0", vec![set("a", "q", 1, "new")]),
+                ("k", vec![set("b", "z", 3, "z"), set("a", "q", 2, "2")]),
+                ("other", vec![]),
+                ("zz", vec![set("b", "q", 4, "4"), set("b", "q", 5, "5")]),
+            ],
+        ),
+        "replace_rows",
+    );
+    assert_eq!(
+        read_all(&t),
+        [
+            "a0/a:q@1=new",
+            "k/a:q@2=2",
+            "k/b:z@3=z",
+            "zz/b:q@5=5",
+            "zz/b:q@4=4"
+        ]
+    );
+    // Nothing given, nothing changed.
+    ok(replace(&t, &[]), "empty replace_rows");
+    assert_eq!(read_all(&t).len(), 5);
+}
+
+pub fn replace_rows_rejects_bad_rows(ctx: &Ctx) {
+    let t = column_fixture(ctx);
+    let before = read_all(&t);
+    let invalid = |e: &Error| e.code() == crate::ErrorCode::InvalidArgument;
+    expect_err(
+        replace(
+            &t,
+            &[
+                ("m", vec![set("a", "q", 1, "m")]),
+                ("b", vec![set("a", "q", 1, "b")]),
+            ],
+        ),
+        "keys out of order",
+        invalid,
+    );
+    expect_err(
+        replace(&t, &[("m", vec![Mutation::DeleteFromRow])]),
+        "a mutation other than SetCell",
+        invalid,
+    );
+    expect_err(
+        replace(&t, &[("m", vec![set("zz", "q", 1, "m")])]),
+        "an unknown family",
+        |e| matches!(e, Error::FamilyNotFound { .. }),
+    );
+    expect_err(
+        replace(&t, &[("", vec![set("a", "q", 1, "m")])]),
+        "an empty key",
+        |e| matches!(e, Error::EmptyRowKey),
+    );
+    assert_eq!(read_all(&t), before, "a refused replace changed the table");
+}
