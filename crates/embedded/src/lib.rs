@@ -97,7 +97,6 @@ mod merge;
 mod meta;
 mod options;
 mod ranges;
-mod replace;
 mod row;
 mod scan;
 mod shapes;

@@ -90,30 +90,15 @@ pub(crate) fn meta_cf_options() -> Options {
     opts
 }
 
-/// The format of a table's files: blocks, their filter, compression.
-fn table_format() -> BlockBasedOptions {
+/// Options of a table's column family.
+pub(crate) fn table_cf_options(options: &EmbeddedOptions, cache: &Cache, gc: GcSlot) -> Options {
     let mut block = BlockBasedOptions::default();
+    block.set_block_cache(cache);
     block.set_block_size(16 << 10);
     // A row is one key: point reads and the read half of every write look
     // up whole keys, so a whole-key bloom filter skips files without the row.
     block.set_bloom_filter(10.0, false);
     block.set_whole_key_filtering(true);
-    block
-}
-
-/// Options to build a file of a table's rows outside the database (see
-/// [`crate::replace`]): the table's file format.
-pub(crate) fn table_file_options() -> Options {
-    let mut opts = Options::default();
-    opts.set_block_based_table_factory(&table_format());
-    opts.set_compression_type(DBCompressionType::Lz4);
-    opts
-}
-
-/// Options of a table's column family.
-pub(crate) fn table_cf_options(options: &EmbeddedOptions, cache: &Cache, gc: GcSlot) -> Options {
-    let mut block = table_format();
-    block.set_block_cache(cache);
     block.set_cache_index_and_filter_blocks(true);
     block.set_pin_l0_filter_and_index_blocks_in_cache(true);
 

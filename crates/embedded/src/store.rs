@@ -184,13 +184,6 @@ impl EmbeddedStore {
             slots.insert(name.clone(), slot);
         }
         let db = Db::open_cf_descriptors(&db_opts, &path, descriptors).map_err(storage)?;
-        // Files a crash left half written or not yet added (the database's
-        // lock, held from here on, says no other process writes there).
-        let unadded = path.join(crate::replace::INGEST_DIR);
-        if unadded.exists() {
-            std::fs::remove_dir_all(&unadded)
-                .map_err(|e| Error::Storage(format!("cannot empty {}: {e}", unadded.display())))?;
-        }
         // Writes are synced after their locks are released (`flush_wal`, see
         // `table.rs`), never inside the write.
         let write_options = WriteOptions::default();

@@ -22,7 +22,7 @@ use affinity_model::limits::{
 };
 use affinity_model::{
     Bytes, Mutation, ReadModifyWriteRule, ReadRowsRequest, Result, Row, RowFilter, RowMutations,
-    RowRef, RowReplacer, RowRules, RowStream, SampleRowKey, Table,
+    RowRef, RowRules, RowStream, SampleRowKey, Table,
 };
 use rocksdb::WriteBatch;
 
@@ -31,7 +31,6 @@ use crate::locks::Guard;
 use crate::merge::encode_operand;
 use crate::meta::TableMeta;
 use crate::ranges::plan;
-use crate::replace::FileReplacer;
 use crate::scan::{Repair, Scan, ScanOptions};
 use crate::store::Inner;
 use crate::write::Pending;
@@ -368,14 +367,6 @@ impl Table for EmbeddedTable {
         Ok(statuses)
     }
 
-    fn replace_rows(&self) -> Result<Box<dyn RowReplacer + '_>> {
-        Ok(Box::new(FileReplacer::new(
-            &self.inner,
-            &self.name,
-            self.meta()?,
-        )))
-    }
-
     fn sample_row_keys(&self) -> Result<Vec<SampleRowKey>> {
         let meta = self.meta()?;
         crate::split::sample_row_keys(&self.inner, &self.name, &meta)
@@ -522,38 +513,6 @@ mod tests {
         assert!(read(store.open_table("t").expect("opens").as_ref())
             .0
             .is_empty());
-    }
-
-    #[test]
-    fn a_repair_never_stores_over_a_row_replaced_since_its_read() {
-        let (_dir, store) = store();
-        let spec = TableSpec::new()
-            .with_family("f", GcRule::None)
-            .with_sum_family("s", GcRule::None);
-        store.create_table("u", &spec).expect("creates");
-        let table = store.open_table("u").expect("opens");
-        let embedded = EmbeddedTable::new("u".into(), Arc::clone(&store.inner));
-        table
-            .mutate_row(b"row", &[Mutation::add_to_cell("s", "q", 0, 1)])
-            .expect("adds");
-        let meta = embedded.meta().expect("meta");
-        let cf = store.inner.cf("u", &meta).expect("cf");
-        // What a read saw, before the row was replaced.
-        let seen = store.inner.db.latest_sequence_number();
-        let merged = store.inner.db.get_cf(&cf, b"row").expect("reads");
-        let mut replacer = table.replace_rows().expect("replacer");
-        let set = Mutation::set_cell("f", "q", 1000, "replaced");
-        replacer.replace(b"row", vec![set]).expect("replaces");
-        replacer.finish().expect("finishes");
-        let repair = Repair {
-            key: b"row".to_vec(),
-            merged: merged.expect("a row"),
-            seen,
-        };
-        embedded
-            .store_merged(&meta.cf_name, &[repair])
-            .expect("repairs");
-        assert_eq!(read(table.as_ref()).0, vec![b"replaced".to_vec()]);
     }
 
     #[test]

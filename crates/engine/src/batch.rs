@@ -14,13 +14,12 @@
 //! Shards: with `shard = (i, n)`, a process takes ranges `i, i + n, ...`
 //! of the same split, so `n` processes cover the application once.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use affinity_model::{
-    Bytes, Mutation, ReadRowsRequest, RowFilter, RowRange, RowRef, RowReplacer, RowSet, Table,
+    Bytes, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowRef, RowSet, Table,
 };
 use affinity_rowkey::composite::app_prefix;
 use rustc_hash::FxHashMap;
@@ -178,39 +177,11 @@ pub fn split_ranges(app: &App) -> Result<Vec<RowRange>> {
     Ok(out)
 }
 
-/// Writes one worker's profiles: each user's row replaced whole by its
-/// profile, rows in ascending key order (see [`Table::replace_rows`]),
-/// one replacer (on the embedded store, one file) for many ranges. A
-/// range is marked done once the replacer holding its last profile has
-/// finished (its profiles are then durable).
-///
-/// Users come in events-key order, `token,` by `token,`, and profile rows
-/// are keyed by the bare token: the two orders differ only when a token is
-/// a proper prefix of another whose next byte sorts before `,` (such as
-/// `u` and `u+1`: `u+1,` < `u,` but `u` < `u+1`). So a profile whose token
-/// holds such a byte waits in `held` until a later user's token, free of
-/// them, sorts after it (no token arriving after that one can sort before
-/// it: it would be its prefix, cut before a byte below `,` that it does not
-/// have), or its range ends. Whatever still comes out of order (the next
-/// salt bucket's users, a range's held profiles) starts a new replacer.
 struct Writer<'a> {
-    app: &'a App,
-    job: Option<&'a str>,
-    progress: &'a Progress,
+    table: &'a dyn Table,
     version: i64,
-    rows: Option<Box<dyn RowReplacer + 'a>>,
-    /// The last key given to `rows`.
-    last: Option<String>,
-    /// Bytes of profiles given to `rows`.
-    bytes: usize,
-    held: BTreeMap<String, Vec<u8>>,
-    /// Ranges whose profiles all went to `rows` (or to replacers before it).
-    scanned: Vec<usize>,
+    pending: Vec<RowMutations>,
 }
-
-/// Profile bytes after which a writer finishes its replacer at the end of
-/// a range (on the embedded store: the size of one file).
-const REPLACER_BYTES: usize = 64 << 20;
 
 /// A batch profile as stored: the API's profile JSON plus
 /// `lastEventMillis` and `strategyVersion`, keys in sorted order (as a
@@ -238,21 +209,7 @@ impl<S: serde::Serialize> serde::Serialize for StoredProfile<'_, S> {
     }
 }
 
-impl<'a> Writer<'a> {
-    fn new(app: &'a App, job: Option<&'a str>, progress: &'a Progress, version: i64) -> Self {
-        Writer {
-            app,
-            job,
-            progress,
-            version,
-            rows: None,
-            last: None,
-            bytes: 0,
-            held: BTreeMap::new(),
-            scanned: Vec::new(),
-        }
-    }
-
+impl Writer<'_> {
     fn push(
         &mut self,
         user_token: &str,
@@ -265,63 +222,27 @@ impl<'a> Writer<'a> {
             scores,
             version: self.version,
         })?;
-        if user_token.bytes().any(|b| b < b',') {
-            self.held.insert(user_token.to_string(), json);
-            return Ok(());
-        }
-        while let Some(entry) = self.held.first_entry() {
-            if entry.key().as_str() > user_token {
-                break;
-            }
-            let (token, json) = entry.remove_entry();
-            self.write(token, json)?;
-        }
-        self.write(user_token.to_string(), json)
-    }
-
-    /// Replace the user's row by the profile alone.
-    fn write(&mut self, user_token: String, json: Vec<u8>) -> Result<()> {
-        if self.last.as_ref().is_some_and(|last| *last >= user_token) {
-            self.finish_rows()?;
-        }
-        let rows = match &mut self.rows {
-            Some(rows) => rows,
-            rows => rows.insert(self.app.profiles.replace_rows()?),
-        };
-        self.bytes += json.len();
-        rows.replace(
-            user_token.as_bytes(),
-            vec![Mutation::set_cell("b", "profile", 0, json)],
-        )?;
-        self.last = Some(user_token);
-        Ok(())
-    }
-
-    /// The range `index` is scanned: write its held profiles; finish the
-    /// replacer once it holds enough.
-    fn end_range(&mut self, index: usize) -> Result<()> {
-        while let Some((token, json)) = self.held.pop_first() {
-            self.write(token, json)?;
-        }
-        self.scanned.push(index);
-        if self.bytes >= REPLACER_BYTES {
-            self.finish_rows()?;
+        // The row is the profile alone: replaced whole, which a store can
+        // write without reading what it held.
+        self.pending.push(RowMutations::new(
+            user_token.as_bytes().to_vec(),
+            vec![
+                Mutation::DeleteFromRow,
+                Mutation::set_cell("b", "profile", 0, json),
+            ],
+        ));
+        if self.pending.len() >= 500 {
+            self.flush()?;
         }
         Ok(())
     }
 
-    /// Finish the replacer (its profiles are then durable) and mark the
-    /// ranges scanned so far done.
-    fn finish_rows(&mut self) -> Result<()> {
-        if let Some(rows) = self.rows.take() {
-            rows.finish()?;
-        }
-        (self.last, self.bytes) = (None, 0);
-        for index in self.scanned.drain(..) {
-            if let Some(name) = self.job {
-                job::mark_done(self.app, name, index)?;
+    fn flush(&mut self) -> Result<()> {
+        if !self.pending.is_empty() {
+            for status in self.table.mutate_rows(&self.pending)? {
+                status?;
             }
-            self.progress.ranges_done.fetch_add(1, Ordering::Relaxed);
+            self.pending.clear();
         }
         Ok(())
     }
@@ -580,14 +501,22 @@ impl Engine {
                 .map(|_| {
                     let (app, filter, weights, queue) = (&app, &filter, &weights, &queue);
                     s.spawn(move || -> Result<()> {
-                        let mut writer = Writer::new(app, job, progress, version);
+                        let mut writer = Writer {
+                            table: app.profiles.as_ref(),
+                            version,
+                            pending: Vec::new(),
+                        };
                         loop {
                             let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
                             let Some((index, range)) = next else { break };
                             scan_range(app, range, filter, weights, &mut writer, progress)?;
-                            writer.end_range(index)?;
+                            writer.flush()?;
+                            if let Some(name) = job {
+                                job::mark_done(app, name, index)?;
+                            }
+                            progress.ranges_done.fetch_add(1, Ordering::Relaxed);
                         }
-                        writer.finish_rows()
+                        Ok(())
                     })
                 })
                 .collect();

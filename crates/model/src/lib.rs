@@ -58,5 +58,5 @@ pub use mutation::{
     FamilyName, Mutation, ReadModifyWriteOp, ReadModifyWriteRule, RowMutations, RowRules,
 };
 pub use rowset::{prefix_successor, ReadRowsRequest, RowRange, RowSet};
-pub use store::{RowReplacer, RowStream, Store, Table};
+pub use store::{RowStream, Store, Table};
 pub use table_spec::{ColumnFamily, FamilyModification, FamilyType, GcRule, TableSpec};

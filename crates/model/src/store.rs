@@ -100,21 +100,6 @@ pub trait Table: Send + Sync {
         visit_each(self.read_rows(request)?, visit)
     }
 
-    /// A writer of whole rows in ascending key order, such as a batch
-    /// job's output: each row ends up holding exactly the cells given, as
-    /// `DeleteFromRow` followed by them in one `MutateRow` would leave it.
-    /// By default rows go out with [`Table::mutate_rows`], 500 at a time;
-    /// a backend may do better with sorted input (the embedded store writes
-    /// them into one sorted file and adds it to the table at `finish`).
-    fn replace_rows(&self) -> Result<Box<dyn RowReplacer + '_>> {
-        Ok(Box::new(BatchedReplacer {
-            table: self,
-            last_key: None,
-            pending: Vec::new(),
-            mutations: 0,
-        }))
-    }
-
     /// Read one row, `None` when it has no cells (after the filter).
     fn read_row(&self, row_key: &[u8], filter: Option<&RowFilter>) -> Result<Option<Row>> {
         let mut request =
@@ -123,89 +108,6 @@ pub trait Table: Send + Sync {
             )]));
         request.filter = filter.cloned();
         self.read_rows(&request)?.next().transpose()
-    }
-}
-
-/// Whole rows written in ascending key order: see [`Table::replace_rows`].
-/// Until `finish` returns, rows replaced may or may not be stored yet
-/// (each one whole or not at all); after it returns, all are durable.
-pub trait RowReplacer {
-    /// Make row `row_key` hold exactly `cells`, which are `SetCell`s (none:
-    /// delete the row). Keys must strictly ascend.
-    fn replace(&mut self, row_key: &[u8], cells: Vec<Mutation>) -> Result<()>;
-    /// Write what is left; returns once every row replaced is durable.
-    fn finish(self: Box<Self>) -> Result<()>;
-}
-
-/// Check one row given to a [`RowReplacer`]: its key strictly after
-/// `last_key`, its mutations `SetCell`s. (The backend checks the cells
-/// themselves as it checks any write.)
-pub fn check_replaced_row(
-    last_key: Option<&[u8]>,
-    row_key: &[u8],
-    cells: &[Mutation],
-) -> Result<()> {
-    if let Some(last) = last_key.filter(|last| *last >= row_key) {
-        return Err(crate::Error::InvalidArgument(format!(
-            "row_key: rows replaced must come in ascending key order, {:?} came after {:?}",
-            String::from_utf8_lossy(row_key),
-            String::from_utf8_lossy(last)
-        )));
-    }
-    if let Some(other) = cells
-        .iter()
-        .find(|m| !matches!(m, Mutation::SetCell { .. }))
-    {
-        return Err(crate::Error::InvalidArgument(format!(
-            "mutations: a replaced row is given as SetCell mutations only, not {other:?}"
-        )));
-    }
-    Ok(())
-}
-
-/// The default [`RowReplacer`]: `DeleteFromRow` and the cells, as one
-/// entry of a [`Table::mutate_rows`] request of up to 500 rows (fewer when
-/// they hold 10,000 mutations, far below a request's limit).
-struct BatchedReplacer<'t, T: ?Sized> {
-    table: &'t T,
-    last_key: Option<Vec<u8>>,
-    pending: Vec<RowMutations>,
-    /// Mutations in `pending`.
-    mutations: usize,
-}
-
-impl<T: Table + ?Sized> BatchedReplacer<'_, T> {
-    fn write(&mut self) -> Result<()> {
-        if !self.pending.is_empty() {
-            for status in self.table.mutate_rows(&self.pending)? {
-                status?;
-            }
-            self.pending.clear();
-            self.mutations = 0;
-        }
-        Ok(())
-    }
-}
-
-impl<T: Table + ?Sized> RowReplacer for BatchedReplacer<'_, T> {
-    fn replace(&mut self, row_key: &[u8], cells: Vec<Mutation>) -> Result<()> {
-        check_replaced_row(self.last_key.as_deref(), row_key, &cells)?;
-        self.last_key = Some(row_key.to_vec());
-        let cells_len = cells.len();
-        let mut mutations = Vec::with_capacity(cells_len + 1);
-        mutations.push(Mutation::DeleteFromRow);
-        mutations.extend(cells);
-        self.pending
-            .push(RowMutations::new(row_key.to_vec(), mutations));
-        self.mutations += cells_len + 1;
-        if self.pending.len() >= 500 || self.mutations >= 10_000 {
-            self.write()?;
-        }
-        Ok(())
-    }
-
-    fn finish(mut self: Box<Self>) -> Result<()> {
-        self.write()
     }
 }
 

@@ -333,8 +333,6 @@ macro_rules! conformance_suite {
             delete_from_row,
             mutations_apply_in_order,
             mutate_rows_per_entry_status,
-            replace_rows_replaces_whole_rows,
-            replace_rows_rejects_bad_rows,
             check_and_mutate_true_branch,
             check_and_mutate_false_branch,
             check_and_mutate_without_predicate,

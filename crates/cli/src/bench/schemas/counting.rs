@@ -171,10 +171,6 @@ impl Table for CountingTable {
         self.inner.sample_row_keys()
     }
 
-    fn replace_rows(&self) -> Result<Box<dyn affinity_model::RowReplacer + '_>> {
-        self.inner.replace_rows()
-    }
-
     fn read_rows(&self, request: &ReadRowsRequest) -> Result<RowStream<'_>> {
         Ok(Box::new(CountingStream {
             inner: self.inner.read_rows(request)?,
