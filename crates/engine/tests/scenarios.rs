@@ -449,3 +449,70 @@ fn progress_is_reported_while_and_after_a_recompute() {
     assert_eq!((report.events, report.profiles), (50, 4));
     assert_eq!(last.ranges_done, last.ranges_total);
 }
+
+/// Users come in events-key order (`token,`), which is not the order of
+/// the bare tokens that key profiles: `u+1,` sorts before `u,` while `u`
+/// sorts before `u+1`. Every user still gets their profile, on both
+/// stores (a writer of sorted output must not assume the two agree).
+#[test]
+fn tokens_that_sort_differently_with_the_separator_all_get_profiles() {
+    // The embedded store collects garbage by the real clock.
+    let now = real_now();
+    let tokens = [
+        "u", "u+", "u++", "u+1", "u+1+", "u-", "u-1", "u1", "u=", "u/", "v", "+", "++", "A+",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let clock = FakeClock::new(now);
+    let embedded: Arc<dyn affinity_model::Store> =
+        Arc::new(affinity_embedded::EmbeddedStore::open(dir.path()).unwrap());
+    for (store, schema) in [
+        (clock.memory_store(), Schema::Narrow),
+        (clock.memory_store(), Schema::Wide),
+        (embedded.clone(), Schema::Narrow),
+        (embedded, Schema::Wide),
+    ] {
+        let engine = Engine::with_clock(store, clock.engine_clock()).unwrap();
+        let app = format!("app-{}", schema.as_str());
+        engine
+            .configure_app(
+                &app,
+                AppConfig {
+                    schema,
+                    retention_days: 90,
+                },
+            )
+            .unwrap();
+        engine
+            .put_objects(&app, "products", &catalog_objects())
+            .unwrap();
+        engine.set_strategy(&app, &strategy()).unwrap();
+        let values: Vec<_> = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, token)| {
+                let mut v = event_json(0, 0, now - i as i64 * 1000, &[i as u8, 2], false);
+                v["userToken"] = json!(token);
+                v
+            })
+            .collect();
+        let events = parse_all(&values, now);
+        engine.ingest(&app, &events).unwrap();
+        let report = engine
+            .recompute(
+                &app,
+                RecomputeOptions {
+                    threads: 2,
+                    shard: None,
+                },
+                &Progress::default(),
+            )
+            .unwrap();
+        assert_eq!(report.profiles, tokens.len() as u64);
+        let users: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
+        assert_eq!(
+            batch_profiles(&engine, &app, &users),
+            reference_profiles(&app, &events, now, 90 * DAY),
+            "{schema:?}"
+        );
+    }
+}

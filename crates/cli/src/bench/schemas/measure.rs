@@ -103,6 +103,10 @@ pub fn measure(
             let mut seconds = Vec::new();
             let (mut events_read, mut counts) = (0, Default::default());
             for _ in 0..settings.repeat.max(1) {
+                // Runs do not disturb each other: the last one's background
+                // work (flushes, compactions of the profiles it replaced)
+                // is done before the next starts.
+                (backend.settle)()?;
                 let before = backend.store.counts(&table);
                 let started = Instant::now();
                 let options = RecomputeOptions {
