@@ -105,6 +105,21 @@ pub(crate) fn table_cf_options(options: &EmbeddedOptions, cache: &Cache, gc: GcS
     let mut opts = Options::default();
     opts.set_block_based_table_factory(&block);
     opts.set_compression_type(DBCompressionType::Lz4);
+    // Level 0 (and 1) uncompressed, as TiKV configures RocksDB: flushes
+    // skip LZ4 (a burst's flushes, and the flush of the rows reads stored
+    // merged right after it), and reads of recent data skip decompressing
+    // it; compactions compress as they move data down. bench http, same
+    // sitting: steady profile reads 17.5-18.1k/s p99 4.3-4.6 ms before,
+    // 19.1-20.0k/s p99 3.8-4.2 ms after.
+    opts.set_compression_per_level(&[
+        DBCompressionType::None,
+        DBCompressionType::None,
+        DBCompressionType::Lz4,
+        DBCompressionType::Lz4,
+        DBCompressionType::Lz4,
+        DBCompressionType::Lz4,
+        DBCompressionType::Lz4,
+    ]);
     opts.set_write_buffer_size(options.write_buffer_bytes);
     // A bloom filter over the memtable's whole keys: the read half of a
     // write (nearly always of a row not yet there, such as a new event)
