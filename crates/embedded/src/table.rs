@@ -28,7 +28,7 @@ use rocksdb::WriteBatch;
 
 use crate::error::storage;
 use crate::locks::Guard;
-use crate::merge::encode_operand;
+use crate::merge::{encode_created_row, encode_operand};
 use crate::meta::TableMeta;
 use crate::ranges::plan;
 use crate::scan::{Repair, Scan, ScanOptions};
@@ -104,8 +104,12 @@ impl EmbeddedTable {
     /// entries only add to aggregate cells (`AddToCell`) gets each entry as
     /// a merge operand ([`crate::merge`]): no read, its stripe held shared.
     /// Every other row is locked exclusively, read, changed and written
-    /// back whole.
+    /// back whole; a request that only replaces distinct rows whole skips
+    /// the reading and applying ([`EmbeddedTable::write_replaced`]).
     fn write_entries(&self, meta: &TableMeta, entries: &[&RowMutations]) -> Result<()> {
+        if let Some(rows) = replaced_rows(entries) {
+            return self.write_replaced(meta, rows);
+        }
         let inner = &*self.inner;
         let locks = &inner.locks;
         // Fx, not SipHash: one request's keys (at most 100,000 mutations'
@@ -164,7 +168,48 @@ impl EmbeddedTable {
     }
 }
 
+/// The rows of `entries` when each entry replaces a distinct row whole
+/// (`DeleteFromRow`, then `SetCell`s), as a batch job writes its output:
+/// `(key, cells)` in key order; `None` for any other request.
+fn replaced_rows<'e>(entries: &[&'e RowMutations]) -> Option<Vec<(&'e Bytes, &'e [Mutation])>> {
+    let mut rows = Vec::with_capacity(entries.len());
+    for entry in entries {
+        match entry.mutations.as_slice() {
+            [Mutation::DeleteFromRow, cells @ ..]
+                if cells.iter().all(|m| matches!(m, Mutation::SetCell { .. })) =>
+            {
+                rows.push((&entry.row_key, cells));
+            }
+            _ => return None,
+        }
+    }
+    rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    if rows.windows(2).any(|pair| pair[0].0 == pair[1].0) {
+        return None;
+    }
+    Some(rows)
+}
+
 impl EmbeddedTable {
+    /// [`EmbeddedTable::write_entries`] of rows replaced whole (see
+    /// [`replaced_rows`]): nothing to read and nothing to apply, each row
+    /// encoded straight from its cells (what `Pending` makes of such an
+    /// entry, without its bookkeeping), an emptied one deleted.
+    fn write_replaced(&self, meta: &TableMeta, rows: Vec<(&Bytes, &[Mutation])>) -> Result<()> {
+        let held = self.hold_exclusive(rows.iter().map(|(key, _)| key.as_ref()));
+        let cf = self.inner.cf(&self.name, meta)?;
+        let now = now_micros();
+        let mut batch = WriteBatch::default();
+        for (key, cells) in rows {
+            match encode_created_row(meta, cells, now)? {
+                // More than the format byte: some cell GC does not hide.
+                Some(encoded) if encoded.len() > 1 => batch.put_cf(&cf, key, encoded),
+                _ => batch.delete_cf(&cf, key),
+            }
+        }
+        self.commit(batch, held)
+    }
+
     /// Lock the stripes of the rows of `keys` exclusively.
     fn hold_exclusive<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> Held<'_> {
         let locks = &self.inner.locks;

@@ -47,6 +47,17 @@ fn rule() -> impl Strategy<Value = GcRule> {
     ]
 }
 
+fn set_cell() -> BoxedStrategy<Mutation> {
+    (
+        prop::sample::select(vec!["a", "b"]),
+        prop::sample::select(vec!["p", "q"]),
+        0i64..6,
+        prop::sample::select(vec!["x", "y", "z"]),
+    )
+        .prop_map(|(f, q, ms, v)| Mutation::set_cell(f, q, BASE + ms * 1000, v))
+        .boxed()
+}
+
 fn mutation() -> BoxedStrategy<Mutation> {
     let family = prop::sample::select(vec!["a", "b"]);
     let qualifier = prop::sample::select(vec!["p", "q"]);
@@ -75,7 +86,7 @@ fn op() -> impl Strategy<Value = Op> {
         8 => (key.clone(), mutations.clone()).prop_map(|(k, m)| Op::Mutate(k, m)),
         3 => prop::collection::vec((key.clone(), mutations.clone()), 1..4).prop_map(Op::MutateRows),
         // Rows replaced whole (written without reading what they held).
-        2 => prop::collection::vec((key, mutations, any::<bool>()), 1..4).prop_map(|entries| {
+        2 => prop::collection::vec((key.clone(), mutations, any::<bool>()), 1..4).prop_map(|entries| {
             Op::MutateRows(
                 entries
                     .into_iter()
@@ -88,6 +99,21 @@ fn op() -> impl Strategy<Value = Op> {
                     .collect(),
             )
         }),
+        // Requests of whole-row replacements only (a batch job's output):
+        // the store encodes them straight from their cells.
+        2 => prop::collection::vec((key.clone(), prop::collection::vec(set_cell(), 0..4)), 1..4)
+            .prop_map(|entries| {
+                Op::MutateRows(
+                    entries
+                        .into_iter()
+                        .map(|(k, cells)| {
+                            let mut m = vec![Mutation::DeleteFromRow];
+                            m.extend(cells);
+                            (k, m)
+                        })
+                        .collect(),
+                )
+            }),
         2 => (prop::sample::select(vec!["a", "b"]), rule()).prop_map(|(f, r)| Op::SetRule(f, r)),
         1 => rule().prop_map(|r| Op::Toggle("b", r)),
         1 => Just(Op::Sweep),

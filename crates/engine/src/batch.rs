@@ -216,12 +216,17 @@ impl Writer<'_> {
         last_event_millis: i64,
         scores: &SortedScores,
     ) -> Result<()> {
-        let json = serde_json::to_vec(&StoredProfile {
-            user_token,
-            last_event_millis,
-            scores,
-            version: self.version,
-        })?;
+        // Room for a light user's profile without regrowing.
+        let mut json = Vec::with_capacity(256);
+        serde_json::to_writer(
+            &mut json,
+            &StoredProfile {
+                user_token,
+                last_event_millis,
+                scores,
+                version: self.version,
+            },
+        )?;
         // The row is the profile alone: replaced whole, which a store can
         // write without reading what it held.
         self.pending.push(RowMutations::new(

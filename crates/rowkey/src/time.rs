@@ -51,11 +51,14 @@ fn days_in_month(year: i64, month: i64) -> i64 {
 
 /// Format milliseconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 pub fn format_millis(millis: i64) -> Result<String> {
-    Ok(millis_text(millis)?
-        .iter()
-        .copied()
-        .map(char::from)
-        .collect())
+    Ok(ascii(&millis_text(millis)?))
+}
+
+/// The text of the ASCII digits and separators [`millis_text`] writes.
+fn ascii(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() + 1);
+    out.extend(bytes.iter().copied().map(char::from));
+    out
 }
 
 /// [`format_millis`] into a fixed-size buffer (ASCII), without allocating:
@@ -95,9 +98,9 @@ pub fn millis_text(millis: i64) -> Result<[u8; TIMESTAMP_LEN]> {
 /// Format milliseconds since the Unix epoch to the second, as APIs often
 /// write times: `YYYY-MM-DDTHH:MM:SSZ` (milliseconds truncated).
 pub fn format_seconds(millis: i64) -> Result<String> {
-    let mut text = format_millis(millis)?;
-    text.replace_range(19..23, ""); // drop ".mmm", keep "Z"
-    Ok(text)
+    let mut out = ascii(&millis_text(millis)?[..19]); // drop ".mmm"
+    out.push('Z');
+    Ok(out)
 }
 
 fn digits(text: &str, bytes: &[u8], range: std::ops::Range<usize>) -> Result<i64> {
