@@ -384,6 +384,8 @@ fn scan_range(
     progress: &Progress,
 ) -> Result<()> {
     let request = ReadRowsRequest::new(RowSet::from_range(range)).with_filter(filter.clone());
+    // The user being scored and their accumulator, which then serves the
+    // next user (emptied, its maps' room kept).
     let mut current: Option<(Vec<u8>, Accumulator<'_>)> = None;
     let mut scorer = RowScorer::new(weights);
     let mut events = 0u64;
@@ -391,10 +393,16 @@ fn scan_range(
         let user = user_of(app.logical_key(row.key)?)
             .ok_or_else(|| Error::corrupt("event key", format!("{:?}", row.key)))?;
         if current.as_ref().is_none_or(|(u, _)| u.as_slice() != user) {
-            if let Some((u, acc)) = current.take() {
-                finish_user(&u, acc, writer, progress)?;
-            }
-            current = Some((user.to_vec(), Accumulator::new(weights)));
+            let next = match current.take() {
+                Some((mut u, mut acc)) => {
+                    finish_user(&u, &mut acc, writer, progress)?;
+                    u.clear();
+                    u.extend_from_slice(user);
+                    (u, acc)
+                }
+                None => (user.to_vec(), Accumulator::new(weights)),
+            };
+            current = Some(next);
         }
         if let Some((_, acc)) = current.as_mut() {
             scorer.add_row(&row, acc)?;
@@ -406,21 +414,23 @@ fn scan_range(
         Ok(())
     })?;
     progress.events.fetch_add(events % 4096, Ordering::Relaxed);
-    if let Some((u, acc)) = current.take() {
-        finish_user(&u, acc, writer, progress)?;
+    if let Some((u, mut acc)) = current.take() {
+        finish_user(&u, &mut acc, writer, progress)?;
     }
     Ok(())
 }
 
+/// Write the profile `acc` holds for `user` (none without a scoring
+/// event) and empty `acc` for the next user.
 fn finish_user(
     user: &[u8],
-    acc: Accumulator<'_>,
+    acc: &mut Accumulator<'_>,
     writer: &mut Writer<'_>,
     progress: &Progress,
 ) -> Result<()> {
     let user = std::str::from_utf8(user)
         .map_err(|_| Error::corrupt("event key", "user token not utf-8"))?;
-    if let Some((last_event_millis, scores)) = acc.finish_sorted() {
+    if let Some((last_event_millis, scores)) = acc.take_sorted() {
         writer.push(user, last_event_millis, &scores)?;
     }
     progress.users.fetch_add(1, Ordering::Relaxed);

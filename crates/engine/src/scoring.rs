@@ -275,13 +275,27 @@ impl<'w> Accumulator<'w> {
 
     /// The time of the latest scoring event and the scores, `None` without
     /// a scoring event: [`Accumulator::finish`] without building maps.
-    pub fn finish_sorted(self) -> Option<(i64, SortedScores)> {
-        let last_event_millis = self.last_event_millis?;
+    pub fn finish_sorted(mut self) -> Option<(i64, SortedScores)> {
+        self.take_sorted()
+    }
+
+    /// [`Accumulator::finish_sorted`] that leaves the accumulator empty and
+    /// keeps its maps' room, for the next user of a scan.
+    pub fn take_sorted(&mut self) -> Option<(i64, SortedScores)> {
+        let Some(last_event_millis) = self.last_event_millis.take() else {
+            self.raw.iter_mut().for_each(FxHashMap::clear);
+            return None;
+        };
         let mut kept: Vec<(String, Vec<(String, i64)>)> = Vec::new();
         let names = self.weights.facet_names();
-        for (facet, values) in names.iter().zip(self.raw) {
-            let mut values: Vec<(String, i64)> =
-                values.into_iter().filter(|(_, r)| *r > 0).collect();
+        for (facet, values) in names.iter().zip(&mut self.raw) {
+            let taken: Vec<(String, i64)> = values.drain().filter(|(_, r)| *r > 0).collect();
+            if values.capacity() > 4096 {
+                // A heavy user's room would make every later user's drain
+                // walk it.
+                *values = FxHashMap::default();
+            }
+            let mut values = taken;
             if values.len() > MAX_VALUES_PER_FACET {
                 // The kept values: the highest scores, ties to the smaller
                 // value (values are distinct: one order).
@@ -485,6 +499,33 @@ mod tests {
                 counts: FacetCounts::from_pairs(&pairs),
             },
         }
+    }
+
+    #[test]
+    fn an_accumulator_taken_from_starts_the_next_user_empty() {
+        let strategy = strategy();
+        let weights = strategy.weights();
+        let mut reused = Accumulator::new(&weights);
+        // A scoring user, then one with only an unscored count.
+        reused.add_count(EventType::Click, "click", "brand", "Apple", 3);
+        reused.add_count(EventType::Click, "click", "color", "Black", 1);
+        reused.note_event_time(100);
+        assert!(reused.take_sorted().is_some());
+        reused.add_count(EventType::Click, "click", "brand", "Samsung", 0);
+        assert_eq!(reused.take_sorted(), None);
+        // The next user sees neither.
+        let mut fresh = Accumulator::new(&weights);
+        for acc in [&mut reused, &mut fresh] {
+            acc.add_count(EventType::Conversion, "buy", "brand", "Samsung", 1);
+            acc.note_event_time(200);
+        }
+        let taken = reused.take_sorted();
+        assert_eq!(taken, fresh.finish_sorted());
+        let (_, scores) = taken.unwrap();
+        assert_eq!(
+            scores.0,
+            vec![("brand".to_string(), vec![("Samsung".to_string(), 20)])]
+        );
     }
 
     #[test]
