@@ -185,28 +185,59 @@ struct Writer<'a> {
 
 /// A batch profile as stored: the API's profile JSON plus
 /// `lastEventMillis` and `strategyVersion`, keys in sorted order (as a
-/// `serde_json::Value` would write them), written without building one.
-/// `S`: the scores, nested maps or [`SortedScores`] (same JSON).
-struct StoredProfile<'p, S> {
-    user_token: &'p str,
+/// `serde_json::Value` would write them): the bytes serde_json writes for
+/// them (tests), written by hand, without serde's per-entry machinery (a
+/// many-light batch writes one profile per five events).
+fn write_stored_profile(
+    out: &mut Vec<u8>,
+    user_token: &str,
     last_event_millis: i64,
-    scores: &'p S,
+    scores: &SortedScores,
     version: i64,
+) -> Result<()> {
+    let mut number = itoa::Buffer::new();
+    out.extend_from_slice(b"{\"lastEventAt\":");
+    let last = affinity_rowkey::time::format_seconds(last_event_millis).unwrap_or_default();
+    json_string(out, &last)?;
+    out.extend_from_slice(b",\"lastEventMillis\":");
+    out.extend_from_slice(number.format(last_event_millis).as_bytes());
+    out.extend_from_slice(b",\"scores\":{");
+    for (i, (facet, values)) in scores.0.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        json_string(out, facet)?;
+        out.extend_from_slice(b":{");
+        for (j, (value, score)) in values.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            json_string(out, value)?;
+            out.push(b':');
+            out.extend_from_slice(number.format(*score).as_bytes());
+        }
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"},\"strategyVersion\":");
+    out.extend_from_slice(number.format(version).as_bytes());
+    out.extend_from_slice(b",\"userToken\":");
+    json_string(out, user_token)?;
+    out.push(b'}');
+    Ok(())
 }
 
-impl<S: serde::Serialize> serde::Serialize for StoredProfile<'_, S> {
-    fn serialize<Z: serde::Serializer>(&self, s: Z) -> std::result::Result<Z::Ok, Z::Error> {
-        use serde::ser::SerializeMap;
-        let last =
-            affinity_rowkey::time::format_seconds(self.last_event_millis).unwrap_or_default();
-        let mut map = s.serialize_map(Some(5))?;
-        map.serialize_entry("lastEventAt", &last)?;
-        map.serialize_entry("lastEventMillis", &self.last_event_millis)?;
-        map.serialize_entry("scores", self.scores)?;
-        map.serialize_entry("strategyVersion", &self.version)?;
-        map.serialize_entry("userToken", self.user_token)?;
-        map.end()
+/// `text` as a JSON string, as serde_json writes it: as is when nothing in
+/// it needs escaping (a quote, a backslash, a control character), else
+/// through serde_json.
+fn json_string(out: &mut Vec<u8>, text: &str) -> Result<()> {
+    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(&mut *out, text)?;
     }
+    Ok(())
 }
 
 impl Writer<'_> {
@@ -218,14 +249,12 @@ impl Writer<'_> {
     ) -> Result<()> {
         // Room for a light user's profile without regrowing.
         let mut json = Vec::with_capacity(256);
-        serde_json::to_writer(
+        write_stored_profile(
             &mut json,
-            &StoredProfile {
-                user_token,
-                last_event_millis,
-                scores,
-                version: self.version,
-            },
+            user_token,
+            last_event_millis,
+            scores,
+            self.version,
         )?;
         // The row is the profile alone: replaced whole, which a store can
         // write without reading what it held.
@@ -632,51 +661,92 @@ impl Engine {
 mod tests {
     use std::collections::BTreeMap;
 
+    use proptest::prelude::*;
+
     use super::*;
 
-    #[test]
-    fn stored_profiles_are_the_api_json_with_two_fields() {
-        let mut scores = BTreeMap::new();
-        scores.insert(
-            "brand".to_string(),
-            BTreeMap::from([("Apple".to_string(), 20), ("\"Q\"".to_string(), 3)]),
-        );
-        scores.insert(
-            "color".to_string(),
-            BTreeMap::from([("Black".to_string(), 1)]),
-        );
+    /// What a stored profile is, through serde: the reference
+    /// [`write_stored_profile`] is held to.
+    fn serde_stored_profile(
+        user_token: &str,
+        last_event_millis: i64,
+        scores: &BTreeMap<String, BTreeMap<String, u32>>,
+        version: i64,
+    ) -> Vec<u8> {
         let profile = Profile {
-            user_token: "u1".into(),
-            last_event_millis: 1_700_000_000_123,
-            scores,
+            user_token: user_token.into(),
+            last_event_millis,
+            scores: scores.clone(),
         };
         let mut expected = profile.to_json();
-        expected["lastEventMillis"] = profile.last_event_millis.into();
-        expected["strategyVersion"] = 7.into();
-        let written = serde_json::to_vec(&StoredProfile {
-            user_token: &profile.user_token,
-            last_event_millis: profile.last_event_millis,
-            scores: &profile.scores,
-            version: 7,
-        })
-        .expect("serializes");
-        assert_eq!(written, serde_json::to_vec(&expected).expect("serializes"));
-        // The sorted form the batch writes gives the same bytes.
-        let sorted = SortedScores(
-            profile
-                .scores
+        expected["lastEventMillis"] = last_event_millis.into();
+        expected["strategyVersion"] = version.into();
+        serde_json::to_vec(&expected).expect("serializes")
+    }
+
+    fn sorted(scores: &BTreeMap<String, BTreeMap<String, u32>>) -> SortedScores {
+        SortedScores(
+            scores
                 .iter()
                 .map(|(f, vs)| (f.clone(), vs.iter().map(|(v, n)| (v.clone(), *n)).collect()))
                 .collect(),
+        )
+    }
+
+    fn written(
+        user_token: &str,
+        last_event_millis: i64,
+        scores: &SortedScores,
+        version: i64,
+    ) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_stored_profile(&mut out, user_token, last_event_millis, scores, version)
+            .expect("writes");
+        out
+    }
+
+    #[test]
+    fn stored_profiles_are_the_api_json_with_two_fields() {
+        let scores = BTreeMap::from([
+            (
+                "brand".to_string(),
+                BTreeMap::from([("Apple".to_string(), 20), ("\"Q\"\\\n".to_string(), 3)]),
+            ),
+            (
+                "color".to_string(),
+                BTreeMap::from([("Black".to_string(), 1)]),
+            ),
+        ]);
+        let bytes = written("u1", 1_700_000_000_123, &sorted(&scores), 7);
+        assert_eq!(
+            String::from_utf8(bytes.clone()).expect("utf-8"),
+            r#"{"lastEventAt":"2023-11-14T22:13:20Z","lastEventMillis":1700000000123,"scores":{"brand":{"\"Q\"\\\n":3,"Apple":20},"color":{"Black":1}},"strategyVersion":7,"userToken":"u1"}"#
         );
-        let from_sorted = serde_json::to_vec(&StoredProfile {
-            user_token: &profile.user_token,
-            last_event_millis: profile.last_event_millis,
-            scores: &sorted,
-            version: 7,
-        })
-        .expect("serializes");
-        assert_eq!(from_sorted, written);
-        assert_eq!(sorted.into_map(), profile.scores);
+        assert_eq!(
+            bytes,
+            serde_stored_profile("u1", 1_700_000_000_123, &scores, 7)
+        );
+        assert_eq!(sorted(&scores).into_map(), scores);
+    }
+
+    proptest! {
+        /// Any text (quotes, backslashes, control characters, non-ASCII)
+        /// and numbers: the bytes serde_json writes.
+        #[test]
+        fn stored_profiles_are_written_as_serde_json_writes_them(
+            user in "\\PC{0,8}",
+            scores in prop::collection::btree_map(
+                "\\PC{0,6}|[\"\\\\\\x00-\\x1f\\x7f]{1,3}",
+                prop::collection::btree_map("\\PC{0,6}|[\"\\\\\\x00-\\x1f]{1,3}", 1u32..=20, 1..4),
+                0..4,
+            ),
+            millis in 0i64..253_402_300_799_999,
+            version in any::<i64>(),
+        ) {
+            prop_assert_eq!(
+                written(&user, millis, &sorted(&scores), version),
+                serde_stored_profile(&user, millis, &scores, version)
+            );
+        }
     }
 }
