@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::event::EventType;
 use crate::job;
 use crate::schema::{
-    narrow_filter, parse_wide_qualifier, since, utf8, visit_narrow_value, visit_wide_value,
+    narrow_filter, parse_wide_qualifier, since, utf8, visit_narrow_value, visit_wide_value_bytes,
     wide_filter, Schema, WIDE_FAMILY,
 };
 use crate::scoring::{Accumulator, Profile, SortedScores};
@@ -390,9 +390,12 @@ impl<'w> RowScorer<'w> {
             for cell in row.cells {
                 ts = Some(cell.timestamp_micros.div_euclid(1000));
                 if let Some(column) = self.wide_column(cell.qualifier)? {
-                    visit_wide_value(cell.value, |value, n| {
+                    visit_wide_value_bytes(cell.value, |value, n| {
                         scoring |= n > 0;
-                        acc.add_at(column.slot, value, column.weight * i64::from(n));
+                        acc.add_utf8_at(column.slot, value, column.weight * i64::from(n))
+                            .map_err(|_| {
+                                Error::corrupt("wide value", String::from_utf8_lossy(value))
+                            })
                     })?;
                 }
             }

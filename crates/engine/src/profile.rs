@@ -233,7 +233,7 @@ impl<'w> CounterColumns<'w> {
         if let Some((prefix, resolved)) = self.prefixes.get(self.current) {
             if let Some(value) = plain_value_after(q, prefix) {
                 if let Some((slot, weight)) = *resolved {
-                    acc.add_at(slot, utf8_value(q, value)?, weight * n);
+                    add_value(acc, slot, q, value, weight * n)?;
                 }
                 return Ok(());
             }
@@ -265,7 +265,7 @@ impl<'w> CounterColumns<'w> {
             }
         };
         if let Some((slot, weight)) = self.prefixes[self.current].1 {
-            acc.add_at(slot, utf8_value(q, value)?, weight * n);
+            add_value(acc, slot, q, value, weight * n)?;
         }
         Ok(())
     }
@@ -286,8 +286,16 @@ fn comma_positions(q: &[u8]) -> impl Iterator<Item = usize> + '_ {
         .map(|(i, _)| i)
 }
 
-fn utf8_value<'q>(q: &[u8], value: &'q [u8]) -> Result<&'q str> {
-    std::str::from_utf8(value)
+/// Add `add` to `value` of counter qualifier `q` (`value` checked as
+/// UTF-8 when the read first meets it).
+fn add_value(
+    acc: &mut Accumulator<'_>,
+    slot: usize,
+    q: &[u8],
+    value: &[u8],
+    add: i64,
+) -> Result<()> {
+    acc.add_utf8_at(slot, value, add)
         .map_err(|_| Error::corrupt("counter qualifier", String::from_utf8_lossy(q).into_owned()))
 }
 

@@ -187,6 +187,18 @@ pub fn parse_wide_qualifier(q: &[u8]) -> Result<(EventType, Cow<'_, str>, Option
 /// without quotes, nearly all of them, are split in one pass over their
 /// bytes, without allocating.
 pub fn visit_wide_value(value: &[u8], mut visit: impl FnMut(&str, u32)) -> Result<()> {
+    visit_wide_value_bytes(value, |v, n| {
+        visit(utf8(v, "wide value")?, n);
+        Ok(())
+    })
+}
+
+/// [`visit_wide_value`] showing each value as its bytes, not checked as
+/// UTF-8 (the caller checks what it keeps); `visit` may fail.
+pub fn visit_wide_value_bytes(
+    value: &[u8],
+    mut visit: impl FnMut(&[u8], u32) -> Result<()>,
+) -> Result<()> {
     for line in value.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         let bad = || Error::corrupt("wide value", String::from_utf8_lossy(line).into_owned());
         // The first and last commas, and how many, unless a quote comes.
@@ -213,7 +225,7 @@ pub fn visit_wide_value(value: &[u8], mut visit: impl FnMut(&str, u32)) -> Resul
             }
             let n = parse_count(&line[last + 1..]).ok_or_else(bad)?;
             if &line[..first] == FACET_OPERATOR.as_bytes() {
-                visit(utf8(&line[first + 1..last], "wide value")?, n);
+                visit(&line[first + 1..last], n)?;
             }
             continue;
         }
@@ -223,7 +235,7 @@ pub fn visit_wide_value(value: &[u8], mut visit: impl FnMut(&str, u32)) -> Resul
         };
         let n: u32 = n.parse().map_err(|_| bad())?;
         if op == FACET_OPERATOR {
-            visit(&v, n);
+            visit(v.as_bytes(), n)?;
         }
     }
     Ok(())

@@ -188,8 +188,9 @@ impl serde::Serialize for Profile {
 pub struct Accumulator<'w> {
     weights: &'w Weights,
     /// `raw(facet, value)` by the facet's slot in the weights (empty until
-    /// the first count).
-    raw: Vec<FxHashMap<String, i64>>,
+    /// the first count); values are UTF-8, kept as bytes so that a value
+    /// read as bytes is checked once, when first met.
+    raw: Vec<FxHashMap<Vec<u8>, i64>>,
     last_event_millis: Option<i64>,
 }
 
@@ -232,16 +233,40 @@ impl<'w> Accumulator<'w> {
     /// [`Accumulator::add_weighted`] to the facet of slot `slot`
     /// ([`Weights::facet_slot`]).
     pub fn add_at(&mut self, slot: usize, value: &str, add: i64) {
+        let m = self.values_at(slot);
+        if let Some(r) = m.get_mut(value.as_bytes()) {
+            *r += add;
+        } else {
+            m.insert(value.as_bytes().to_vec(), add);
+        }
+    }
+
+    /// [`Accumulator::add_at`] of a value given as bytes, which must be
+    /// UTF-8: checked only the first time the value is met (a scan meets
+    /// a heavy user's values thousands of times each).
+    pub fn add_utf8_at(
+        &mut self,
+        slot: usize,
+        value: &[u8],
+        add: i64,
+    ) -> Result<(), std::str::Utf8Error> {
+        let m = self.values_at(slot);
+        if let Some(r) = m.get_mut(value) {
+            *r += add;
+        } else {
+            std::str::from_utf8(value)?;
+            m.insert(value.to_vec(), add);
+        }
+        Ok(())
+    }
+
+    /// The values of slot `slot` (every slot's map made on first use).
+    fn values_at(&mut self, slot: usize) -> &mut FxHashMap<Vec<u8>, i64> {
         if self.raw.is_empty() {
             self.raw
                 .resize_with(self.weights.facet_names().len(), FxHashMap::default);
         }
-        let m = &mut self.raw[slot];
-        if let Some(r) = m.get_mut(value) {
-            *r += add;
-        } else {
-            m.insert(value.to_string(), add);
-        }
+        &mut self.raw[slot]
     }
 
     /// Note that a scoring event happened at `millis`.
@@ -289,7 +314,11 @@ impl<'w> Accumulator<'w> {
         let mut kept: Vec<(String, Vec<(String, i64)>)> = Vec::new();
         let names = self.weights.facet_names();
         for (facet, values) in names.iter().zip(&mut self.raw) {
-            let taken: Vec<(String, i64)> = values.drain().filter(|(_, r)| *r > 0).collect();
+            let taken: Vec<(String, i64)> = values
+                .drain()
+                .filter(|(_, r)| *r > 0)
+                .map(|(value, r)| (utf8_string(value), r))
+                .collect();
             if values.capacity() > 4096 {
                 // A heavy user's room would make every later user's drain
                 // walk it.
@@ -327,6 +356,13 @@ impl<'w> Accumulator<'w> {
             .collect();
         Some((last_event_millis, SortedScores(scores)))
     }
+}
+
+/// A value the accumulator holds as text: every one was checked as it went
+/// in (by `&str` or by [`Accumulator::add_utf8_at`]), so the lossy branch
+/// never runs.
+fn utf8_string(value: Vec<u8>) -> String {
+    String::from_utf8(value).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// A profile's scores as `(facet, [(value, score)])`, facets and each
@@ -525,6 +561,24 @@ mod tests {
         assert_eq!(
             scores.0,
             vec![("brand".to_string(), vec![("Samsung".to_string(), 20)])]
+        );
+    }
+
+    #[test]
+    fn values_given_as_bytes_must_be_utf8_and_count_as_text() {
+        let strategy = strategy();
+        let weights = strategy.weights();
+        let (slot, _) = weights.facet_slot("brand").unwrap();
+        let mut acc = Accumulator::new(&weights);
+        assert!(acc.add_utf8_at(slot, b"Caf\xc3\xa9", 10).is_ok());
+        assert!(acc.add_utf8_at(slot, b"Caf\xc3\xa9", 5).is_ok());
+        assert!(acc.add_utf8_at(slot, b"bad \xff", 5).is_err());
+        acc.add_at(slot, "Café", 5);
+        acc.note_event_time(1);
+        let (_, scores) = acc.take_sorted().unwrap();
+        assert_eq!(
+            scores.0,
+            vec![("brand".to_string(), vec![("Café".to_string(), 20)])]
         );
     }
 
