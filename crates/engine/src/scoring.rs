@@ -311,31 +311,28 @@ impl<'w> Accumulator<'w> {
             self.raw.iter_mut().for_each(FxHashMap::clear);
             return None;
         };
-        let mut kept: Vec<(String, Vec<(String, i64)>)> = Vec::new();
         let names = self.weights.facet_names();
+        let mut kept: Vec<(String, RawValues)> = Vec::with_capacity(names.len());
         for (facet, values) in names.iter().zip(&mut self.raw) {
-            let taken: Vec<(String, i64)> = values
-                .drain()
-                .filter(|(_, r)| *r > 0)
-                .map(|(value, r)| (utf8_string(value), r))
-                .collect();
+            let mut taken: RawValues = Vec::with_capacity(values.len());
+            taken.extend(values.drain().filter(|(_, r)| *r > 0));
             if values.capacity() > 4096 {
                 // A heavy user's room would make every later user's drain
                 // walk it.
                 *values = FxHashMap::default();
             }
-            let mut values = taken;
-            if values.len() > MAX_VALUES_PER_FACET {
+            if taken.len() > MAX_VALUES_PER_FACET {
                 // The kept values: the highest scores, ties to the smaller
-                // value (values are distinct: one order).
-                values.select_nth_unstable_by(MAX_VALUES_PER_FACET - 1, |a, b| {
+                // value (values are distinct: one order; bytes sort as
+                // their text does).
+                taken.select_nth_unstable_by(MAX_VALUES_PER_FACET - 1, |a, b| {
                     b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0))
                 });
-                values.truncate(MAX_VALUES_PER_FACET);
+                taken.truncate(MAX_VALUES_PER_FACET);
             }
-            if !values.is_empty() {
-                values.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-                kept.push((facet.clone(), values));
+            if !taken.is_empty() {
+                taken.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                kept.push((facet.clone(), taken));
             }
         }
         kept.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -349,7 +346,7 @@ impl<'w> Accumulator<'w> {
             .map(|(facet, values)| {
                 let values = values
                     .into_iter()
-                    .map(|(v, r)| (v, scale(r, max)))
+                    .map(|(v, r)| (utf8_string(v), scale(r, max)))
                     .collect();
                 (facet, values)
             })
@@ -357,6 +354,10 @@ impl<'w> Accumulator<'w> {
         Some((last_event_millis, SortedScores(scores)))
     }
 }
+
+/// One facet's values as the accumulator holds them: `(value as UTF-8
+/// bytes, raw score)`.
+type RawValues = Vec<(Vec<u8>, i64)>;
 
 /// A value the accumulator holds as text: every one was checked as it went
 /// in (by `&str` or by [`Accumulator::add_utf8_at`]), so the lossy branch
