@@ -29,8 +29,8 @@ use crate::error::{Error, Result};
 use crate::event::EventType;
 use crate::job;
 use crate::schema::{
-    narrow_filter, parse_wide_qualifier, since, utf8, visit_narrow_value, visit_wide_value_bytes,
-    wide_filter, Schema, WIDE_FAMILY,
+    narrow_filter, not_utf8, parse_wide_qualifier, since, utf8, visit_narrow_value,
+    visit_wide_value_bytes, wide_filter, Schema, WIDE_FAMILY,
 };
 use crate::scoring::{Accumulator, Profile, SortedScores};
 use crate::strategy::{Strategy, Weights};
@@ -393,9 +393,7 @@ impl<'w> RowScorer<'w> {
                     visit_wide_value_bytes(cell.value, |value, n| {
                         scoring |= n > 0;
                         acc.add_utf8_at(column.slot, value, column.weight * i64::from(n))
-                            .map_err(|_| {
-                                Error::corrupt("wide value", String::from_utf8_lossy(value))
-                            })
+                            .map_err(|_| not_utf8("wide value"))
                     })?;
                 }
             }

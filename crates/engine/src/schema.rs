@@ -121,7 +121,12 @@ impl Schema {
 }
 
 pub(crate) fn utf8<'a>(bytes: &'a [u8], what: &'static str) -> Result<&'a str> {
-    std::str::from_utf8(bytes).map_err(|_| Error::corrupt(what, "not utf-8"))
+    std::str::from_utf8(bytes).map_err(|_| not_utf8(what))
+}
+
+/// The error of stored bytes (`what`) that should be UTF-8 and are not.
+pub(crate) fn not_utf8(what: &'static str) -> Error {
+    Error::corrupt(what, "not utf-8")
 }
 
 /// Decode one event row (either schema, the narrow cell when it holds

@@ -233,12 +233,10 @@ impl<'w> Accumulator<'w> {
     /// [`Accumulator::add_weighted`] to the facet of slot `slot`
     /// ([`Weights::facet_slot`]).
     pub fn add_at(&mut self, slot: usize, value: &str, add: i64) {
-        let m = self.values_at(slot);
-        if let Some(r) = m.get_mut(value.as_bytes()) {
-            *r += add;
-        } else {
-            m.insert(value.as_bytes().to_vec(), add);
-        }
+        // Text already: nothing to check.
+        let Ok(()) = self.add_new_checked(slot, value.as_bytes(), add, |_| {
+            Ok::<(), std::convert::Infallible>(())
+        });
     }
 
     /// [`Accumulator::add_at`] of a value given as bytes, which must be
@@ -250,11 +248,23 @@ impl<'w> Accumulator<'w> {
         value: &[u8],
         add: i64,
     ) -> Result<(), std::str::Utf8Error> {
+        self.add_new_checked(slot, value, add, |v| std::str::from_utf8(v).map(drop))
+    }
+
+    /// `raw(slot, value) += add`; a value not met before is kept only if
+    /// `check` passes it.
+    fn add_new_checked<E>(
+        &mut self,
+        slot: usize,
+        value: &[u8],
+        add: i64,
+        check: impl FnOnce(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
         let m = self.values_at(slot);
         if let Some(r) = m.get_mut(value) {
             *r += add;
         } else {
-            std::str::from_utf8(value)?;
+            check(value)?;
             m.insert(value.to_vec(), add);
         }
         Ok(())
