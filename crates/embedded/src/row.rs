@@ -118,6 +118,19 @@ impl<'o> RowWriter<'o> {
         }
     }
 
+    /// Append a cell copied from a stored row: `head` its stored bytes up
+    /// to its value, as [`RowCursor::cell_head`] gives them, and `cell` as
+    /// the cursor read it. The caller vouches that the cell written last is
+    /// the one that preceded it in its row (so its prefix and timestamp
+    /// delta hold here too).
+    pub fn put_copied(&mut self, head: &[u8], cell: &RawCell<'_>, value: &[u8]) {
+        self.out.extend_from_slice(head);
+        self.out.extend_from_slice(value);
+        self.previous_qualifier.truncate(cell.shared);
+        self.previous_qualifier.extend_from_slice(cell.suffix);
+        self.previous_ts = cell.timestamp_micros;
+    }
+
     /// Append one cell.
     pub fn put(&mut self, family_id: u32, qualifier: &[u8], ts: i64, value: &[u8]) {
         let shared = common_prefix(&self.previous_qualifier, qualifier);
@@ -204,6 +217,11 @@ pub(crate) struct RowCursor<'a> {
     plain_previous: Option<&'a [u8]>,
     previous_family: Option<u32>,
     previous_ts: i64,
+    /// Where the last cell starts, and its stored qualifier: shared
+    /// length and suffix range.
+    cell_start: usize,
+    cell_shared: usize,
+    cell_suffix: (usize, usize),
 }
 
 /// Walk the cells of a stored row value.
@@ -231,6 +249,9 @@ pub(crate) fn row_cursor_with(value: &[u8], mut buffers: CursorBuffers) -> RowCu
         plain_previous: None,
         previous_family: None,
         previous_ts: 0,
+        cell_start: 1,
+        cell_shared: 0,
+        cell_suffix: (1, 1),
     }
 }
 
@@ -337,6 +358,13 @@ impl<'a> RowCursor<'a> {
             return self.plain_previous.unwrap_or_default();
         }
         let q = &mut self.buffers.qualifier;
+        if self.rebuilt == self.cell_start && self.cell_start < self.at {
+            // Rebuilt up to the previous cell: add this one's suffix.
+            q.truncate(self.cell_shared);
+            q.extend_from_slice(&self.row[self.cell_suffix.0..self.cell_suffix.1]);
+            self.rebuilt = self.at;
+            return q;
+        }
         let mut at = self.rebuilt.max(self.whole_from);
         while at < self.at {
             // Every cell before `self.at` decoded once already.
@@ -359,11 +387,14 @@ impl<'a> RowCursor<'a> {
     #[inline(always)]
     fn compressed_cell(&mut self) -> Option<RawCell<'a>> {
         let cell_start = self.at;
+        self.cell_start = cell_start;
         let family_id = u32::try_from(self.varint()?).ok()?;
         let shared = usize::try_from(self.varint()?).ok()?;
         let slen = self.varint()?;
         let (start, end) = self.span(slen)?;
         let suffix = &self.row[start..end];
+        self.cell_shared = shared;
+        self.cell_suffix = (start, end);
         let previous_len = self.qualifier_len;
         if shared > previous_len {
             return None;
@@ -420,6 +451,18 @@ impl<'a> RowCursor<'a> {
             timestamp_micros: ts,
             value: &self.row[vstart..vend],
         })
+    }
+
+    /// The stored bytes of the last cell up to its value (family,
+    /// qualifier, timestamp, value length): valid as they are right after
+    /// the cell before it, as a row writer writes it. `None` in a plain
+    /// row, whose cells are stored another way.
+    pub fn cell_head(&self, cell: &RawCell<'a>) -> Option<&'a [u8]> {
+        if self.plain {
+            return None;
+        }
+        let value_start = cell.value.as_ptr() as usize - self.row.as_ptr() as usize;
+        self.row.get(self.cell_start..value_start)
     }
 
     /// True when the row did not decode to its end (a corrupt value).

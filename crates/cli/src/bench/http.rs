@@ -132,9 +132,9 @@ impl Tally {
             .push(u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX));
     }
 
-    /// Answers and p99 (ms) of each whole second of the phase, before
-    /// [`Tally::ms`] sorts the latencies.
-    fn by_second(&self) -> Vec<(usize, f64)> {
+    /// Answers, p99 (ms) and answers slower than the read goal of each
+    /// whole second of the phase, before [`Tally::ms`] sorts the latencies.
+    fn by_second(&self) -> Vec<(usize, f64, usize)> {
         let mut seconds: Vec<Vec<Duration>> = Vec::new();
         for (latency, stamp) in self.latencies.iter().zip(&self.stamps) {
             let s = *stamp as usize / 1000;
@@ -148,7 +148,9 @@ impl Tally {
             .map(|mut l| {
                 l.sort_unstable();
                 let p99 = quantile(&l, 0.99).map_or(0.0, |d| d.as_secs_f64() * 1e3);
-                (l.len(), p99)
+                let goal = Duration::from_secs_f64(GOAL_READ_P99_MS / 1e3);
+                let slow = l.len() - l.partition_point(|d| *d <= goal);
+                (l.len(), p99, slow)
             })
             .collect()
     }
@@ -492,9 +494,13 @@ fn report(
         "profiles: {} clients, {answered} reads ({} 404) in {:.1} s = {reads_per_s:.0} reads/s; p50 {read_p50:.2} ms, p99 {read_p99:.2} ms; {} errors (goal: profile read p99 <= 5 ms at 50 clients)",
         args.readers, reads.tally.not_found, reads.seconds, reads.tally.errors,
     );
-    let mut by_second = String::from("profiles by second (reads, p99 ms):");
-    for (n, p99) in &seconds {
-        let _ = write!(by_second, " {n} {p99:.1} |");
+    let slow: usize = seconds.iter().map(|s| s.2).sum();
+    let mut by_second = format!(
+        "profiles by second (reads, p99 ms, reads over {GOAL_READ_P99_MS} ms; {slow} in all, {:.2}%):",
+        100.0 * slow as f64 / answered.max(1) as f64
+    );
+    for (n, p99, over) in &seconds {
+        let _ = write!(by_second, " {n} {p99:.1} {over} |");
     }
     by_second.pop();
     let json = json!({
@@ -507,7 +513,8 @@ fn report(
                    "seconds": ingest.seconds},
         "profiles": {"reads": answered, "reads_per_s": reads_per_s, "p50_ms": read_p50, "p99_ms": read_p99,
                      "not_found": reads.tally.not_found, "errors": reads.tally.errors, "seconds": reads.seconds,
-                     "by_second": seconds.iter().map(|(n, p99)| json!({"reads": n, "p99_ms": p99})).collect::<Vec<_>>()},
+                     "over_goal": slow,
+                     "by_second": seconds.iter().map(|(n, p99, over)| json!({"reads": n, "p99_ms": p99, "over_goal": over})).collect::<Vec<_>>()},
         "goals": {"events_per_s": GOAL_EVENTS_PER_S, "profile_p99_ms": GOAL_READ_P99_MS,
                   "profile_readers": GOAL_READERS,
                   "ingest_met": events_per_s >= GOAL_EVENTS_PER_S,
