@@ -184,10 +184,8 @@ struct Writer<'a> {
 }
 
 /// A batch profile as stored: the API's profile JSON plus
-/// `lastEventMillis` and `strategyVersion`, keys in sorted order (as a
-/// `serde_json::Value` would write them): the bytes serde_json writes for
-/// them (tests), written by hand, without serde's per-entry machinery (a
-/// many-light batch writes one profile per five events).
+/// `lastEventMillis` and `strategyVersion` (see
+/// [`SortedScores::write_profile_json`]).
 fn write_stored_profile(
     out: &mut Vec<u8>,
     user_token: &str,
@@ -195,49 +193,7 @@ fn write_stored_profile(
     scores: &SortedScores,
     version: i64,
 ) -> Result<()> {
-    let mut number = itoa::Buffer::new();
-    out.extend_from_slice(b"{\"lastEventAt\":");
-    let last = affinity_rowkey::time::format_seconds(last_event_millis).unwrap_or_default();
-    json_string(out, &last)?;
-    out.extend_from_slice(b",\"lastEventMillis\":");
-    out.extend_from_slice(number.format(last_event_millis).as_bytes());
-    out.extend_from_slice(b",\"scores\":{");
-    for (i, (facet, values)) in scores.0.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        json_string(out, facet)?;
-        out.extend_from_slice(b":{");
-        for (j, (value, score)) in values.iter().enumerate() {
-            if j > 0 {
-                out.push(b',');
-            }
-            json_string(out, value)?;
-            out.push(b':');
-            out.extend_from_slice(number.format(*score).as_bytes());
-        }
-        out.push(b'}');
-    }
-    out.extend_from_slice(b"},\"strategyVersion\":");
-    out.extend_from_slice(number.format(version).as_bytes());
-    out.extend_from_slice(b",\"userToken\":");
-    json_string(out, user_token)?;
-    out.push(b'}');
-    Ok(())
-}
-
-/// `text` as a JSON string, as serde_json writes it: as is when nothing in
-/// it needs escaping (a quote, a backslash, a control character), else
-/// through serde_json.
-fn json_string(out: &mut Vec<u8>, text: &str) -> Result<()> {
-    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push(b'"');
-        out.extend_from_slice(text.as_bytes());
-        out.push(b'"');
-    } else {
-        serde_json::to_writer(&mut *out, text)?;
-    }
-    Ok(())
+    scores.write_profile_json(out, user_token, last_event_millis, Some(version))
 }
 
 impl Writer<'_> {
@@ -748,6 +704,11 @@ mod tests {
                 written(&user, millis, &sorted(&scores), version),
                 serde_stored_profile(&user, millis, &scores, version)
             );
+            // The API's form (profile reads answer with it).
+            let mut api = Vec::new();
+            sorted(&scores).write_profile_json(&mut api, &user, millis, None).expect("writes");
+            let profile = Profile { user_token: user.clone(), last_event_millis: millis, scores };
+            prop_assert_eq!(api, serde_json::to_vec(&profile).expect("serializes"));
         }
     }
 }

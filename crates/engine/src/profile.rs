@@ -37,7 +37,7 @@ use crate::ingest::{
     IDS_FAMILY, LAST_FAMILY,
 };
 use crate::schema::{decode_row, since};
-use crate::scoring::{Accumulator, Profile, ScoredEvent};
+use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedScores};
 use crate::strategy::{Strategy, Weights};
 
 /// What a user deletion removed.
@@ -102,6 +102,41 @@ impl Engine {
         user: &str,
         strategy: &Strategy,
     ) -> Result<Option<Profile>> {
+        Ok(self
+            .scores_with(app, user, strategy)?
+            .map(|(last_event_millis, scores)| Profile {
+                user_token: user.to_string(),
+                last_event_millis,
+                scores: scores.into_map(),
+            }))
+    }
+
+    /// The user's streaming profile under `strategy` as the API's JSON
+    /// (the bytes `serde_json` writes for [`Engine::profile_with`]'s
+    /// profile), written straight from the sorted scores.
+    pub fn profile_json_with(
+        &self,
+        app: &str,
+        user: &str,
+        strategy: &Strategy,
+    ) -> Result<Option<Vec<u8>>> {
+        let Some((last_event_millis, scores)) = self.scores_with(app, user, strategy)? else {
+            return Ok(None);
+        };
+        let mut out =
+            Vec::with_capacity(64 + scores.0.iter().map(|(_, v)| 16 * v.len()).sum::<usize>());
+        scores.write_profile_json(&mut out, user, last_event_millis, None)?;
+        Ok(Some(out))
+    }
+
+    /// The time of the user's latest scoring event and their sorted
+    /// scores under `strategy`, from the streaming state.
+    fn scores_with(
+        &self,
+        app: &str,
+        user: &str,
+        strategy: &Strategy,
+    ) -> Result<Option<(i64, SortedScores)>> {
         let app = self.app(app)?;
         let weights = strategy.weights();
         let mut acc = Accumulator::new(&weights);
@@ -163,7 +198,7 @@ impl Engine {
                 }
             }
         }
-        Ok(acc.finish(user))
+        Ok(acc.finish_sorted())
     }
 
     /// Delete every event and the profile of a user (GDPR).

@@ -365,6 +365,20 @@ impl<'w> Accumulator<'w> {
     }
 }
 
+/// `text` as a JSON string, as serde_json writes it: as is when nothing in
+/// it needs escaping (a quote, a backslash, a control character), else
+/// through serde_json.
+fn json_string(out: &mut Vec<u8>, text: &str) -> crate::error::Result<()> {
+    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(&mut *out, text)?;
+    }
+    Ok(())
+}
+
 /// One facet's values as the accumulator holds them: `(value as UTF-8
 /// bytes, raw score)`.
 type RawValues = Vec<(Vec<u8>, i64)>;
@@ -383,6 +397,57 @@ fn utf8_string(value: Vec<u8>) -> String {
 pub struct SortedScores(pub Vec<(String, Vec<(String, u32)>)>);
 
 impl SortedScores {
+    /// The API's profile JSON (`lastEventAt`, `scores`, `userToken`) of
+    /// these scores, appended to `out`: the bytes serde_json writes for
+    /// [`Profile`] (tests), written by hand, without building maps or
+    /// serde's per-entry machinery (profile reads answer with it, and a
+    /// many-light batch writes one profile per five events). With
+    /// `stored_version`, as a batch stores it: plus `lastEventMillis` and
+    /// `strategyVersion`, keys still in sorted order (as a
+    /// `serde_json::Value` writes them).
+    pub fn write_profile_json(
+        &self,
+        out: &mut Vec<u8>,
+        user_token: &str,
+        last_event_millis: i64,
+        stored_version: Option<i64>,
+    ) -> crate::error::Result<()> {
+        let mut number = itoa::Buffer::new();
+        out.extend_from_slice(b"{\"lastEventAt\":");
+        let last = affinity_rowkey::time::format_seconds(last_event_millis).unwrap_or_default();
+        json_string(out, &last)?;
+        if stored_version.is_some() {
+            out.extend_from_slice(b",\"lastEventMillis\":");
+            out.extend_from_slice(number.format(last_event_millis).as_bytes());
+        }
+        out.extend_from_slice(b",\"scores\":{");
+        for (i, (facet, values)) in self.0.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            json_string(out, facet)?;
+            out.extend_from_slice(b":{");
+            for (j, (value, score)) in values.iter().enumerate() {
+                if j > 0 {
+                    out.push(b',');
+                }
+                json_string(out, value)?;
+                out.push(b':');
+                out.extend_from_slice(number.format(*score).as_bytes());
+            }
+            out.push(b'}');
+        }
+        out.push(b'}');
+        if let Some(version) = stored_version {
+            out.extend_from_slice(b",\"strategyVersion\":");
+            out.extend_from_slice(number.format(version).as_bytes());
+        }
+        out.extend_from_slice(b",\"userToken\":");
+        json_string(out, user_token)?;
+        out.push(b'}');
+        Ok(())
+    }
+
     pub fn into_map(self) -> BTreeMap<String, BTreeMap<String, u32>> {
         self.0
             .into_iter()

@@ -311,6 +311,17 @@ fn profile_json_is_the_api_shape() {
         json!({"userToken":"user-1","lastEventAt":"2024-05-21T01:15:35Z",
                "scores":{"brand":{"Apple":20,"Sam,sung":10}}})
     );
+    // What profile reads answer: the same profile's JSON, as serde writes it.
+    let strategy = engine.strategy("app1").unwrap().unwrap();
+    let written = engine
+        .profile_json_with("app1", "user-1", &strategy)
+        .unwrap()
+        .unwrap();
+    assert_eq!(written, serde_json::to_vec(&p).unwrap());
+    assert!(engine
+        .profile_json_with("app1", "nobody", &strategy)
+        .unwrap()
+        .is_none());
 }
 
 #[test]

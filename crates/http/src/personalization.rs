@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
-use affinity_engine::scoring::Profile;
 use affinity_engine::Strategy;
 use axum::extract::{Path, State as Shared};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::HeaderName;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
@@ -69,12 +70,16 @@ pub async fn get_profile(
     Shared(state): Shared<Arc<State>>,
     caller: Caller,
     Path(user): Path<String>,
-) -> Result<Json<Profile>> {
+) -> Result<Response> {
     caller.require_any(&[Acl::Profiles, Acl::Search])?;
     check_user_token(&user)?;
     let inline = state.inline_reads;
+    // The JSON written straight from the sorted scores (no maps, no serde
+    // per entry): the bytes `Json(profile)` would answer.
     let read = move || match state.strategy(&caller.app)? {
-        Some(strategy) => Ok(state.engine.profile_with(&caller.app, &user, &strategy)?),
+        Some(strategy) => Ok(state
+            .engine
+            .profile_json_with(&caller.app, &user, &strategy)?),
         None => Ok(None),
     };
     let profile = if inline {
@@ -83,7 +88,7 @@ pub async fn get_profile(
         blocking(read).await?
     };
     match profile {
-        Some(p) => Ok(Json(p)),
+        Some(json) => Ok(([(CONTENT_TYPE, "application/json")], json).into_response()),
         None => Err(Error::not_found("User not found")),
     }
 }
