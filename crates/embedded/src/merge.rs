@@ -203,7 +203,14 @@ fn sorted_adds<'a>(meta: &TableMeta, mutations: &'a [Mutation]) -> Result<Option
         let (id, rank) = families.id_and_rank(family)?;
         adds.push(((rank, qualifier, Reverse(*timestamp_micros)), (id, *input)));
     }
-    adds.sort_by(|a, b| a.0.cmp(&b.0));
+    sort_and_sum(&mut adds);
+    Ok(Some(adds))
+}
+
+/// Sort `adds` in canonical cell order and sum the adds of each cell into
+/// one (stable: a cell's family id is its first add's).
+fn sort_and_sum(adds: &mut Adds<'_>) {
+    adds.sort_by(|a, b| cell_order(&a.0, &b.0));
     adds.dedup_by(|later, kept| {
         let same = later.0 == kept.0;
         if same {
@@ -211,7 +218,6 @@ fn sorted_adds<'a>(meta: &TableMeta, mutations: &'a [Mutation]) -> Result<Option
         }
         same
     });
-    Ok(Some(adds))
 }
 
 /// Reads groups back.
@@ -383,7 +389,6 @@ fn only_adds<'a>(meta: &'a TableMeta, operands: &[&'a [u8]]) -> Option<(Adds<'a>
             } else {
                 &mut loose
             };
-            let from = into.len();
             let mut sorted = true;
             for _ in 0..count {
                 let tag = cursor.u8()?;
@@ -402,15 +407,13 @@ fn only_adds<'a>(meta: &'a TableMeta, operands: &[&'a [u8]]) -> Option<(Adds<'a>
                 }
                 into.push(add);
             }
-            debug_assert!(from == 0 || !run);
             if run && !sorted {
                 let run = runs.pop()?;
                 loose.extend(run);
             }
         }
     }
-    let loose = sum_loose(meta, loose, groups > 2);
-    let mut merged = loose;
+    let mut merged = sum_loose(meta, loose, groups > 2);
     for run in runs {
         merged = merge_sorted(merged, run);
     }
@@ -432,14 +435,7 @@ const RUN_ADDS: u64 = 32;
 /// is the same.
 fn sum_loose<'a>(meta: &TableMeta, mut adds: Adds<'a>, summing: bool) -> Adds<'a> {
     if !summing {
-        adds.sort_by(|a, b| cell_order(&a.0, &b.0));
-        adds.dedup_by(|later, kept| {
-            let same = later.0 == kept.0;
-            if same {
-                kept.1 .1 = kept.1 .1.wrapping_add(later.1 .1);
-            }
-            same
-        });
+        sort_and_sum(&mut adds);
         return adds;
     }
     let mut sums: FxHashMap<(u32, &'a [u8], i64), (u32, i64)> =
@@ -542,14 +538,7 @@ fn merge_adds(
     clock: i64,
 ) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(existing.map_or(0, <[u8]>::len) + adds.len() * 24);
-    let mut writer = Writer {
-        meta,
-        clock,
-        row: RowWriter::new(&mut out),
-        column_family: None,
-        column: Vec::new(),
-        version: 0,
-    };
+    let mut writer = Writer::new(meta, clock, &mut out);
     let mut pending = adds.into_iter().peekable();
     if let Some(stored) = existing {
         let mut cells = row_cursor(stored);
@@ -666,14 +655,7 @@ pub(crate) fn encode_created_row(
             .map(|(k, (_, v))| k.1.len() + v.len() + 8)
             .sum(),
     );
-    let mut writer = Writer {
-        meta,
-        clock: now_micros,
-        row: RowWriter::new(&mut out),
-        column_family: None,
-        column: Vec::new(),
-        version: 0,
-    };
+    let mut writer = Writer::new(meta, now_micros, &mut out);
     for ((_, qualifier, Reverse(ts)), (id, value)) in cells {
         writer.put(id, qualifier, ts, value);
     }
@@ -695,7 +677,19 @@ struct Writer<'m, 'o> {
     version: usize,
 }
 
-impl Writer<'_, '_> {
+impl<'m, 'o> Writer<'m, 'o> {
+    /// A writer of a row merged at `clock` into `out` (cleared first).
+    fn new(meta: &'m TableMeta, clock: i64, out: &'o mut Vec<u8>) -> Self {
+        Writer {
+            meta,
+            clock,
+            row: RowWriter::new(out),
+            column_family: None,
+            column: Vec::new(),
+            version: 0,
+        }
+    }
+
     fn put(&mut self, family_id: u32, qualifier: &[u8], ts: i64, value: &[u8]) {
         if self.admit(family_id, qualifier, ts) {
             self.row.put(family_id, qualifier, ts, value);

@@ -104,11 +104,7 @@ impl Engine {
     ) -> Result<Option<Profile>> {
         Ok(self
             .scores_with(app, user, strategy)?
-            .map(|(last_event_millis, scores)| Profile {
-                user_token: user.to_string(),
-                last_event_millis,
-                scores: scores.into_map(),
-            }))
+            .map(|(last_event_millis, scores)| scores.into_profile(user, last_event_millis)))
     }
 
     /// The user's streaming profile under `strategy` as the API's JSON

@@ -301,11 +301,7 @@ impl<'w> Accumulator<'w> {
     /// The profile, `None` without a scoring event.
     pub fn finish(self, user_token: &str) -> Option<Profile> {
         let (last_event_millis, scores) = self.finish_sorted()?;
-        Some(Profile {
-            user_token: user_token.to_string(),
-            last_event_millis,
-            scores: scores.into_map(),
-        })
+        Some(scores.into_profile(user_token, last_event_millis))
     }
 
     /// The time of the latest scoring event and the scores, `None` without
@@ -446,6 +442,15 @@ impl SortedScores {
         json_string(out, user_token)?;
         out.push(b'}');
         Ok(())
+    }
+
+    /// The profile of `user_token` with these scores.
+    pub fn into_profile(self, user_token: &str, last_event_millis: i64) -> Profile {
+        Profile {
+            user_token: user_token.to_string(),
+            last_event_millis,
+            scores: self.into_map(),
+        }
     }
 
     pub fn into_map(self) -> BTreeMap<String, BTreeMap<String, u32>> {
