@@ -39,14 +39,15 @@ impl BackendArgs {
                     .with_context(|| format!("connecting to Cloud Bigtable {spec}"))?;
                 Ok(Arc::new(store))
             }
-            None => {
-                let store =
-                    affinity_embedded::EmbeddedStore::open(&self.data).with_context(|| {
-                        format!("opening the embedded store in {}", self.data.display())
-                    })?;
-                Ok(Arc::new(store))
-            }
+            None => Ok(self.open_embedded()?),
         }
+    }
+
+    /// Open the embedded store in `--data` (whatever `--bigtable` says).
+    pub fn open_embedded(&self) -> anyhow::Result<Arc<affinity_embedded::EmbeddedStore>> {
+        let store = affinity_embedded::EmbeddedStore::open(&self.data)
+            .with_context(|| format!("opening the embedded store in {}", self.data.display()))?;
+        Ok(Arc::new(store))
     }
 
     /// True for the store on this machine (its reads are fast enough to

@@ -1,6 +1,7 @@
 //! `affinity bench http` end to end through the real binary: a short run
 //! on an in-process server over a temporary embedded store writes its
-//! figures as JSON with no errors; `--url` at a port where nothing listens
+//! figures as JSON with no errors, the store settled between the phases
+//! (or not, with `--no-settle`); `--url` at a port where nothing listens
 //! fails with a message naming the address; against a real `affinity
 //! serve`, a key that may not send events makes every batch a counted
 //! error and the run fails naming the first status and body.
@@ -56,6 +57,16 @@ fn bench_http_runs_both_phases_and_writes_json() {
         assert!(value.is_some_and(|v| v > 0.0), "ingest {field}: {report}");
     }
     assert_eq!(ingest["errors"], 0, "{report}");
+    // The store was settled before the reads, and the ingest rate counting
+    // that time is the lower one.
+    assert!(
+        stdout.contains("settle: the store flushed and compacted"),
+        "{stdout}"
+    );
+    let settle = ingest["settle_seconds"].as_f64().expect("settle_seconds");
+    let with_settle = ingest["events_per_s_with_settle"].as_f64().unwrap();
+    assert!(settle > 0.0, "{report}");
+    assert!(with_settle > 0.0 && with_settle < ingest["events_per_s"].as_f64().unwrap());
     // Every request was a full batch.
     assert_eq!(
         ingest["events"].as_u64().unwrap(),
@@ -151,6 +162,44 @@ fn bench_http_counts_rejected_batches_and_fails_naming_the_first() {
     assert_eq!(report["ingest"]["errors"].as_u64(), Some(requests));
     assert_eq!(report["ingest"]["events"], 0, "{report}");
     assert_eq!(report["profiles"]["errors"], 0, "{report}");
+    assert!(
+        report["profiles"]["reads"].as_u64().unwrap() > 0,
+        "{report}"
+    );
+    // A server elsewhere cannot be settled: no settle time, the rate as is.
+    assert!(report["ingest"]["settle_seconds"].is_null(), "{report}");
+    assert_eq!(
+        report["ingest"]["events_per_s_with_settle"],
+        report["ingest"]["events_per_s"]
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("settle: none (the server is elsewhere)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bench_http_no_settle_reads_as_the_ingest_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("http.json");
+    let output = affinity()
+        .args(["bench", "http", "--seconds", "1", "--clients", "1"])
+        .args(["--readers", "2", "--users", "20", "--no-settle", "--json"])
+        .arg(&json_path)
+        .output()
+        .expect("run the affinity binary");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "bench http failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("settle: none (--no-settle)"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert!(report["ingest"]["settle_seconds"].is_null(), "{report}");
+    assert_eq!(report["profiles"]["not_found"], 0, "{report}");
     assert!(
         report["profiles"]["reads"].as_u64().unwrap() > 0,
         "{report}"
