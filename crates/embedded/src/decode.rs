@@ -11,7 +11,7 @@
 
 use std::ops::Range;
 
-use affinity_model::eval::{CellPrefilter, CellTest};
+use affinity_model::eval::{CellPrefilter, CellTest, ColumnTest};
 use affinity_model::gc::deletes;
 use affinity_model::{Bytes, Cell, CellRef, Result, Row};
 
@@ -266,6 +266,36 @@ fn decode_kept<'v>(
             }
         }
         (Some(_), None) => {}
+        (Some(prefilter), Some(_)) if prefilter.family_decided() => {
+            // One test per family, whatever the qualifier: no shapes, and
+            // a cell's qualifier is rebuilt only when the cell is kept (the
+            // profile reader drops most of family `i` on its value alone).
+            let mut tests: Vec<(u32, ColumnTest)> = Vec::new();
+            while let Some(cell) = next {
+                version = if cell.same_column { version + 1 } else { 0 };
+                let at = match tests.iter().position(|(id, _)| *id == cell.family_id) {
+                    Some(at) => at,
+                    None => {
+                        let test = match meta.family(cell.family_id) {
+                            Some(family) => prefilter.column_test(&family.name, b""),
+                            None => ColumnTest::NoCell,
+                        };
+                        tests.push((cell.family_id, test));
+                        tests.len() - 1
+                    }
+                };
+                match &tests[at].1 {
+                    ColumnTest::NoCell => {}
+                    ColumnTest::EveryCell => {
+                        keeper.offer(&cell, version, None, || cursor.qualifier())
+                    }
+                    ColumnTest::Cells(test) => {
+                        keeper.offer(&cell, version, Some(test), || cursor.qualifier())
+                    }
+                }
+                next = cursor.next_cell();
+            }
+        }
         (Some(prefilter), Some(first)) => {
             // The first cell's qualifier is stored whole.
             let id = verdicts.shape_for(first.family_id, first.suffix);

@@ -24,8 +24,11 @@
 //! with the deletion may leave that ingestion's events, and the caller
 //! verifies with [`Engine::user_row_count`].
 
+use std::ops::Bound;
+
 use affinity_model::{
-    prefix_successor, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowSet, Table,
+    prefix_successor, Bytes, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowSet,
+    Table, ValueRange,
 };
 use affinity_rowkey::composite::{user_prefix, user_time_range};
 
@@ -39,6 +42,29 @@ use crate::ingest::{
 use crate::schema::{decode_row, since};
 use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedScores};
 use crate::strategy::{Strategy, Weights};
+
+/// The profile reader's filter over state rows: counters and latest
+/// times whole, and of the event ids only the cells whose sum is not 1
+/// (the events to correct). An id cell is one per event of the day and
+/// nearly all say 1, so without it a read would hand over, and walk, one
+/// cell per event; with it the embedded store drops them on their value
+/// alone, and Cloud Bigtable does not send them. The value range is
+/// bytewise over the sum's 8 big-endian bytes: above 1 are the sums of 2
+/// and more, and negative ones (sign bit set); below it only 0, which
+/// adds of 1 never leave.
+pub(crate) fn state_read_filter() -> RowFilter {
+    RowFilter::interleave(vec![
+        RowFilter::exact_family(COUNTERS_FAMILY),
+        RowFilter::exact_family(LAST_FAMILY),
+        RowFilter::Chain(vec![
+            RowFilter::exact_family(IDS_FAMILY),
+            RowFilter::ValueRange(ValueRange {
+                start: Bound::Excluded(Bytes::copy_from_slice(&1i64.to_be_bytes())),
+                end: Bound::Unbounded,
+            }),
+        ]),
+    ])
+}
 
 /// What a user deletion removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -140,8 +166,8 @@ impl Engine {
         let boundary = cutoff.div_euclid(DAY_MILLIS);
         let first = state_row_key(user, boundary);
         let end = prefix_successor(format!("{user},").as_bytes()).unwrap_or_default();
-        // State rows hold nothing but the state families: no filter.
-        let request = ReadRowsRequest::new(RowSet::from_range(RowRange::closed_open(first, end)));
+        let request = ReadRowsRequest::new(RowSet::from_range(RowRange::closed_open(first, end)))
+            .with_filter(state_read_filter());
         let mut corrections: Vec<(EventId, i64)> = Vec::new();
         let (mut any_state, mut boundary_state) = (false, false);
         let mut counters = CounterColumns::new(&weights);
@@ -173,6 +199,7 @@ impl Engine {
                 if cell.family == COUNTERS_FAMILY {
                     counters.add(cell.qualifier, n, &mut acc)?;
                 } else if cell.family == IDS_FAMILY && n != 1 {
+                    // The filter leaves only these (see `state_read_filter`).
                     corrections.push((EventId::from_qualifier(cell.qualifier)?, n));
                 }
             }

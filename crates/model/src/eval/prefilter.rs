@@ -95,6 +95,14 @@ impl CellPrefilter {
         test(&self.pre, family, qualifier, timestamp_micros, value)
     }
 
+    /// True when the test looks at no qualifier: every column of a family
+    /// gets the same [`CellPrefilter::column_test`], so a backend may
+    /// decide it once per family (the profile reader's filter keeps whole
+    /// families, and of one family only the cells with some values).
+    pub fn family_decided(&self) -> bool {
+        !tests_qualifier(&self.pre)
+    }
+
     /// What the test says of every cell of a column, whatever its
     /// timestamp and value: `Some(false)` when no cell of it may pass,
     /// `Some(true)` when every cell may, `None` when it depends on the
@@ -157,6 +165,20 @@ fn tests_column(pre: &Pre) -> bool {
         Pre::All(parts) | Pre::Any(parts) => parts.iter().any(tests_column),
         Pre::Timestamp(_) | Pre::Value(_) | Pre::ValueRange(_) => false,
         _ => true,
+    }
+}
+
+/// Whether `pre` tests a qualifier somewhere.
+fn tests_qualifier(pre: &Pre) -> bool {
+    match pre {
+        Pre::All(parts) | Pre::Any(parts) => parts.iter().any(tests_qualifier),
+        Pre::Qualifier(_) | Pre::QualifierIn(_) | Pre::ColumnIn(..) | Pre::ColumnRange(_) => true,
+        Pre::True
+        | Pre::False
+        | Pre::Family(_)
+        | Pre::Timestamp(_)
+        | Pre::Value(_)
+        | Pre::ValueRange(_) => false,
     }
 }
 

@@ -131,6 +131,46 @@ fn single_column_ranges_make_an_exact_prefilter_of_one_set() {
 }
 
 #[test]
+fn whole_families_and_a_value_range_make_an_exact_family_decided_prefilter() {
+    use std::ops::Bound;
+    // The profile reader's shape: two families whole, of a third only the
+    // cells whose value is above 1 (an Int64 sum, big-endian).
+    let one = Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0, 1]);
+    let filter = RowFilter::interleave(vec![
+        RowFilter::exact_family("n"),
+        RowFilter::exact_family("t"),
+        RowFilter::Chain(vec![
+            RowFilter::exact_family("i"),
+            RowFilter::ValueRange(crate::ValueRange {
+                start: Bound::Excluded(one.clone()),
+                end: Bound::Unbounded,
+            }),
+        ]),
+    ]);
+    let compiled = CompiledFilter::compile(&filter).expect("compiles");
+    let pre = compiled.cell_prefilter().expect("a prefilter");
+    assert!(pre.family_decided());
+    assert!(pre.is_exact());
+    assert!(matches!(pre.column_test("n", b"q"), ColumnTest::EveryCell));
+    assert!(matches!(pre.column_test("x", b"q"), ColumnTest::NoCell));
+    let ColumnTest::Cells(test) = pre.column_test("i", b"any id") else {
+        panic!("family i depends on the value");
+    };
+    assert!(!test.may_pass(0, &one));
+    assert!(test.may_pass(0, &[0, 0, 0, 0, 0, 0, 0, 2]));
+    // A qualifier test makes the verdict depend on the column.
+    let by_column = RowFilter::Chain(vec![
+        RowFilter::exact_family("n"),
+        RowFilter::exact_qualifier(b"a"),
+    ]);
+    let compiled = CompiledFilter::compile(&by_column).expect("compiles");
+    assert!(!compiled
+        .cell_prefilter()
+        .expect("a prefilter")
+        .family_decided());
+}
+
+#[test]
 fn prefilter_is_exact_only_when_interleaved_columns_are_disjoint() {
     let q = |s: &str| RowFilter::exact_qualifier(s.as_bytes());
     let alt =
@@ -574,6 +614,15 @@ mod properties {
                     ColumnTest::Cells(test) => test.may_pass(c.timestamp_micros, &c.value),
                 };
                 prop_assert_eq!(passes, by_column, "column test of {:?}", c);
+                if pre.family_decided() {
+                    // Any qualifier of the family gets the same test.
+                    let by_family = match pre.column_test(&c.family, b"") {
+                        ColumnTest::NoCell => false,
+                        ColumnTest::EveryCell => true,
+                        ColumnTest::Cells(test) => test.may_pass(c.timestamp_micros, &c.value),
+                    };
+                    prop_assert_eq!(passes, by_family, "family test of {:?}", c);
+                }
             }
         }
 
