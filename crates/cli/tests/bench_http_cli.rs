@@ -18,21 +18,32 @@ fn affinity() -> Command {
     cmd
 }
 
-#[test]
-fn bench_http_runs_both_phases_and_writes_json() {
-    let dir = tempfile::tempdir().unwrap();
-    let json_path = dir.path().join("http.json");
+/// A one-second `bench http` on an in-process server with these
+/// arguments, its JSON written to `json`; its stdout, once it succeeded.
+fn run_in_process(args: &[&str], json: &std::path::Path) -> String {
     let output = affinity()
-        .args(["bench", "http", "--seconds", "1", "--clients", "2"])
-        .args(["--readers", "4", "--users", "100", "--json"])
-        .arg(&json_path)
+        .args(["bench", "http", "--seconds", "1"])
+        .args(args)
+        .arg("--json")
+        .arg(json)
         .output()
         .expect("run the affinity binary");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
         "bench http failed: {}\n{stdout}",
         String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn bench_http_runs_both_phases_and_writes_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("http.json");
+    let stdout = run_in_process(
+        &["--clients", "2", "--readers", "4", "--users", "100"],
+        &json_path,
     );
     assert!(
         stdout.contains("ingest: 2 clients x 1000-event batches"),
@@ -183,17 +194,17 @@ fn bench_http_counts_rejected_batches_and_fails_naming_the_first() {
 fn bench_http_no_settle_reads_as_the_ingest_ends() {
     let dir = tempfile::tempdir().unwrap();
     let json_path = dir.path().join("http.json");
-    let output = affinity()
-        .args(["bench", "http", "--seconds", "1", "--clients", "1"])
-        .args(["--readers", "2", "--users", "20", "--no-settle", "--json"])
-        .arg(&json_path)
-        .output()
-        .expect("run the affinity binary");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "bench http failed: {}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = run_in_process(
+        &[
+            "--clients",
+            "1",
+            "--readers",
+            "2",
+            "--users",
+            "20",
+            "--no-settle",
+        ],
+        &json_path,
     );
     assert!(stdout.contains("settle: none (--no-settle)"), "{stdout}");
     let report: serde_json::Value =
