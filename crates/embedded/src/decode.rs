@@ -270,21 +270,9 @@ fn decode_kept<'v>(
             // One test per family, whatever the qualifier: no shapes, and
             // a cell's qualifier is rebuilt only when the cell is kept (the
             // profile reader drops most of family `i` on its value alone).
-            let mut tests: Vec<(u32, ColumnTest)> = Vec::new();
             while let Some(cell) = next {
                 version = if cell.same_column { version + 1 } else { 0 };
-                let at = match tests.iter().position(|(id, _)| *id == cell.family_id) {
-                    Some(at) => at,
-                    None => {
-                        let test = match meta.family(cell.family_id) {
-                            Some(family) => prefilter.column_test(&family.name, b""),
-                            None => ColumnTest::NoCell,
-                        };
-                        tests.push((cell.family_id, test));
-                        tests.len() - 1
-                    }
-                };
-                match &tests[at].1 {
+                match verdicts.family_test(cell.family_id, meta, prefilter) {
                     ColumnTest::NoCell => {}
                     ColumnTest::EveryCell => {
                         keeper.offer(&cell, version, None, || cursor.qualifier())

@@ -5,6 +5,7 @@
 use affinity_model::eval::{CellPrefilter, CellTest, ColumnTest};
 use rustc_hash::FxHashMap;
 
+use crate::meta::TableMeta;
 use crate::row::{CursorBuffers, RawCell, RowCursor};
 
 /// What the prefilter says of a column's cells.
@@ -74,6 +75,9 @@ pub(crate) struct ColumnVerdicts {
     by_column: FxHashMap<u32, FxHashMap<Box<[u8]>, Verdict>>,
     /// The distinct cell tests of the columns met, by [`Verdict::Test`].
     tests: Vec<CellTest>,
+    /// Per family id met, the test of its every column, when the
+    /// prefilter is [`CellPrefilter::family_decided`].
+    by_family: Vec<(u32, ColumnTest)>,
     /// The row cursor's buffers, from one row to the next.
     pub(crate) cursor: Option<CursorBuffers>,
 }
@@ -99,6 +103,29 @@ impl ColumnVerdicts {
             .or_default()
             .insert(qualifier.into(), i);
         Some(i)
+    }
+
+    /// What `prefilter`, which must be [`CellPrefilter::family_decided`],
+    /// says of every column of family `family_id` (no cell of a dropped
+    /// family): worked out once per scan.
+    pub fn family_test(
+        &mut self,
+        family_id: u32,
+        meta: &TableMeta,
+        prefilter: &CellPrefilter,
+    ) -> &ColumnTest {
+        let at = match self.by_family.iter().position(|(id, _)| *id == family_id) {
+            Some(at) => at,
+            None => {
+                let test = match meta.family(family_id) {
+                    Some(family) => prefilter.column_test(&family.name, b""),
+                    None => ColumnTest::NoCell,
+                };
+                self.by_family.push((family_id, test));
+                self.by_family.len() - 1
+            }
+        };
+        &self.by_family[at].1
     }
 
     /// The cell test of [`Verdict::Test`]`(i)`.

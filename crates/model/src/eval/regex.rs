@@ -20,8 +20,12 @@ const SIZE_LIMIT: usize = 1 << 20;
 
 /// Compile a Bigtable (RE2) regex into a full-match byte regex.
 pub fn compile_full_match(pattern: &[u8]) -> Result<Regex> {
-    let anchored = anchor(&translate(pattern));
-    RegexBuilder::new(&anchored)
+    build(pattern, &anchor(&translate(pattern)))
+}
+
+/// The regex of `pattern`, given as [`anchor`] wrote its translation.
+fn build(pattern: &[u8], anchored: &str) -> Result<Regex> {
+    RegexBuilder::new(anchored)
         .size_limit(SIZE_LIMIT)
         .build()
         .map_err(|e| Error::InvalidRegex {
@@ -66,7 +70,7 @@ impl FullMatch {
         }
         // Built even when the language is finite: the builder is what
         // validates a pattern (and bounds its size).
-        let regex = compile_full_match(pattern)?;
+        let regex = build(pattern, &anchored)?;
         let matcher = match finite_language(&translated) {
             Some(set) => Matcher::Literals(set),
             None => Matcher::Regex(regex),
