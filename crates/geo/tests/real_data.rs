@@ -12,7 +12,7 @@ use affinity_model::{MemoryStore, Store};
 use affinity_rowkey::geo::TimeBin;
 use affinity_rowkey::plan::{BBox, GeoQuery};
 
-use common::{check_dataset, shared_file};
+use common::{check_dataset, geo_file};
 
 fn columns(id: &str, time: &str, lat: &str, lng: &str) -> Columns {
     Columns {
@@ -24,7 +24,7 @@ fn columns(id: &str, time: &str, lat: &str, lng: &str) -> Columns {
 }
 
 fn harbor() -> Dataset {
-    let path = shared_file("NYHarbor_2020_06_30_first_hour.csv");
+    let path = geo_file("NYHarbor_2020_06_30_first_hour.csv");
     let ds = read_csv(
         &path,
         "harbor",
@@ -38,7 +38,7 @@ fn harbor() -> Dataset {
 }
 
 fn flights() -> Dataset {
-    let path = shared_file("SampleTrajectories.csv");
+    let path = geo_file("SampleTrajectories.csv");
     let ds = read_csv(
         &path,
         "flights",

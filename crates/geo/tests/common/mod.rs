@@ -1,4 +1,4 @@
-//! Shared helpers: the shared test data, and a brute-force reference.
+//! Shared helpers: the test data, and a brute-force reference.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -9,21 +9,9 @@ use affinity_geo::{Point, PointLayout, PointTable};
 use affinity_model::Store;
 use affinity_rowkey::plan::GeoQuery;
 
-/// `testdata/geo/NAME` in the shared directory: $AFFINITY_SHARED, or
-/// `shared` beside the repository.
-pub fn shared_file(name: &str) -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        std::env::var_os("AFFINITY_SHARED").map(PathBuf::from),
-        Some(manifest.join("../../../shared")),
-        Some(manifest.join("../../shared")),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .map(|dir| dir.join("testdata/geo").join(name))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{name} not found beside {}", manifest.display()))
+/// `testdata/geo/NAME` of the repository.
+pub fn geo_file(name: &str) -> PathBuf {
+    affinity_testdata::file(&format!("geo/{name}"))
 }
 
 /// Sortable identity of a point.
