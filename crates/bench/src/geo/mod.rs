@@ -2,11 +2,20 @@
 //! `lat#long` keys in the embedded store, the same area + time queries
 //! (1 km to 5000 km boxes; 10 minutes, one bin, one day), and what each
 //! key read. Writes `geo.md` and one SVG chart per data set into `--out`.
+//!
+//! Submodules: [`datasets`] (the data sets and the fixed query set),
+//! [`measure`] (loading and querying under each key), [`report`] (Markdown,
+//! chart). Timings depend on the machine; rows scanned and ranges do not.
+
+mod datasets;
+mod measure;
+mod report;
 
 use std::path::{Path, PathBuf};
 
-use affinity_geo::bench::{self, Settings};
 use anyhow::Context;
+
+use measure::Settings;
 
 #[derive(clap::Args)]
 pub struct GeoBenchArgs {
@@ -32,10 +41,6 @@ pub struct GeoBenchArgs {
     /// Skip the real data sets.
     #[arg(long)]
     no_real: bool,
-    /// Directory for the embedded store (default: a temporary directory,
-    /// removed afterwards).
-    #[arg(long)]
-    data: Option<PathBuf>,
 }
 
 /// The shared test-data directory's `testdata/geo`, if found.
@@ -54,19 +59,21 @@ fn geo_testdata(shared: Option<&Path>) -> Option<PathBuf> {
         .find(|d| d.is_dir())
 }
 
-pub fn run(args: GeoBenchArgs) -> anyhow::Result<()> {
+/// Run the benchmark on the embedded store in `data` (default: a temporary
+/// directory, removed afterwards).
+pub fn run(args: GeoBenchArgs, data: Option<&Path>) -> anyhow::Result<()> {
     let mut datasets = Vec::new();
     if !args.no_real {
         let dir = geo_testdata(args.shared.as_deref())
             .context("testdata/geo not found: pass --shared DIR or --no-real")?;
-        datasets = bench::real_datasets(&dir)
+        datasets = datasets::real_datasets(&dir)
             .with_context(|| format!("reading the real data in {}", dir.display()))?;
     }
     if args.points > 0 {
         eprintln!("generating {} points (seed {})", args.points, args.seed);
-        datasets.push(bench::generated(args.points, args.seed));
+        datasets.push(datasets::generated(args.points, args.seed));
     }
-    let (dir, _tmp) = super::data_dir(args.data.as_deref())?;
+    let (dir, _tmp) = crate::data_dir(data)?;
     let store = affinity_embedded::EmbeddedStore::open(&dir)
         .with_context(|| format!("opening the embedded store in {}", dir.display()))?;
     let settings = Settings {
@@ -74,7 +81,7 @@ pub fn run(args: GeoBenchArgs) -> anyhow::Result<()> {
         repeats: args.repeats,
         ..Settings::default()
     };
-    let md = bench::run_report(&store, &datasets, &settings, &args.out, |line| {
+    let md = measure::run_report(&store, &datasets, &settings, &args.out, |line| {
         eprintln!("{line}")
     })?;
     print!("{md}");
