@@ -182,3 +182,64 @@ pub fn run_report(
     write(&out.join("geo.md"), &md)?;
     Ok(md)
 }
+
+#[cfg(test)]
+mod tests {
+    use affinity_model::MemoryStore;
+
+    use super::*;
+    use crate::geo::datasets::generated;
+    use crate::geo::report::summarize;
+
+    #[test]
+    fn every_key_returns_the_same_points_and_reads_at_least_as_many() {
+        let ds = generated(3_000, 5);
+        let settings = Settings {
+            repeats: 2,
+            ..Settings::default()
+        };
+        let mut steps = 0;
+        let runs = measure(&MemoryStore::new(), &ds, &KeyKind::ALL, &settings, |_| {
+            steps += 1
+        })
+        .unwrap();
+        assert_eq!(
+            steps,
+            2 * KeyKind::ALL.len(),
+            "a load and a query line per key"
+        );
+        assert_eq!(runs.len(), KeyKind::ALL.len());
+        let queries = queries(&ds).unwrap().len();
+        for run in &runs {
+            assert_eq!(run.points, 3_000);
+            assert_eq!(run.queries.len(), queries);
+            for q in &run.queries {
+                assert_eq!(q.latencies.len(), 2);
+                assert!(q.stats.rows_scanned >= q.stats.rows_returned, "{q:?}");
+                assert!(q.stats.ranges_per_bin <= settings.budget, "{q:?}");
+            }
+        }
+        for i in 0..queries {
+            let returned: Vec<u64> = runs
+                .iter()
+                .map(|r| r.queries[i].stats.rows_returned)
+                .collect();
+            assert!(
+                returned.windows(2).all(|w| w[0] == w[1]),
+                "query {i}: {returned:?}"
+            );
+        }
+        let found: u64 = runs[0].queries.iter().map(|q| q.stats.rows_returned).sum();
+        assert!(found > 0);
+        // The report's classes add up to the same totals under every key.
+        let summaries = summarize(&runs);
+        for run in &runs {
+            let returned: u64 = summaries
+                .iter()
+                .filter(|s| s.kind == run.kind)
+                .map(|s| s.returned)
+                .sum();
+            assert_eq!(returned, found, "{:?}", run.kind);
+        }
+    }
+}
