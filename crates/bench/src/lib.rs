@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 
+/// The benchmarks, one subcommand each (`affinity bench NAME`).
 #[derive(clap::Subcommand)]
 pub enum BenchCommand {
     /// The storage layer through the `model` traits: load, full scan, prefix
