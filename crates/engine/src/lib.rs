@@ -23,8 +23,6 @@
 //! - [`migrate`]: narrow -> wide migration (dual-write, backfill, verify,
 //!   cut over);
 //! - [`trends`]: regional trends, top facet values around a place.
-//! - [`workload`]: seeded benchmark workloads (application profiles, a
-//!   20-facet catalog, events and strategies).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -66,7 +64,6 @@ pub mod schema;
 pub mod scoring;
 pub mod strategy;
 pub mod trends;
-pub mod workload;
 
 pub use batch::{Progress, ProgressSnapshot, RecomputeOptions, RecomputeReport};
 pub use engine::{App, AppConfig, AppSettings, Clock, Engine};

@@ -4,6 +4,7 @@
 //! Rows look like Affinity's events table: key `app,user,timestamp`, family
 //! `e`, a handful of `type,name,facet` qualifiers with small values.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +15,7 @@ use affinity_model::{
 use anyhow::Context;
 use rand::{Rng, SeedableRng};
 
-use super::quantile;
+use crate::quantile;
 
 #[derive(clap::Args)]
 pub struct StoreBenchArgs {
@@ -29,10 +30,6 @@ pub struct StoreBenchArgs {
     /// Skip the emulator run.
     #[arg(long)]
     no_emulator: bool,
-    /// Directory for the embedded store (default: a temporary directory,
-    /// removed afterwards).
-    #[arg(long)]
-    data: Option<std::path::PathBuf>,
     /// Prefix scans to time.
     #[arg(long, default_value_t = 2_000)]
     prefix_scans: usize,
@@ -65,10 +62,12 @@ struct Figures {
     increments_per_s: f64,
 }
 
-pub fn run(args: StoreBenchArgs) -> anyhow::Result<()> {
+/// Run the benchmark; the embedded store lives in `data` (default: a
+/// temporary directory, removed afterwards).
+pub fn run(args: StoreBenchArgs, data: Option<&Path>) -> anyhow::Result<()> {
     let mut results = Vec::new();
 
-    let (dir, _tmp) = super::data_dir(args.data.as_deref())?;
+    let (dir, _tmp) = crate::data_dir(data)?;
     eprintln!(
         "embedded store in {}: loading {} cells",
         dir.display(),

@@ -23,11 +23,10 @@
 //! Everything derives from the seed with splitmix64: the same seed gives
 //! the same catalog, users and events, on every machine.
 
-use crate::engine::DAY_MILLIS;
-use crate::error::{Error, Result};
-use crate::event::EventType;
-use crate::scoring::{FacetCounts, ScoredEvent};
-use crate::strategy::Strategy;
+use affinity_engine::engine::DAY_MILLIS;
+use affinity_engine::scoring::{FacetCounts, ScoredEvent};
+use affinity_engine::{EventType, Strategy};
+use anyhow::bail;
 
 /// Objects in the generated catalog.
 pub const OBJECTS: usize = 20_000;
@@ -94,14 +93,13 @@ impl AppProfile {
         }
     }
 
-    pub fn parse(text: &str) -> Result<AppProfile> {
-        AppProfile::ALL
-            .into_iter()
-            .find(|p| p.as_str() == text)
-            .ok_or_else(|| Error::InvalidArgument {
-                name: "application profile",
-                reason: format!("{text:?} is not few-heavy, balanced or many-light"),
-            })
+    pub fn parse(text: &str) -> anyhow::Result<AppProfile> {
+        match AppProfile::ALL.into_iter().find(|p| p.as_str() == text) {
+            Some(profile) => Ok(profile),
+            None => bail!(
+                "invalid application profile: {text:?} is not few-heavy, balanced or many-light"
+            ),
+        }
     }
 
     /// The mean number of events per user.
@@ -226,7 +224,7 @@ fn pick_kind(mut pick: u64) -> (EventType, &'static str) {
 
 /// A strategy scoring the first `facets_used` facets of [`FACETS`] (facet
 /// scores 100, 96, 92, ...), with the same eventsScoring every time.
-pub fn strategy(facets_used: usize) -> Result<Strategy> {
+pub fn strategy(facets_used: usize) -> anyhow::Result<Strategy> {
     let events: Vec<serde_json::Value> = EVENT_KINDS
         .iter()
         .map(|(ty, name, _, score)| {
@@ -239,25 +237,26 @@ pub fn strategy(facets_used: usize) -> Result<Strategy> {
         .enumerate()
         .map(|(i, f)| serde_json::json!({"facetName": f.name, "score": 100 - 4 * i}))
         .collect();
-    Strategy::from_json(&serde_json::json!({"eventsScoring": events,
-        "facetsScoring": facets, "personalizationImpact": 75}))
+    Ok(Strategy::from_json(
+        &serde_json::json!({"eventsScoring": events,
+        "facetsScoring": facets, "personalizationImpact": 75}),
+    )?)
 }
 
 /// `1..=20`, `half` (10) or `all` (20): how many facets a strategy uses.
-pub fn parse_facets_used(text: &str) -> Result<usize> {
+pub fn parse_facets_used(text: &str) -> anyhow::Result<usize> {
     let n = match text {
         "all" => FACETS.len(),
         "half" => FACETS.len() / 2,
         other => other.parse().unwrap_or(0),
     };
-    if (1..=FACETS.len()).contains(&n) {
-        Ok(n)
-    } else {
-        Err(Error::InvalidArgument {
-            name: "facets used",
-            reason: format!("{text:?} is not 1..={}, half or all", FACETS.len()),
-        })
+    if !(1..=FACETS.len()).contains(&n) {
+        bail!(
+            "invalid facets used: {text:?} is not 1..={}, half or all",
+            FACETS.len()
+        );
     }
+    Ok(n)
 }
 
 /// One generated event and whose it is.
@@ -274,7 +273,6 @@ pub struct GeneratedEvent {
 /// A generated application: catalog, users and events.
 #[derive(Debug, Clone)]
 pub struct Workload {
-    pub profile: AppProfile,
     pub seed: u64,
     /// Events end one minute before this time.
     pub now_millis: i64,
@@ -325,7 +323,6 @@ impl Workload {
             left -= size;
         }
         Workload {
-            profile,
             seed,
             now_millis,
             values,
@@ -342,11 +339,6 @@ impl Workload {
         self.user_sizes.len()
     }
 
-    /// The number of events of each user.
-    pub fn user_sizes(&self) -> &[u32] {
-        &self.user_sizes
-    }
-
     /// The token of user `user`.
     pub fn user_token(&self, user: usize) -> String {
         format!("user{user:08}")
@@ -355,13 +347,6 @@ impl Workload {
     /// The bytes that make event `seq`'s row key unique.
     pub fn key_content(&self, seq: u64) -> [u8; 8] {
         mix(self.seed, seq).to_be_bytes()
-    }
-
-    /// The facet counts of object `object`.
-    pub fn object_counts(&self, object: usize) -> FacetCounts {
-        let mut counts = FacetCounts::default();
-        self.add_object(&mut counts, object);
-        counts
     }
 
     fn add_object(&self, counts: &mut FacetCounts, object: usize) {

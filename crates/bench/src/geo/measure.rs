@@ -1,26 +1,17 @@
-//! The key benchmark behind `affinity bench geo`: load the same points
-//! under the three key kinds, run the same area + time queries, and record
-//! what each read ([`run`]); [`report`] turns the figures into Markdown and
-//! an SVG chart. Timings depend on the machine; rows scanned and ranges do
-//! not.
-
-pub mod data;
-pub mod report;
+//! Loading the same points under each key kind and running the same area +
+//! time queries ([`measure`]), recording what each read; [`run_report`]
+//! does it for every data set and writes the report.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use affinity_geo::load::BATCH;
+use affinity_geo::{KeyKind, PointLayout, PointTable, QueryStats};
 use affinity_model::Store;
+use anyhow::Context;
 
-use affinity_rowkey::geo::TimeBin;
-
-use crate::csv::Columns;
-use crate::error::{Error, Result};
-use crate::layout::{KeyKind, PointLayout};
-use crate::load::BATCH;
-use crate::table::{PointTable, QueryStats};
-
-pub use data::{generated, queries, read_csv, BenchQuery, Dataset, Window, SIZES};
+use super::datasets::{queries, BenchQuery, Dataset};
+use super::report;
 
 /// Settings of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +27,7 @@ impl Default for Settings {
     fn default() -> Settings {
         Settings {
             salts: 1,
-            budget: crate::table::DEFAULT_BUDGET,
+            budget: affinity_geo::table::DEFAULT_BUDGET,
             repeats: 3,
         }
     }
@@ -78,13 +69,13 @@ impl KeyRun {
 /// Load `ds` under every key of `kinds` into `store` (tables
 /// `geo_{dataset}_{kind}`, replaced when present) and run its queries;
 /// `progress` gets one line per step.
-pub fn run(
+pub fn measure(
     store: &dyn Store,
     ds: &Dataset,
     kinds: &[KeyKind],
     settings: &Settings,
     mut progress: impl FnMut(&str),
-) -> Result<Vec<KeyRun>> {
+) -> anyhow::Result<Vec<KeyRun>> {
     let queries = queries(ds)?;
     let mut out = Vec::new();
     for &kind in kinds {
@@ -148,44 +139,8 @@ pub fn run(
     Ok(out)
 }
 
-fn columns(id: &str, time: &str, lat: &str, lng: &str) -> Columns {
-    Columns {
-        id: id.into(),
-        time: time.into(),
-        lat: lat.into(),
-        lng: lng.into(),
-    }
-}
-
-/// The real position data in `dir` (the shared `testdata/geo`): ships in
-/// New York harbor and flight tracks around the world, hour bins.
-pub fn real_datasets(dir: &Path) -> Result<Vec<Dataset>> {
-    let real = [
-        (
-            "NYHarbor_2020_06_30_first_hour.csv",
-            "harbor",
-            "AIS ship positions in New York harbor, 2020-06-30, first hour",
-            columns("MMSI", "BaseDateTime", "LAT", "LON"),
-        ),
-        (
-            "SampleTrajectories.csv",
-            "flights",
-            "flight tracks around the world (tracktable sample), 2014-07-01/02",
-            columns("object_id", "timestamp", "latitude", "longitude"),
-        ),
-    ];
-    real.iter()
-        .map(|(file, name, description, cols)| {
-            read_csv(&dir.join(file), name, description, cols, TimeBin::Hour)
-        })
-        .collect()
-}
-
-fn write(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).map_err(|e| Error::Io {
-        what: path.display().to_string(),
-        reason: e.to_string(),
-    })
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Run every data set under the three keys and write `geo.md` and one
@@ -197,11 +152,8 @@ pub fn run_report(
     settings: &Settings,
     out: &Path,
     mut progress: impl FnMut(&str),
-) -> Result<String> {
-    std::fs::create_dir_all(out).map_err(|e| Error::Io {
-        what: out.display().to_string(),
-        reason: e.to_string(),
-    })?;
+) -> anyhow::Result<String> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let mut md = format!(
         "# Location + time keys: Hilbert, Z-order and lat#long\n\n\
          `affinity bench geo`: the same points under three keys \
@@ -221,7 +173,7 @@ pub fn run_report(
     );
     for ds in datasets {
         progress(&format!("{}: {} points", ds.name, ds.points.len()));
-        let runs = run(store, ds, &KeyKind::ALL, settings, &mut progress)?;
+        let runs = measure(store, ds, &KeyKind::ALL, settings, &mut progress)?;
         md.push_str(&report::markdown(ds, &runs));
         let svg_name = format!("geo-{}.svg", ds.name);
         write(&out.join(&svg_name), &report::svg(ds, &runs))?;
@@ -229,4 +181,65 @@ pub fn run_report(
     }
     write(&out.join("geo.md"), &md)?;
     Ok(md)
+}
+
+#[cfg(test)]
+mod tests {
+    use affinity_model::MemoryStore;
+
+    use super::*;
+    use crate::geo::datasets::generated;
+    use crate::geo::report::summarize;
+
+    #[test]
+    fn every_key_returns_the_same_points_and_reads_at_least_as_many() {
+        let ds = generated(3_000, 5);
+        let settings = Settings {
+            repeats: 2,
+            ..Settings::default()
+        };
+        let mut steps = 0;
+        let runs = measure(&MemoryStore::new(), &ds, &KeyKind::ALL, &settings, |_| {
+            steps += 1
+        })
+        .unwrap();
+        assert_eq!(
+            steps,
+            2 * KeyKind::ALL.len(),
+            "a load and a query line per key"
+        );
+        assert_eq!(runs.len(), KeyKind::ALL.len());
+        let queries = queries(&ds).unwrap().len();
+        for run in &runs {
+            assert_eq!(run.points, 3_000);
+            assert_eq!(run.queries.len(), queries);
+            for q in &run.queries {
+                assert_eq!(q.latencies.len(), 2);
+                assert!(q.stats.rows_scanned >= q.stats.rows_returned, "{q:?}");
+                assert!(q.stats.ranges_per_bin <= settings.budget, "{q:?}");
+            }
+        }
+        for i in 0..queries {
+            let returned: Vec<u64> = runs
+                .iter()
+                .map(|r| r.queries[i].stats.rows_returned)
+                .collect();
+            assert!(
+                returned.windows(2).all(|w| w[0] == w[1]),
+                "query {i}: {returned:?}"
+            );
+        }
+        let found: u64 = runs[0].queries.iter().map(|q| q.stats.rows_returned).sum();
+        assert!(found > 0);
+        // The report's classes add up to the same totals under every key.
+        let summaries = summarize(&runs);
+        for run in &runs {
+            let returned: u64 = summaries
+                .iter()
+                .filter(|s| s.kind == run.kind)
+                .map(|s| s.returned)
+                .sum();
+            assert_eq!(returned, found, "{:?}", run.kind);
+        }
+    }
 }

@@ -1,14 +1,30 @@
 //! A [`Store`] wrapper that counts what reads return: rows, cells and bytes
 //! (family + qualifier + value of each cell; row keys not included) per
-//! table, from `read_rows` streams and `read_row`. Every trait method,
-//! default ones included, delegates to the wrapped store, so the engine
-//! behaves exactly as on the store itself.
+//! table, from `read_rows` streams, `visit_rows` and `read_row`. Every trait
+//! method, default ones included, delegates to the wrapped store, so code
+//! above it behaves exactly as on the store itself (the schema benchmark
+//! measures what the engine reads with it).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use affinity_model::counting::CountingStore;
+//! use affinity_model::{GcRule, MemoryStore, Mutation, ReadRowsRequest, Store, TableSpec};
+//!
+//! let store = CountingStore::new(Arc::new(MemoryStore::new()));
+//! store.create_table("t", &TableSpec::new().with_family("e", GcRule::None))?;
+//! let table = store.open_table("t")?;
+//! table.mutate_row(b"r1", &[Mutation::set_cell("e", "q", 1_000, "value")])?;
+//! assert_eq!(table.read_rows(&ReadRowsRequest::all())?.count(), 1);
+//! let counts = store.counts("t");
+//! assert_eq!((counts.rows, counts.cells, counts.bytes), (1, 1, 7));
+//! # Ok::<(), affinity_model::Error>(())
+//! ```
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use affinity_model::{
+use crate::{
     FamilyModification, Mutation, ReadModifyWriteRule, ReadRowsRequest, Result, Row, RowFilter,
     RowMutations, RowRef, RowRules, RowStream, SampleRowKey, Store, Table, TableSpec,
 };
@@ -233,7 +249,7 @@ impl Drop for CountingStream<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use affinity_model::{GcRule, MemoryStore, RowRange, RowSet};
+    use crate::{GcRule, MemoryStore, RowRange, RowSet};
 
     #[test]
     fn counts_equal_what_a_plain_read_returns() {

@@ -3,9 +3,11 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use super::data::{Dataset, Window, SIZES};
-use super::KeyRun;
-use crate::layout::KeyKind;
+use affinity_geo::KeyKind;
+
+use super::datasets::{Dataset, Window, SIZES};
+use super::measure::KeyRun;
+use crate::svg::bars::{log_bar_chart, Bars};
 
 /// Aggregated figures of one (key, box size, window) class of queries.
 #[derive(Debug, Clone)]
@@ -213,86 +215,18 @@ pub fn svg(ds: &Dataset, runs: &[KeyRun]) -> String {
         }
         (r > 0).then(|| s as f64 / r as f64)
     };
-    let max = runs
+    let groups: Vec<&str> = SIZES.iter().map(|(_, label)| *label).collect();
+    let series: Vec<Bars<'_>> = runs
         .iter()
-        .flat_map(|r| (0..SIZES.len()).filter_map(move |s| ratio(r.kind, s)))
-        .fold(10.0f64, f64::max);
-    let decades = max.log10().ceil().max(1.0);
-    let (w, h, left, top, bottom) = (760.0, 400.0, 70.0, 50.0, 60.0);
-    let plot_h = h - top - bottom;
-    let y_of = |v: f64| top + plot_h * (1.0 - v.max(1.0).log10() / decades);
-    let group_w = (w - left - 20.0) / SIZES.len() as f64;
-    let bar_w = group_w * 0.8 / runs.len().max(1) as f64;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(out, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
-    let _ = writeln!(
-        out,
-        r#"<text x="{left}" y="20" font-size="14">{}: rows scanned per row returned (queries of 1 bin or more, log scale)</text>"#,
+        .map(|r| Bars {
+            label: r.kind.label(),
+            colour: colour(r.kind),
+            values: (0..SIZES.len()).map(|size| ratio(r.kind, size)).collect(),
+        })
+        .collect();
+    let title = format!(
+        "{}: rows scanned per row returned (queries of 1 bin or more, log scale)",
         ds.name
     );
-    for d in 0..=decades as i32 {
-        let y = y_of(10f64.powi(d));
-        let _ = writeln!(
-            out,
-            r##"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-            w - 20.0,
-            left - 6.0,
-            y + 4.0,
-            10u64.pow(d as u32)
-        );
-    }
-    for (size, &(_, label)) in SIZES.iter().enumerate() {
-        let gx = left + group_w * size as f64 + group_w * 0.1;
-        for (k, r) in runs.iter().enumerate() {
-            let x = gx + bar_w * k as f64;
-            let Some(v) = ratio(r.kind, size) else {
-                let _ = writeln!(
-                    out,
-                    r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="9">none</text>"#,
-                    x + bar_w * 0.45,
-                    top + plot_h - 4.0
-                );
-                continue;
-            };
-            let y = y_of(v);
-            let _ = writeln!(
-                out,
-                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="10">{v:.2}</text>"#,
-                x + bar_w * 0.45,
-                y - 3.0
-            );
-            let _ = writeln!(
-                out,
-                r#"<rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{} {label}: {v:.2}</title></rect>"#,
-                bar_w * 0.9,
-                (top + plot_h - y).max(1.0),
-                colour(r.kind),
-                r.kind.label()
-            );
-        }
-        let _ = writeln!(
-            out,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{label}</text>"#,
-            gx + group_w * 0.4,
-            top + plot_h + 18.0
-        );
-    }
-    for (k, r) in runs.iter().enumerate() {
-        let x = left + 10.0 + 110.0 * k as f64;
-        let _ = writeln!(
-            out,
-            r#"<rect x="{x}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{}">{}</text>"#,
-            h - 24.0,
-            colour(r.kind),
-            x + 16.0,
-            h - 14.0,
-            r.kind.label()
-        );
-    }
-    out.push_str("</svg>\n");
-    out
+    log_bar_chart(&title, &groups, &series)
 }

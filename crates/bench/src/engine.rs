@@ -13,7 +13,7 @@
 //! With `--data DIR`, `batch --loaded` reruns the recompute on events an
 //! earlier run with the same `--events` left there.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -65,13 +65,9 @@ pub struct EngineBenchArgs {
     /// Events to load (batch) or ingest.
     #[arg(long, default_value_t = 10_000_000)]
     events: usize,
-    /// Directory of the embedded store (default: a temporary directory,
-    /// removed afterwards).
-    #[arg(long)]
-    data: Option<PathBuf>,
     /// batch: the store in --data already holds the events of an earlier
     /// run with the same --events (time the recompute alone).
-    #[arg(long, requires = "data")]
+    #[arg(long)]
     loaded: bool,
     /// batch: recompute thread counts to run, one recompute each.
     #[arg(long, value_delimiter = ',', default_value = "2")]
@@ -127,9 +123,15 @@ impl Rng {
     }
 }
 
-pub fn run(args: EngineBenchArgs) -> anyhow::Result<()> {
+/// Run the benchmark on the embedded store in `data` (default: a temporary
+/// directory, removed afterwards).
+pub fn run(args: EngineBenchArgs, data: Option<&Path>) -> anyhow::Result<()> {
     anyhow::ensure!(args.events > 0, "--events must be positive");
-    let (dir, _tmp) = super::data_dir(args.data.as_deref())?;
+    anyhow::ensure!(
+        !args.loaded || data.is_some(),
+        "--loaded needs --data: the directory an earlier run loaded"
+    );
+    let (dir, _tmp) = crate::data_dir(data)?;
     let mut options = EmbeddedOptions::default();
     options.sync_writes = args.mode == Mode::Ingest && !args.no_sync;
     let store: Arc<dyn Store> = Arc::new(

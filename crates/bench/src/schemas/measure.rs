@@ -6,14 +6,14 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use affinity_engine::workload::{self, AppProfile, GeneratedEvent, Workload, FACETS};
 use affinity_engine::{App, AppConfig, Engine, Progress, RecomputeOptions, Schema};
+use affinity_model::counting::CountingStore;
 use affinity_model::{RowMutations, Store};
 use affinity_rowkey::composite::EventKey;
 use anyhow::Context;
 
-use super::counting::CountingStore;
 use super::report::{Record, Run};
+use super::workload::{self, AppProfile, GeneratedEvent, Workload, FACETS};
 
 /// A backend under test.
 pub struct Backend {

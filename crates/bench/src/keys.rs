@@ -1,21 +1,27 @@
-//! The key benchmarks as a report, for `affinity bench keys`: curve encode
-//! speed, and for square boxes of 1 km to a continent the planning time,
-//! ranges per query and cover overhead of Hilbert, Z-order and `lat#long`
-//! keys. Numbers vary with the machine; the criterion bench
-//! (`cargo bench -p affinity-rowkey`) measures encoding more carefully.
+//! `affinity bench keys`: curve encode speed, and for square boxes of 1 km
+//! to a continent the planning time, ranges per query and cover overhead of
+//! Hilbert, Z-order and `lat#long` keys, printed as a report. Numbers vary
+//! with the machine; the criterion bench (`cargo bench -p affinity-rowkey`)
+//! measures encoding more carefully.
 
 use std::fmt::Write;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use crate::cover::CoverOptions;
-use crate::curve::{lat_cell, lng_cell, Curve};
-use crate::geo::{GeoLayout, TimeBin};
-use crate::latlong::{latlong_cover, latlong_row_ranges};
-use crate::plan::{plan, BBox, GeoQuery};
+use affinity_rowkey::cover::CoverOptions;
+use affinity_rowkey::curve::{lat_cell, lng_cell, Curve};
+use affinity_rowkey::geo::{GeoLayout, TimeBin};
+use affinity_rowkey::latlong::{latlong_cover, latlong_row_ranges};
+use affinity_rowkey::plan::{plan, BBox, GeoQuery};
+
+/// Print the report.
+pub fn run() -> anyhow::Result<()> {
+    print!("{}", report());
+    Ok(())
+}
 
 /// Box sizes of the report: side in km, and a label.
-pub const BOX_SIZES: [(f64, &str); 5] = [
+const BOX_SIZES: [(f64, &str); 5] = [
     (1.0, "1 km"),
     (10.0, "10 km"),
     (100.0, "100 km"),
@@ -35,7 +41,7 @@ impl Rng {
 }
 
 /// Nanoseconds per point to encode random cells on `curve`.
-pub fn encode_ns_per_point(curve: Curve, points: usize, rounds: usize) -> f64 {
+fn encode_ns_per_point(curve: Curve, points: usize, rounds: usize) -> f64 {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let cells: Vec<(u32, u32)> = (0..points)
         .map(|_| ((rng.unit() * 4e9) as u32, (rng.unit() * 4e9) as u32))
@@ -70,13 +76,13 @@ fn encode_degrees_ns(curve: Curve, points: usize) -> f64 {
 
 /// Statistics of one (key design, box size) cell of the report.
 #[derive(Debug, Clone)]
-pub struct PlanStats {
-    pub p50: Duration,
-    pub p99: Duration,
-    pub mean_ranges: f64,
-    pub mean_overhead: f64,
-    pub p99_overhead: f64,
-    pub max_overhead: f64,
+struct PlanStats {
+    p50: Duration,
+    p99: Duration,
+    mean_ranges: f64,
+    mean_overhead: f64,
+    p99_overhead: f64,
+    max_overhead: f64,
 }
 
 fn percentile<T: Copy + PartialOrd>(sorted: &[T], p: usize) -> T {
@@ -110,7 +116,7 @@ fn plan_once(
 
 /// Plan `queries` random boxes of side `km` (|lat| <= 70) with `design`:
 /// a curve, or `None` for `lat#long`.
-pub fn plan_stats(design: Option<Curve>, km: f64, queries: usize, budget: usize) -> PlanStats {
+fn plan_stats(design: Option<Curve>, km: f64, queries: usize, budget: usize) -> PlanStats {
     let mut rng = Rng(0x5eed ^ km.to_bits());
     let mut times = Vec::with_capacity(queries);
     let mut overheads = Vec::with_capacity(queries);
@@ -151,7 +157,7 @@ pub fn plan_stats(design: Option<Curve>, km: f64, queries: usize, budget: usize)
 }
 
 /// The whole report as text.
-pub fn bench_report() -> String {
+fn report() -> String {
     let mut out = String::new();
     let _ = writeln!(out, "curve encode (random cells, one core)");
     for curve in [Curve::Hilbert, Curve::ZOrder] {

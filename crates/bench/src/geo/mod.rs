@@ -2,11 +2,20 @@
 //! `lat#long` keys in the embedded store, the same area + time queries
 //! (1 km to 5000 km boxes; 10 minutes, one bin, one day), and what each
 //! key read. Writes `geo.md` and one SVG chart per data set into `--out`.
+//!
+//! Submodules: [`datasets`] (the data sets and the fixed query set),
+//! [`measure`] (loading and querying under each key), [`report`] (Markdown,
+//! chart). Timings depend on the machine; rows scanned and ranges do not.
+
+mod datasets;
+mod measure;
+mod report;
 
 use std::path::{Path, PathBuf};
 
-use affinity_geo::bench::{self, Settings};
 use anyhow::Context;
+
+use measure::Settings;
 
 #[derive(clap::Args)]
 pub struct GeoBenchArgs {
@@ -25,48 +34,36 @@ pub struct GeoBenchArgs {
     /// Runs of each query (latency percentiles are over all runs).
     #[arg(long, default_value_t = 3)]
     repeats: usize,
-    /// Directory holding testdata/geo (default: $AFFINITY_SHARED, or
-    /// `shared` beside the repository or the working directory).
-    #[arg(long, env = "AFFINITY_SHARED")]
-    shared: Option<PathBuf>,
+    /// Directory holding the real data sets' `geo/` folder (default: the
+    /// repository's `testdata`).
+    #[arg(long, value_name = "DIR")]
+    testdata: Option<PathBuf>,
     /// Skip the real data sets.
     #[arg(long)]
     no_real: bool,
-    /// Directory for the embedded store (default: a temporary directory,
-    /// removed afterwards).
-    #[arg(long)]
-    data: Option<PathBuf>,
 }
 
-/// The shared test-data directory's `testdata/geo`, if found.
-fn geo_testdata(shared: Option<&Path>) -> Option<PathBuf> {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        shared.map(Path::to_path_buf),
-        Some(manifest.join("../../../shared")),
-        Some(PathBuf::from("../shared")),
-        Some(PathBuf::from("shared")),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .map(|d| d.join("testdata/geo"))
-        .find(|d| d.is_dir())
+/// `geo/` of the test-data directory, if it is there.
+fn geo_testdata(testdata: Option<&Path>) -> Option<PathBuf> {
+    let dir = testdata.map_or_else(affinity_testdata::dir, Path::to_path_buf);
+    Some(dir.join("geo")).filter(|d| d.is_dir())
 }
 
-pub fn run(args: GeoBenchArgs) -> anyhow::Result<()> {
+/// Run the benchmark on the embedded store in `data` (default: a temporary
+/// directory, removed afterwards).
+pub fn run(args: GeoBenchArgs, data: Option<&Path>) -> anyhow::Result<()> {
     let mut datasets = Vec::new();
     if !args.no_real {
-        let dir = geo_testdata(args.shared.as_deref())
-            .context("testdata/geo not found: pass --shared DIR or --no-real")?;
-        datasets = bench::real_datasets(&dir)
+        let dir = geo_testdata(args.testdata.as_deref())
+            .context("the real data sets (testdata/geo) were not found: pass --testdata DIR or --no-real")?;
+        datasets = datasets::real_datasets(&dir)
             .with_context(|| format!("reading the real data in {}", dir.display()))?;
     }
     if args.points > 0 {
         eprintln!("generating {} points (seed {})", args.points, args.seed);
-        datasets.push(bench::generated(args.points, args.seed));
+        datasets.push(datasets::generated(args.points, args.seed));
     }
-    let (dir, _tmp) = super::data_dir(args.data.as_deref())?;
+    let (dir, _tmp) = crate::data_dir(data)?;
     let store = affinity_embedded::EmbeddedStore::open(&dir)
         .with_context(|| format!("opening the embedded store in {}", dir.display()))?;
     let settings = Settings {
@@ -74,7 +71,7 @@ pub fn run(args: GeoBenchArgs) -> anyhow::Result<()> {
         repeats: args.repeats,
         ..Settings::default()
     };
-    let md = bench::run_report(&store, &datasets, &settings, &args.out, |line| {
+    let md = measure::run_report(&store, &datasets, &settings, &args.out, |line| {
         eprintln!("{line}")
     })?;
     print!("{md}");

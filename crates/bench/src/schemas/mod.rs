@@ -8,24 +8,25 @@
 //! `--scaling` adds a run at growing event counts. Writes `schemas.md`,
 //! `schemas.svg` (and `--json`) into `--out`, and prints the Markdown.
 //!
-//! Submodules: [`counting`] (the counting store wrapper), [`measure`] (one
-//! case on one backend), [`report`] (Markdown, JSON), [`chart`] (SVG).
+//! Submodules: [`workload`] (the seeded events), [`measure`] (one case on
+//! one backend, reads counted by `affinity_model::counting`), [`report`]
+//! (Markdown, JSON), [`chart`] (SVG).
 
 mod chart;
-mod counting;
 mod measure;
 mod report;
+mod workload;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use affinity_engine::workload::{self, AppProfile, FACETS};
+use affinity_model::counting::CountingStore;
 use affinity_model::Store;
 use anyhow::Context;
 
-use counting::CountingStore;
 use measure::{Backend, Case, Settings};
 use report::{Record, Run};
+use workload::{AppProfile, FACETS};
 
 /// Which backends to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -64,10 +65,6 @@ pub struct SchemasBenchArgs {
     /// Backends to measure.
     #[arg(long, value_enum, default_value_t = BackendChoice::Embedded)]
     backend: BackendChoice,
-    /// Directory for the embedded store (default: a temporary directory,
-    /// removed afterwards). The benchmark's tables in it are replaced.
-    #[arg(long)]
-    data: Option<PathBuf>,
     /// Directory for schemas.md and schemas.svg (default
     /// bench-results/schemas-<UTC time>).
     #[arg(long)]
@@ -156,7 +153,10 @@ fn log(line: String) {
     eprintln!("{line}");
 }
 
-pub fn run(args: SchemasBenchArgs) -> anyhow::Result<()> {
+/// Run the benchmark; the embedded store lives in `data` (default: a
+/// temporary directory, removed afterwards), where the benchmark's tables
+/// are replaced.
+pub fn run(args: SchemasBenchArgs, data: Option<&Path>) -> anyhow::Result<()> {
     let plan = plan(&args)?;
     let out = args.out.clone().unwrap_or_else(default_out);
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
@@ -168,7 +168,7 @@ pub fn run(args: SchemasBenchArgs) -> anyhow::Result<()> {
     };
     let mut records: Vec<Record> = Vec::new();
     let embedded_wanted = args.backend != BackendChoice::Emulator || !plan.scaling.is_empty();
-    let (dir, _tmp) = super::data_dir(args.data.as_deref())?;
+    let (dir, _tmp) = crate::data_dir(data)?;
     if embedded_wanted {
         let mut options = affinity_embedded::EmbeddedOptions::default();
         // Bulk loads and profile writes unsynced: the benchmark measures

@@ -1,14 +1,14 @@
-//! The benchmark's data sets and its fixed set of queries.
+//! The benchmark's data sets (real position data, generated sensor points)
+//! and its fixed set of queries.
 
 use std::io::BufReader;
 use std::path::Path;
 
+use affinity_geo::csv::{Columns, CsvPoints};
+use affinity_geo::{Field, Point};
 use affinity_rowkey::geo::TimeBin;
 use affinity_rowkey::plan::{BBox, GeoQuery};
-
-use crate::csv::{Columns, CsvPoints};
-use crate::error::{Error, Result};
-use crate::point::{Field, Point};
+use anyhow::Context;
 
 /// Points to load, with the time bin their tables use.
 #[derive(Debug, Clone)]
@@ -73,7 +73,7 @@ pub struct BenchQuery {
 }
 
 /// Every (centre, size, window) query of a data set.
-pub fn queries(ds: &Dataset) -> Result<Vec<BenchQuery>> {
+pub fn queries(ds: &Dataset) -> anyhow::Result<Vec<BenchQuery>> {
     let mut out = Vec::new();
     for &(lng, lat, t) in &ds.centres {
         for (size, &(km, _)) in SIZES.iter().enumerate() {
@@ -109,14 +109,11 @@ pub fn read_csv(
     description: &str,
     columns: &Columns,
     bin: TimeBin,
-) -> Result<Dataset> {
-    let file = std::fs::File::open(path).map_err(|e| Error::Io {
-        what: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
+) -> anyhow::Result<Dataset> {
+    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
     let points = CsvPoints::new(BufReader::new(file), columns)?
         .map(|r| r.map(|(_, p)| p))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Dataset {
         name: name.to_string(),
         description: description.to_string(),
@@ -124,6 +121,39 @@ pub fn read_csv(
         points,
         bin,
     })
+}
+
+fn columns(id: &str, time: &str, lat: &str, lng: &str) -> Columns {
+    Columns {
+        id: id.into(),
+        time: time.into(),
+        lat: lat.into(),
+        lng: lng.into(),
+    }
+}
+
+/// The real position data in `dir` (the repository's `testdata/geo`): ships in
+/// New York harbor and flight tracks around the world, hour bins.
+pub fn real_datasets(dir: &Path) -> anyhow::Result<Vec<Dataset>> {
+    let real = [
+        (
+            "NYHarbor_2020_06_30_first_hour.csv",
+            "harbor",
+            "AIS ship positions in New York harbor, 2020-06-30, first hour",
+            columns("MMSI", "BaseDateTime", "LAT", "LON"),
+        ),
+        (
+            "SampleTrajectories.csv",
+            "flights",
+            "flight tracks around the world (tracktable sample), 2014-07-01/02",
+            columns("object_id", "timestamp", "latitude", "longitude"),
+        ),
+    ];
+    real.iter()
+        .map(|(file, name, description, cols)| {
+            read_csv(&dir.join(file), name, description, cols, TimeBin::Hour)
+        })
+        .collect()
 }
 
 /// Cities the generated points crowd around: Portland, Milan and Venice
