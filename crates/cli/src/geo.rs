@@ -50,8 +50,6 @@ pub enum GeoCommand {
         /// Position key: hilbert, zorder or latlong.
         #[arg(long, default_value = "hilbert")]
         key: String,
-        #[command(flatten)]
-        backend: BackendArgs,
     },
     /// Print the points inside a box and time range, exactly.
     Query {
@@ -71,12 +69,10 @@ pub enum GeoCommand {
         /// Table to query.
         #[arg(long, default_value = "points")]
         table: String,
-        #[command(flatten)]
-        backend: BackendArgs,
     },
 }
 
-pub fn run(cmd: GeoCommand) -> anyhow::Result<()> {
+pub fn run(cmd: GeoCommand, backend: &BackendArgs) -> anyhow::Result<()> {
     match cmd {
         GeoCommand::Load {
             file,
@@ -88,11 +84,10 @@ pub fn run(cmd: GeoCommand) -> anyhow::Result<()> {
             bin,
             salts,
             key,
-            backend,
         } => {
             let columns = Columns { id, time, lat, lng };
             let layout = PointLayout::new(KeyKind::parse(&key)?, TimeBin::parse(&bin)?, salts)?;
-            load(&file, &columns, &table, layout, &backend)
+            load(&file, &columns, &table, layout, backend)
         }
         GeoCommand::Query {
             bbox,
@@ -100,7 +95,6 @@ pub fn run(cmd: GeoCommand) -> anyhow::Result<()> {
             to,
             format,
             table,
-            backend,
         } => {
             let query = GeoQuery {
                 bbox: BBox::parse(&bbox)?,
@@ -112,7 +106,7 @@ pub fn run(cmd: GeoCommand) -> anyhow::Result<()> {
                 "json" => true,
                 other => anyhow::bail!("--format must be csv or json, got {other:?}"),
             };
-            query_points(&query, json, &table, &backend)
+            query_points(&query, json, &table, backend)
         }
     }
 }

@@ -10,8 +10,6 @@ mod serve;
 mod table;
 mod trends;
 
-use std::path::PathBuf;
-
 use clap::{Parser, Subcommand};
 
 /// mimalloc: the allocator-heavy paths (ingest, scans) run measurably
@@ -23,6 +21,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(name = "affinity", version, about, propagate_version = true)]
 struct Cli {
+    #[command(flatten)]
+    backend: backend::BackendArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -65,47 +65,40 @@ enum Command {
     #[command(subcommand)]
     Keys(keys::KeysCommand),
     /// Benchmarks that print their figures.
-    Bench(BenchArgs),
-}
-
-/// `affinity bench ...` and the backend flags its benchmarks share.
-#[derive(clap::Args)]
-struct BenchArgs {
     #[command(subcommand)]
-    command: affinity_bench::BenchCommand,
-    /// Directory for the embedded store (default: a temporary directory,
-    /// removed afterwards).
-    #[arg(long, global = true)]
-    data: Option<PathBuf>,
-    /// bench http: run the in-process server on Cloud Bigtable:
-    /// PROJECT/INSTANCE (the emulator through BIGTABLE_EMULATOR_HOST).
-    #[arg(long, global = true, value_name = "PROJECT/INSTANCE")]
-    bigtable: Option<String>,
+    Bench(affinity_bench::BenchCommand),
 }
 
 fn main() {
     let cli = Cli::parse();
+    let backend = &cli.backend;
     let result = match cli.command {
-        Command::Table(args) => table::run(args),
-        Command::Demo(args) => demo::run(args),
-        Command::Serve(args) => serve::run(args),
-        Command::Catalog(cmd) => engine_cmds::catalog(cmd),
-        Command::Strategy(cmd) => engine_cmds::strategy(cmd),
-        Command::Ingest(args) => engine_cmds::ingest(args),
-        Command::Recompute(args) => engine_cmds::recompute(args),
-        Command::Profile(args) => engine_cmds::profile(args),
-        Command::DeleteUser(args) => engine_cmds::delete_user(args),
-        Command::Migrate(cmd) => engine_cmds::migrate(cmd),
-        Command::Geo(cmd) => geo::run(cmd),
-        Command::Trends(args) => trends::run(args),
-        Command::Keys(cmd) => keys::run(cmd),
-        Command::Bench(args) => {
-            let backend = affinity_bench::BenchBackend {
-                data: args.data,
-                bigtable: args.bigtable,
-            };
-            affinity_bench::run(args.command, &backend)
-        }
+        Command::Table(args) => table::run(args, backend),
+        Command::Demo(args) => backend
+            .refuse("demo", false, true)
+            .and_then(|()| demo::run(args, backend.data.clone())),
+        Command::Serve(args) => serve::run(args, backend),
+        Command::Catalog(cmd) => engine_cmds::catalog(cmd, backend),
+        Command::Strategy(cmd) => engine_cmds::strategy(cmd, backend),
+        Command::Ingest(args) => engine_cmds::ingest(args, backend),
+        Command::Recompute(args) => engine_cmds::recompute(args, backend),
+        Command::Profile(args) => engine_cmds::profile(args, backend),
+        Command::DeleteUser(args) => engine_cmds::delete_user(args, backend),
+        Command::Migrate(cmd) => engine_cmds::migrate(cmd, backend),
+        Command::Geo(cmd) => geo::run(cmd, backend),
+        Command::Trends(args) => trends::run(args, backend),
+        Command::Keys(cmd) => backend
+            .refuse("keys", true, true)
+            .and_then(|()| keys::run(cmd)),
+        // Only the flags given: a benchmark never writes into the data
+        // directory of the environment.
+        Command::Bench(cmd) => affinity_bench::run(
+            cmd,
+            &affinity_bench::BenchBackend {
+                data: backend.data.clone(),
+                bigtable: backend.bigtable.clone(),
+            },
+        ),
     };
     if let Err(err) = result {
         eprintln!("error: {err:#}");

@@ -281,3 +281,41 @@ fn demo_runs_end_to_end_and_refuses_foreign_data() {
     assert!(!out.status.success());
     assert!(foreign.join("precious.txt").exists());
 }
+
+/// The backend flags go before or after the subcommand, as `git -C`; a
+/// command that has no use for one refuses it instead of ignoring it.
+#[test]
+fn backend_flags_before_or_after_the_subcommand() {
+    let (_dir, data, _, _) = loaded_shop("narrow");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_affinity"))
+            .args(args)
+            .env_remove("AFFINITY_DATA")
+            .env_remove("AFFINITY_BIGTABLE")
+            .output()
+            .unwrap()
+    };
+    let data = data.to_str().unwrap();
+    let before = run(&[
+        "--data", data, "profile", "--app", "shop", "alice", "--json",
+    ]);
+    let after = run(&[
+        "profile", "--app", "shop", "alice", "--json", "--data", data,
+    ]);
+    assert!(before.status.success(), "{before:?}");
+    assert_eq!(before.stdout, after.stdout);
+    let profile = String::from_utf8_lossy(&before.stdout);
+    assert!(profile.contains(ALICE), "{profile}");
+    // Between nested subcommands too.
+    let nested = run(&["strategy", "--data", data, "get", "--app", "shop"]);
+    assert!(String::from_utf8_lossy(&nested.stdout).contains("Product Clicked"));
+
+    let refused = run(&["--bigtable", "p/i", "demo"]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("--bigtable is not an option of demo"), "{err}");
+    let refused = run(&[
+        "keys", "hilbert", "--lat", "1", "--lng", "2", "--data", data,
+    ]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--data is not an option of keys"));
+}

@@ -54,8 +54,9 @@ fn geo_testdata(testdata: Option<&Path>) -> Option<PathBuf> {
 pub fn run(args: GeoBenchArgs, data: Option<&Path>) -> anyhow::Result<()> {
     let mut datasets = Vec::new();
     if !args.no_real {
-        let dir = geo_testdata(args.testdata.as_deref())
-            .context("the real data sets (testdata/geo) were not found: pass --testdata DIR or --no-real")?;
+        let dir = geo_testdata(args.testdata.as_deref()).context(
+            "the real data sets (testdata/geo) were not found: pass --testdata DIR or --no-real",
+        )?;
         datasets = datasets::real_datasets(&dir)
             .with_context(|| format!("reading the real data in {}", dir.display()))?;
     }
