@@ -104,6 +104,8 @@ mod split;
 mod store;
 mod sweeper;
 mod table;
+#[cfg(test)]
+mod test_util;
 mod write;
 
 pub use affinity_model::{Store, Table};

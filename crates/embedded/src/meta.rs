@@ -129,6 +129,13 @@ impl TableMeta {
         self.families.get(name).map(|f| f.id)
     }
 
+    /// The id of a family a request was validated against: an internal
+    /// error when the table has no such family.
+    pub fn known_family_id(&self, name: &str) -> Result<u32> {
+        self.family_id(name)
+            .ok_or_else(|| Error::Internal(format!("family {name:?} has no id")))
+    }
+
     /// The type of a family, if the table has it.
     pub fn family_type(&self, name: &str) -> Option<FamilyType> {
         self.families.get(name).map(|f| f.value_type)
@@ -212,6 +219,34 @@ impl TableMeta {
             return Err(corrupt("trailing bytes"));
         }
         Ok(TableMeta::new(cf_name, next_family_id, families))
+    }
+}
+
+/// Family ids and ranks by name, for mutations that come in runs of one
+/// family: each run's looked up once.
+pub(crate) struct FamilyLookup<'m, 'n> {
+    meta: &'m TableMeta,
+    /// The last family looked up: its name, id and rank.
+    last: Option<(&'n str, u32, u32)>,
+}
+
+impl<'m, 'n> FamilyLookup<'m, 'n> {
+    pub fn new(meta: &'m TableMeta) -> Self {
+        FamilyLookup { meta, last: None }
+    }
+
+    /// The id and the rank ([`FamilyView::rank`]) of the family `name`.
+    #[inline]
+    pub fn id_and_rank(&mut self, name: &'n str) -> Result<(u32, u32)> {
+        match self.last {
+            Some((last, id, rank)) if last == name => Ok((id, rank)),
+            _ => {
+                let id = self.meta.known_family_id(name)?;
+                let rank = self.meta.family(id).map_or(u32::MAX, |f| f.rank);
+                self.last = Some((name, id, rank));
+                Ok((id, rank))
+            }
+        }
     }
 }
 
