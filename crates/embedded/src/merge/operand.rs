@@ -18,7 +18,8 @@
 //! from the previous packed add of the group (from 0 for the first), its
 //! input as a varint, so the adds of a profile-state row (one day's
 //! timestamp, inputs of 1) take 5 bytes besides their qualifier instead
-//! of 19. Writers write 6; 2 is still read, from stores written before.
+//! of 19. Writers write 6; 2 is still read, from stores written before
+//! (a store the old code wrote is a fixture of `tests/old_formats.rs`).
 //! A group is one write's mutations of the row with the clock it ran at;
 //! a partial merge concatenates groups. Families are named by id, so the
 //! mutations of a family dropped since are skipped, as its cells are.

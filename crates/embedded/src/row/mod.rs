@@ -28,7 +28,8 @@
 //! short suffix alone.
 //!
 //! Rows written before this encoding ([`PLAIN_FORMAT`]: whole qualifier
-//! with its length, timestamp u64 BE) are still read; every write stores
+//! with its length, timestamp u64 BE) are still read (a store the old
+//! code wrote is a fixture of `tests/old_formats.rs`); every write stores
 //! [`FORMAT`]. `docs/design/storage.md` has both layouts byte by byte.
 //!
 //! - [`RowWriter`] encodes cells given in canonical order, and
