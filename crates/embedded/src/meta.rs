@@ -397,6 +397,30 @@ mod tests {
     }
 
     #[test]
+    fn untyped_metadata_reads_with_standard_families() {
+        // Version 2, as stores wrote it before aggregate families: no
+        // type byte after a family's GC rule.
+        let mut bytes = vec![UNTYPED_FORMAT];
+        put_str(&mut bytes, "t/x/1");
+        bytes.extend_from_slice(&3u32.to_be_bytes());
+        bytes.extend_from_slice(&2u32.to_be_bytes());
+        for (name, id, rule) in [("e", 0u32, GcRule::MaxVersions(1)), ("p", 2, GcRule::None)] {
+            put_str(&mut bytes, name);
+            bytes.extend_from_slice(&id.to_be_bytes());
+            put_rule(&mut bytes, &rule);
+        }
+        let meta = TableMeta::decode("x", &bytes).expect("decodes");
+        assert_eq!(
+            meta.spec(),
+            TableSpec::new()
+                .with_family("e", GcRule::MaxVersions(1))
+                .with_family("p", GcRule::None)
+        );
+        assert_eq!(meta.family_id("p"), Some(2));
+        assert_eq!(meta.next_family_id, 3);
+    }
+
+    #[test]
     fn ids_out_of_name_order_are_looked_up_by_id() {
         let mut families = BTreeMap::new();
         families.insert(
