@@ -272,14 +272,13 @@ fn shards_cover_the_application_once_and_progress_counts_it() {
     }
     // The wide reader sees only scoring events (the store filters the rest).
     let weights = strategy().weights();
-    let acc = affinity_engine::scoring::Accumulator::new(&weights);
     let all = parse_all(&many, now)
         .into_iter()
         .chain(events.iter().cloned())
         .collect::<Vec<_>>();
     let scoring = listed("app1", &all)
         .iter()
-        .filter(|e| acc.is_scoring(e.event.event_type, &e.event.event_name, &e.event.counts))
+        .filter(|e| e.event.is_scoring(&weights))
         .map(|e| e.id.clone())
         .collect::<std::collections::BTreeSet<_>>()
         .len();
