@@ -11,8 +11,8 @@
 //!   families `view`, `click`, `conversion` and `e`, all with GC max-age =
 //!   the retention.
 //! - `profiles.<app>`: row `user` holds the batch profile (family `b`),
-//!   rows `user,DAY` the streaming state (families `c`, `l`, see
-//!   [`crate::ingest`]); rows `~job,<name>` and `~migrate` the state of
+//!   rows `user,DAY` the streaming state (families `n`, `i`, `t`, see
+//!   [`crate::state`]); rows `~job,<name>` and `~migrate` the state of
 //!   recompute jobs and of a migration (no user token contains `~`).
 //! - `trends.<app>`: one row per (event, located object), keyed by place
 //!   and time, for regional trends (see [`crate::trends`]).
@@ -39,15 +39,16 @@ use std::sync::{Mutex, RwLock};
 use crate::catalog::{Catalog, CatalogObject};
 use crate::error::{Error, Result};
 use crate::event::EventType;
-use crate::ingest::{COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY};
 use crate::schema::{Schema, WIDE_FAMILY};
+use crate::state::{COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY};
 use crate::strategy::Strategy;
 
 /// Milliseconds in a day.
 pub const DAY_MILLIS: i64 = 86_400_000;
 /// Default retention.
 pub const DEFAULT_RETENTION_DAYS: u32 = 90;
-/// Streaming counters outlive the retention by this margin (see ingest).
+/// Streaming state outlives the retention by this margin (see
+/// [`crate::state`]).
 pub(crate) const STATE_MARGIN_DAYS: u32 = 2;
 
 /// A clock in milliseconds since the epoch.
@@ -149,7 +150,7 @@ impl App {
 
     /// [`App::event_mutations`] appended to `out`, their bytes cut from
     /// `arena`.
-    pub fn push_event_mutations(
+    pub(crate) fn push_event_mutations(
         &self,
         event: &crate::scoring::ScoredEvent,
         arena: &mut crate::arena::Arena,
@@ -202,6 +203,17 @@ pub fn validate_app(app: &str) -> Result<()> {
             app: app.to_string(),
         })
     }
+}
+
+/// Check a retention: at least one day.
+fn validate_retention(days: u32) -> Result<()> {
+    if days == 0 {
+        return Err(Error::InvalidArgument {
+            name: "retention",
+            reason: "must be at least 1 day".into(),
+        });
+    }
+    Ok(())
 }
 
 fn system_millis() -> i64 {
@@ -286,21 +298,32 @@ impl Engine {
     }
 
     /// Set an application's configuration, creating its tables; a new
-    /// retention updates the families' GC rules. Changing the schema does
-    /// not move existing events (that is the migration's job). Salting and
-    /// migration state are kept.
+    /// retention updates the families' GC rules. The schema cannot change
+    /// once the application holds events ([`Error::SchemaChange`]: they
+    /// stay in the layout they were written in, and moving them is the
+    /// migration's job, [`Engine::start_migration`]). Salting and migration
+    /// state are kept.
     pub fn configure_app(&self, app: &str, config: AppConfig) -> Result<App> {
         validate_app(app)?;
-        let stored = self.stored_settings(app)?.unwrap_or_default();
-        self.apply_settings(app, AppSettings { config, ..stored })
+        let stored = self.stored_settings(app)?;
+        self.check_schema_change(app, stored, config.schema)?;
+        self.apply_settings(
+            app,
+            AppSettings {
+                config,
+                ..stored.unwrap_or_default()
+            },
+        )
     }
 
     /// Create (or reconfigure) an application whose events table is salted
     /// over `buckets` buckets (1..=256). The bucket count cannot change once
-    /// the application exists.
+    /// the application exists, nor the schema once it holds events (as for
+    /// [`Engine::configure_app`]).
     pub fn configure_salted_app(&self, app: &str, config: AppConfig, buckets: u32) -> Result<App> {
         validate_app(app)?;
         let stored = self.stored_settings(app)?;
+        self.check_schema_change(app, stored, config.schema)?;
         if let Some(s) = stored.filter(|s| s.salt_buckets != Some(buckets)) {
             return Err(Error::InvalidArgument {
                 name: "salt buckets",
@@ -321,15 +344,48 @@ impl Engine {
         )
     }
 
-    /// Store settings and open the tables they describe.
+    /// Whether [`Engine::configure_app`] would take `config` for `app`,
+    /// without storing anything: to check several applications' settings
+    /// before changing any.
+    pub fn check_config(&self, app: &str, config: AppConfig) -> Result<()> {
+        validate_app(app)?;
+        validate_retention(config.retention_days)?;
+        self.check_schema_change(app, self.stored_settings(app)?, config.schema)
+    }
+
+    /// Refuse `schema` for an application stored with another one when it
+    /// holds events: readers would look for them in the other layout.
+    fn check_schema_change(
+        &self,
+        app: &str,
+        stored: Option<AppSettings>,
+        schema: Schema,
+    ) -> Result<()> {
+        match stored {
+            Some(s) if s.config.schema != schema && self.has_events(app)? => {
+                Err(Error::SchemaChange {
+                    app: app.to_string(),
+                    stored: s.config.schema,
+                    requested: schema,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the application's events table holds an event within
+    /// retention.
+    fn has_events(&self, app: &str) -> Result<bool> {
+        let events = self.app(app)?.events;
+        let mut rows = events.read_rows(&ReadRowsRequest::all().with_limit(1))?;
+        Ok(rows.next().transpose()?.is_some())
+    }
+
+    /// Store settings and open the tables they describe. Migrations change
+    /// the schema through this, past [`Engine::configure_app`]'s rule.
     pub(crate) fn apply_settings(&self, app: &str, settings: AppSettings) -> Result<App> {
         validate_app(app)?;
-        if settings.config.retention_days == 0 {
-            return Err(Error::InvalidArgument {
-                name: "retention",
-                reason: "must be at least 1 day".into(),
-            });
-        }
+        validate_retention(settings.config.retention_days)?;
         crate::salting::validate_buckets(settings.salt_buckets)?;
         let handle = self.open_tables(app, settings)?;
         let json = serde_json::to_vec(&settings.to_json())?;

@@ -1,5 +1,6 @@
 //! Reading profiles: the streaming profile from the profile state (see
-//! [`crate::ingest`]), stored batch profiles, and GDPR deletion.
+//! [`crate::state`]; [`crate::ingest`] writes it), stored batch profiles,
+//! and GDPR deletion.
 //!
 //! The streaming read, for cutoff `C = now - retention`:
 //! - days entirely within retention: their counters, plus a correction for
@@ -36,12 +37,12 @@ use crate::batch::visit_rows;
 use crate::engine::{App, Engine, DAY_MILLIS};
 use crate::error::{Error, Result};
 use crate::event::EventType;
-use crate::ingest::{
+use crate::schema::{decode_row, since};
+use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedScores};
+use crate::state::{
     parse_counter_qualifier, parse_last_qualifier, state_row_key, EventId, COUNTERS_FAMILY,
     IDS_FAMILY, LAST_FAMILY,
 };
-use crate::schema::{decode_row, since};
-use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedScores};
 use crate::strategy::{Strategy, Weights};
 
 /// The profile reader's filter over state rows: counters and latest

@@ -69,7 +69,12 @@ impl Schema {
 
     /// [`Schema::mutations`] appended to `out`, their bytes cut from
     /// `arena`.
-    pub fn push_mutations(self, event: &ScoredEvent, arena: &mut Arena, out: &mut Vec<Mutation>) {
+    pub(crate) fn push_mutations(
+        self,
+        event: &ScoredEvent,
+        arena: &mut Arena,
+        out: &mut Vec<Mutation>,
+    ) {
         let ts = event.timestamp_millis * 1000;
         match self {
             Schema::Narrow => {

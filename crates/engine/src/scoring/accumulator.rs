@@ -229,9 +229,17 @@ mod tests {
         // A scoring user, then one with only an unscored count.
         let apple = event(EventType::Click, "click", 100, &[("brand", "Apple")]);
         reused.add_counts(&apple, 3);
-        reused.add_event(&event(EventType::Click, "click", 100, &[("color", "Black")]));
+        reused.add_event(&event(
+            EventType::Click,
+            "click",
+            100,
+            &[("color", "Black")],
+        ));
         assert!(reused.take_sorted().is_some());
-        reused.add_counts(&event(EventType::Click, "click", 150, &[("brand", "Samsung")]), 0);
+        reused.add_counts(
+            &event(EventType::Click, "click", 150, &[("brand", "Samsung")]),
+            0,
+        );
         assert_eq!(reused.take_sorted(), None);
         // The next user sees neither.
         let mut fresh = Accumulator::new(&weights);
@@ -258,11 +266,22 @@ mod tests {
         acc.add_event(&event(EventType::Click, "click", 300, &[("size", "L")]));
         acc.add_event(&event(EventType::View, "view", 400, &[("brand", "Apple")]));
         assert_eq!(acc.take_sorted(), None);
-        acc.add_event(&event(EventType::Click, "click", 100, &[("brand", "Apple")]));
+        acc.add_event(&event(
+            EventType::Click,
+            "click",
+            100,
+            &[("brand", "Apple")],
+        ));
         acc.add_event(&event(EventType::Click, "click", 300, &[("size", "L")]));
         // A correction counts but is not an event of its own.
-        acc.add_counts(&event(EventType::Click, "click", 500, &[("brand", "Apple")]), -1);
-        acc.add_counts(&event(EventType::Click, "click", 500, &[("brand", "Apple")]), 2);
+        acc.add_counts(
+            &event(EventType::Click, "click", 500, &[("brand", "Apple")]),
+            -1,
+        );
+        acc.add_counts(
+            &event(EventType::Click, "click", 500, &[("brand", "Apple")]),
+            2,
+        );
         let (last, scores) = acc.take_sorted().unwrap();
         assert_eq!(last, 100);
         assert_eq!(
