@@ -86,8 +86,8 @@ pub struct Event {
 }
 
 impl Event {
-    /// Parse and validate one event object, field by field (see
-    /// [`fields`]).
+    /// Parse and validate one event object, field by field in a fixed
+    /// order (an event breaking several rules is refused for the first).
     pub fn from_json(value: &Value, limits: &Limits) -> Result<Event> {
         let obj = value
             .as_object()

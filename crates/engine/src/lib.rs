@@ -6,9 +6,9 @@
 //! Everything is written against the `affinity_model` [`Store`] and
 //! [`Table`] traits only, so it runs unchanged on the embedded store, the
 //! in-memory reference store and Cloud Bigtable. It is not an HTTP server
-//! and not a CLI: those call the functions here (they map
-//! [`Error::InvalidEvent`] to 422 and the rest through the model's
-//! `ErrorCode`).
+//! and not a CLI: those call the functions here (the HTTP API maps
+//! [`Error::InvalidEvent`] to 422, the other validation errors to 4xx, and
+//! store errors through the model's `ErrorCode`).
 //!
 //! The API is the handle [`Engine`] and the types at the crate root, plus
 //! four modules: [`scoring`] (the formula, written out there, and the

@@ -11,9 +11,9 @@
 //!   joined by `\n`. An event without facets gets one marker cell,
 //!   qualifier CSV(event_type, event_name), empty value.
 //!
-//! [`wide_filter`] is the batch reader's filter: an interleave of exact
-//! qualifier filters, one per (event, facet) pair of the strategy, so the
-//! store returns only the cells the strategy scores.
+//! [`wide_filter`] is the batch reader's filter: an interleave of
+//! single-column ranges, one per (event, facet) pair of the strategy, so
+//! the store returns only the cells the strategy scores.
 
 use std::borrow::Cow;
 

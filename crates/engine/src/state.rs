@@ -1,7 +1,10 @@
 //! The profile state: one row per user and day in table `profiles.<app>`,
 //! key `user,DDDDDDDD` ([`state_row_key`]), written by ingestion's blind
-//! adds ([`crate::ingest`], which also states the protocol and its
-//! guarantee) and read by the streaming profile read ([`crate::profile`]).
+//! adds ([`Engine::ingest`]; `ingest.rs` states the protocol and its
+//! guarantee) and read by the streaming profile read ([`Engine::profile`]).
+//!
+//! [`Engine::ingest`]: crate::Engine::ingest
+//! [`Engine::profile`]: crate::Engine::profile
 //!
 //! The three families are aggregate families summing 64-bit integers (Cloud
 //! Bigtable's `Int64` sum type; the embedded store adds them with a RocksDB
@@ -49,11 +52,15 @@ pub struct EventId {
 }
 
 impl EventId {
+    // `day` and `qualifier` are inlined: ingestion calls them per event,
+    // from another module.
+    #[inline]
     pub fn day(&self) -> i64 {
         self.timestamp_millis.div_euclid(DAY_MILLIS)
     }
 
     /// The qualifier of this event's cell in family `i`.
+    #[inline]
     pub fn qualifier(&self) -> [u8; 16] {
         let mut out = [0u8; 16];
         out[..8].copy_from_slice(&self.timestamp_millis.to_be_bytes());
@@ -127,7 +134,9 @@ pub fn parse_last_qualifier(q: &[u8]) -> Result<(EventType, Cow<'_, str>, Cow<'_
     Ok((ty, name, facet))
 }
 
-/// The timestamp of every state cell of `day`: the day's first microsecond.
+/// The timestamp of `day`'s cells in `n` and `i`: the day's first
+/// microsecond.
+#[inline]
 pub fn day_micros(day: i64) -> i64 {
     day * DAY_MILLIS * 1000
 }

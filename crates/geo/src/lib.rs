@@ -10,7 +10,7 @@
 //!   the points inside the box and time range;
 //! - [`csv`], [`load`]: CSV input (its times in the forms of
 //!   `affinity_rowkey::time::parse_time`);
-//! - [`bench`]: the same points under the three keys, the same queries, and
+//! - [`bench`](mod@bench): the same points under the three keys, the same queries, and
 //!   what each read (`affinity bench geo`).
 //!
 //! It is not a curve library or a planner (those are `affinity_rowkey`'s),
