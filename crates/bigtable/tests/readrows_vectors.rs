@@ -1,4 +1,4 @@
-//! The official ReadRows conformance vectors (shared/testdata/bigtable/
+//! The official ReadRows conformance vectors (testdata/bigtable/
 //! readrows.json, from googleapis/conformance-tests): each vector's chunks go
 //! through the row merger and must give exactly its expected cells, or an
 //! error where it expects one.
@@ -12,20 +12,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 fn vectors_path() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    // The repo's shared/ sits beside the clone (/work/shared next to
-    // /work/main); AFFINITY_SHARED overrides.
-    let candidates = [
-        std::env::var_os("AFFINITY_SHARED").map(PathBuf::from),
-        Some(manifest.join("../../../shared")),
-        Some(manifest.join("../../shared")),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .map(|dir| dir.join("testdata/bigtable/readrows.json"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("readrows.json not found beside {}", manifest.display()))
+    affinity_testdata::file("bigtable/readrows.json")
 }
 
 fn b64(v: &Value) -> Bytes {

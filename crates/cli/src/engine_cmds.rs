@@ -88,7 +88,10 @@ pub fn strategy(cmd: StrategyCommand) -> anyhow::Result<()> {
             let updated_at = app.engine()?.set_strategy(&app.app, &strategy)?;
             println!(
                 "{}",
-                serde_json::json!({"message": "Strategy was successfully updated.", "updatedAt": updated_at})
+                serde_json::json!({
+                    "message": "Strategy was successfully updated.",
+                    "updatedAt": affinity_rowkey::time::format_seconds(updated_at)?,
+                })
             );
             eprintln!(
                 "run `affinity recompute --app {}` to rescore every profile",

@@ -2,7 +2,6 @@
 //! parses its flags, opens a backend and calls into the library crates.
 
 mod backend;
-mod bench;
 mod demo;
 mod engine_cmds;
 mod geo;
@@ -10,6 +9,8 @@ mod keys;
 mod serve;
 mod table;
 mod trends;
+
+use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
@@ -64,8 +65,22 @@ enum Command {
     #[command(subcommand)]
     Keys(keys::KeysCommand),
     /// Benchmarks that print their figures.
+    Bench(BenchArgs),
+}
+
+/// `affinity bench ...` and the backend flags its benchmarks share.
+#[derive(clap::Args)]
+struct BenchArgs {
     #[command(subcommand)]
-    Bench(bench::BenchCommand),
+    command: affinity_bench::BenchCommand,
+    /// Directory for the embedded store (default: a temporary directory,
+    /// removed afterwards).
+    #[arg(long, global = true)]
+    data: Option<PathBuf>,
+    /// bench http: run the in-process server on Cloud Bigtable:
+    /// PROJECT/INSTANCE (the emulator through BIGTABLE_EMULATOR_HOST).
+    #[arg(long, global = true, value_name = "PROJECT/INSTANCE")]
+    bigtable: Option<String>,
 }
 
 fn main() {
@@ -84,7 +99,13 @@ fn main() {
         Command::Geo(cmd) => geo::run(cmd),
         Command::Trends(args) => trends::run(args),
         Command::Keys(cmd) => keys::run(cmd),
-        Command::Bench(cmd) => bench::run(cmd),
+        Command::Bench(args) => {
+            let backend = affinity_bench::BenchBackend {
+                data: args.data,
+                bigtable: args.bigtable,
+            };
+            affinity_bench::run(args.command, &backend)
+        }
     };
     if let Err(err) = result {
         eprintln!("error: {err:#}");

@@ -104,6 +104,17 @@ fn engine_commands_walk_through() {
     let file = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
     assert!(catalog.contains("loaded 3 objects"), "{catalog}");
     assert!(ok(&data, &["strategy", "get", "--app", "shop"]).contains("Product Clicked"));
+    // `strategy set` answers what the API's POST answers: the time as ISO-8601.
+    let set = ok(
+        &data,
+        &["strategy", "set", "--app", "shop", &file("strategy.json")],
+    );
+    let set: serde_json::Value = serde_json::from_str(&set).unwrap();
+    assert_eq!(set["message"], "Strategy was successfully updated.");
+    let updated_at = set["updatedAt"].as_str().unwrap_or_default();
+    let with_millis = updated_at.replace('Z', ".000Z");
+    let millis = affinity_rowkey::time::parse_millis(&with_millis).expect("ISO-8601 updatedAt");
+    assert!((now_ms() - millis).abs() < 600_000, "{set}");
     assert!(
         ingest.contains("4 events: 4 stored, 0 repeated within the input, 1 unknown objects"),
         "{ingest}"

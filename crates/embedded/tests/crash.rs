@@ -3,6 +3,9 @@
 //! with SIGKILL mid-load, reopens the store and checks that every
 //! acknowledged row is there and that no row is half-applied. Three rounds
 //! on the same directory also exercise recovery of a recovered store.
+//!
+//! The binary has its own `main` (`harness = false`, tests listed through
+//! libtest-mimic), so the child's entry point is not a test of its own.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -89,16 +92,23 @@ fn load_until_killed(dir: &str, round: &str) -> Result<(), Error> {
     Ok(())
 }
 
-#[test]
-fn crash_child() {
-    // Only does something when re-executed by the parent test.
-    let (Ok(dir), Ok(round)) = (std::env::var(CHILD_DIR), std::env::var(CHILD_ROUND)) else {
+fn main() {
+    if let (Ok(dir), Ok(round)) = (std::env::var(CHILD_DIR), std::env::var(CHILD_ROUND)) {
+        if let Err(e) = load_until_killed(&dir, &round) {
+            eprintln!("child failed: {e}");
+            std::process::exit(2);
+        }
         return;
-    };
-    if let Err(e) = load_until_killed(&dir, &round) {
-        eprintln!("child failed: {e}");
-        std::process::exit(2);
     }
+    let args = libtest_mimic::Arguments::from_args();
+    let tests = vec![libtest_mimic::Trial::test(
+        "acknowledged_writes_survive_kill_9",
+        || {
+            acknowledged_writes_survive_kill_9();
+            Ok(())
+        },
+    )];
+    libtest_mimic::run(&args, tests).exit();
 }
 
 /// Run one child until it acknowledged `kill_after` rows, SIGKILL it, and
@@ -106,7 +116,6 @@ fn crash_child() {
 fn run_and_kill(dir: &std::path::Path, round: usize, kill_after: usize) -> Vec<String> {
     let exe = std::env::current_exe().expect("test binary path");
     let mut child = Command::new(exe)
-        .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
         .env(CHILD_DIR, dir)
         .env(CHILD_ROUND, round.to_string())
         .stdout(Stdio::piped())
@@ -144,7 +153,6 @@ fn run_and_kill(dir: &std::path::Path, round: usize, kill_after: usize) -> Vec<S
     acked
 }
 
-#[test]
 fn acknowledged_writes_survive_kill_9() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut all_acked = Vec::new();

@@ -14,8 +14,7 @@
 //! four modules: [`scoring`] (the formula, written out there, and the
 //! naive reference tests hold every path to), [`catalog`], [`trends`]
 //! (regional trends, top facet values around a place) and [`state`] (the
-//! layout of the streaming profile state). `workload` generates seeded
-//! benchmark workloads.
+//! layout of the streaming profile state).
 //!
 //! Where to start reading the source:
 //! - `event.rs`, `catalog.rs`, `strategy.rs`: the domain and its
@@ -73,7 +72,6 @@ pub mod scoring;
 pub mod state;
 mod strategy;
 pub mod trends;
-pub mod workload;
 
 pub use batch::{Progress, ProgressSnapshot, RecomputeOptions, RecomputeReport};
 pub use engine::{

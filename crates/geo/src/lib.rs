@@ -1,6 +1,6 @@
 //! Located points on the Bigtable data model: a table of points (an id, a
 //! place, a time and named measurements) keyed for area + time queries,
-//! CSV loading, exact queries, and the benchmark of key designs.
+//! CSV loading and exact queries.
 //!
 //! - [`point`]: a point and the compact encoding of its value;
 //! - [`layout`]: row keys `[salt][time bin][position][time within bin][id]`
@@ -9,13 +9,12 @@
 //!   writes, and queries that read the planner's ranges and keep exactly
 //!   the points inside the box and time range;
 //! - [`csv`], [`load`]: CSV input (its times in the forms of
-//!   `affinity_rowkey::time::parse_time`);
-//! - [`bench`](mod@bench): the same points under the three keys, the same queries, and
-//!   what each read (`affinity bench geo`).
+//!   `affinity_rowkey::time::parse_time`).
 //!
 //! It is not a curve library or a planner (those are `affinity_rowkey`'s),
 //! nor a storage backend; regional trends (facet values around a place)
-//! belong to the engine.
+//! belong to the engine, and the benchmark of the key designs (`affinity
+//! bench geo`) to `affinity-bench`.
 //!
 //! ```
 //! use affinity_geo::{KeyKind, Point, PointLayout, PointTable, Field};
@@ -43,7 +42,6 @@
 
 #![deny(clippy::host_endian_bytes, clippy::little_endian_bytes)]
 
-pub mod bench;
 pub mod csv;
 pub mod error;
 pub mod layout;

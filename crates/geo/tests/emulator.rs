@@ -1,34 +1,33 @@
 //! The same brute-force check on the official Bigtable emulator (the
 //! `--bigtable` path): the harbor data under every key, and generated
-//! global data with antimeridian boxes. Skipped when no emulator is found
-//! (outside CI).
+//! global data with antimeridian boxes. Ignored unless asked for
+//! (`scripts/test` runs it when it finds the emulator).
 
 mod common;
 
-use affinity_geo::bench::{generated, read_csv};
 use affinity_geo::csv::Columns;
 use affinity_geo::{KeyKind, PointLayout};
 use affinity_rowkey::geo::TimeBin;
 use affinity_rowkey::plan::{BBox, GeoQuery};
 
-use common::{check_dataset, shared_file};
+use common::datasets::{generated, read_csv, GENERATED_START};
+use common::{check_dataset, geo_file};
 
+#[ignore = "needs the Cloud Bigtable emulator (scripts/test runs it)"]
 #[test]
 fn harbor_and_generated_on_the_emulator() {
-    let Some(store) = affinity_bigtable::emulator::test_store() else {
-        return;
-    };
+    let store = affinity_bigtable::emulator::test_store();
     let columns = Columns {
         id: "MMSI".into(),
         time: "BaseDateTime".into(),
         lat: "LAT".into(),
         lng: "LON".into(),
     };
-    let path = shared_file("NYHarbor_2020_06_30_first_hour.csv");
-    let harbor = read_csv(&path, "harbor", "ships", &columns, TimeBin::Hour).unwrap();
+    let path = geo_file("NYHarbor_2020_06_30_first_hour.csv");
+    let harbor = read_csv(&path, "harbor", &columns, TimeBin::Hour);
     let mut small = generated(5_000, 3);
     small.name = "gen".into();
-    let start = affinity_geo::bench::data::GENERATED_START;
+    let start = GENERATED_START;
     let across = GeoQuery {
         bbox: BBox::parse("150,-60,-150,60").unwrap(),
         from_millis: start,

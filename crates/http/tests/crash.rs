@@ -1,7 +1,9 @@
 //! `kill -9` of a server under load loses no acknowledged event.
 //!
 //! The server runs in a child process: this test binary re-executed with
-//! only `child_server` selected and the data directory in the environment.
+//! the data directory in the environment. The binary has its own `main`
+//! (`harness = false`, tests listed through libtest-mimic), so the child's
+//! entry point is not a test of its own.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -19,16 +21,28 @@ const CLIENTS: usize = 4;
 /// Acknowledged batches to wait for before the kill.
 const BEFORE_KILL: usize = 30;
 
-/// The child: a server on the embedded store in `$CHILD_DIR`, printing
-/// its address, running until killed. A no-op in the parent.
-#[test]
-fn child_server() {
-    let Ok(dir) = std::env::var(CHILD_DIR) else {
+fn main() {
+    if let Ok(dir) = std::env::var(CHILD_DIR) {
+        child_server(&dir);
         return;
-    };
+    }
+    let args = libtest_mimic::Arguments::from_args();
+    let tests = vec![libtest_mimic::Trial::test(
+        "kill_9_loses_no_acknowledged_event",
+        || {
+            kill_9_loses_no_acknowledged_event();
+            Ok(())
+        },
+    )];
+    libtest_mimic::run(&args, tests).exit();
+}
+
+/// The child: a server on the embedded store in `dir`, printing its
+/// address, running until killed.
+fn child_server(dir: &str) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let store = affinity_embedded::EmbeddedStore::open(&dir).unwrap();
+        let store = affinity_embedded::EmbeddedStore::open(dir).unwrap();
         let engine = Arc::new(Engine::open(Arc::new(store)).unwrap());
         let mut keys = Keys::default();
         keys.add(APP, KEY, [Acl::Admin]).unwrap();
@@ -62,14 +76,9 @@ fn batch(user: &str, now: i64) -> Value {
     json!({ "events": events })
 }
 
-#[test]
 fn kill_9_loses_no_acknowledged_event() {
-    if std::env::var_os(CHILD_DIR).is_some() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_server", "--nocapture", "--test-threads=1"])
         .env(CHILD_DIR, dir.path())
         .stdout(Stdio::piped())
         .spawn()

@@ -62,7 +62,6 @@
 
 #![deny(clippy::host_endian_bytes, clippy::little_endian_bytes)]
 
-pub mod bench;
 pub mod composite;
 pub mod cover;
 pub mod curve;

@@ -112,29 +112,6 @@ pub trait Harness: Send + Sync + 'static {
     fn capabilities(&self) -> Capabilities {
         Capabilities::default()
     }
-    /// `Some(reason)` to skip every case (e.g. the emulator is not
-    /// installed on a developer machine); the reason is printed.
-    fn skip_reason(&self) -> Option<String> {
-        None
-    }
-}
-
-impl<H: Harness> Harness for Option<H> {
-    fn store(&self) -> Arc<dyn Store> {
-        match self {
-            Some(h) => h.store(),
-            None => panic!("no backend: the harness is None"),
-        }
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.as_ref().map(H::capabilities).unwrap_or_default()
-    }
-    fn skip_reason(&self) -> Option<String> {
-        match self {
-            Some(h) => h.skip_reason(),
-            None => Some("backend not available".to_string()),
-        }
-    }
 }
 
 impl<H: Harness> Harness for Arc<H> {
@@ -143,9 +120,6 @@ impl<H: Harness> Harness for Arc<H> {
     }
     fn capabilities(&self) -> Capabilities {
         H::capabilities(self)
-    }
-    fn skip_reason(&self) -> Option<String> {
-        H::skip_reason(self)
     }
 }
 
@@ -277,10 +251,6 @@ impl std::ops::Deref for TestTable {
 
 /// Run one case against `harness` (what the generated tests call).
 pub fn run_case<H: Harness + ?Sized>(harness: &H, name: &'static str, case: fn(&Ctx)) {
-    if let Some(reason) = harness.skip_reason() {
-        eprintln!("skipping conformance case {name}: {reason}");
-        return;
-    }
     let ctx = Ctx {
         store: harness.store(),
         caps: harness.capabilities(),
@@ -293,13 +263,16 @@ pub fn run_case<H: Harness + ?Sized>(harness: &H, name: &'static str, case: fn(&
 /// `conformance` (or the name given second), each running the case against
 /// the harness `$harness` (an expression evaluated in that module, with the
 /// caller's items in scope, e.g. `harness()` or `crate::harness()`).
+/// Attributes written after the module name go on every test, e.g.
+/// `conformance_suite!(harness(), conformance, #[ignore = "needs the
+/// emulator"])` for a backend that is not always there.
 #[macro_export]
 macro_rules! conformance_suite {
-    ($harness:expr) => {
+    ($harness:expr $(,)?) => {
         $crate::conformance_suite!($harness, conformance);
     };
-    ($harness:expr, $module:ident) => {
-        $crate::__conformance_tests! { $module; $harness;
+    ($harness:expr, $module:ident $(, #[$attr:meta])* $(,)?) => {
+        $crate::__conformance_tests! { $module; [$(#[$attr])*]; $harness;
             filter_pass_all_and_block_all,
             filter_chain,
             filter_degenerate_chain_and_interleave,
@@ -389,41 +362,50 @@ macro_rules! conformance_suite {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_tests {
-    ($module:ident; $harness:expr; $($case:ident),* $(,)?) => {
+    ($module:ident; $attrs:tt; $harness:expr; $($case:ident),* $(,)?) => {
         #[allow(unused_imports)]
         mod $module {
             use super::*;
             $(
-                #[test]
-                fn $case() {
-                    let harness = $harness;
-                    $crate::conformance::run_case(
-                        &harness,
-                        stringify!($case),
-                        $crate::conformance::cases::$case,
-                    );
-                }
+                $crate::__conformance_test! { $attrs; $harness; $case }
             )*
         }
     };
 }
 
+/// Implementation detail of [`conformance_suite!`]: one case's test (the
+/// attributes come as one bracketed group, usable at any repetition depth).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_test {
+    ([$(#[$attr:meta])*]; $harness:expr; $case:ident) => {
+        $(#[$attr])*
+        #[test]
+        fn $case() {
+            let harness = $harness;
+            $crate::conformance::run_case(
+                &harness,
+                stringify!($case),
+                $crate::conformance::cases::$case,
+            );
+        }
+    };
+}
+
 /// One `#[test]` named `reference_model` comparing the harness's store with
-/// a `MemoryStore` over `$cases` random operation sequences.
+/// a `MemoryStore` over `$cases` random operation sequences. Attributes
+/// written after the case count go on the test, as in [`conformance_suite!`].
 #[macro_export]
 macro_rules! reference_model_test {
-    ($harness:expr) => {
+    ($harness:expr $(,)?) => {
         $crate::reference_model_test!($harness, cases = 64);
     };
-    ($harness:expr, cases = $cases:expr) => {
+    ($harness:expr, cases = $cases:expr $(, #[$attr:meta])* $(,)?) => {
+        $(#[$attr])*
         #[test]
         fn reference_model() {
             use $crate::conformance::Harness as _;
             let harness = $harness;
-            if let Some(reason) = harness.skip_reason() {
-                eprintln!("skipping reference_model: {reason}");
-                return;
-            }
             $crate::conformance::check_against_reference(
                 harness.store(),
                 $crate::conformance::ReferenceConfig {
