@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use affinity_engine::{AppConfig, Engine, Progress, RecomputeOptions, Schema, Strategy};
-use affinity_model::ReadRowsRequest;
 use anyhow::{bail, Context};
 
 use crate::backend::BackendArgs;
@@ -131,13 +130,6 @@ pub fn ingest(args: IngestArgs, backend: &BackendArgs) -> anyhow::Result<()> {
             Some(s) => Schema::parse(s)?,
             None => current.schema,
         };
-        if schema != current.schema && has_events(&engine, app_id)? {
-            bail!(
-                "application {app_id:?} already holds {} events; moving it to {} is a migration",
-                current.schema.as_str(),
-                schema.as_str()
-            );
-        }
         let config = AppConfig {
             schema,
             retention_days: args.retention_days.unwrap_or(current.retention_days),
@@ -163,13 +155,6 @@ pub fn ingest(args: IngestArgs, backend: &BackendArgs) -> anyhow::Result<()> {
         report.events, report.stored, report.duplicates, report.unknown_objects
     );
     Ok(())
-}
-
-/// True when the application's events table holds any row.
-fn has_events(engine: &Engine, app: &str) -> anyhow::Result<bool> {
-    let events = engine.app(app)?.events;
-    let mut rows = events.read_rows(&ReadRowsRequest::all().with_limit(1))?;
-    Ok(rows.next().transpose()?.is_some())
 }
 
 #[derive(clap::Args)]

@@ -8,11 +8,10 @@ use std::time::Instant;
 
 use affinity_geo::csv::{Columns, CsvPoints};
 use affinity_geo::load::load_points;
-use affinity_geo::time::parse_time;
 use affinity_geo::{Field, KeyKind, Point, PointLayout, PointTable};
 use affinity_rowkey::geo::TimeBin;
 use affinity_rowkey::plan::{BBox, GeoQuery};
-use affinity_rowkey::time::format_millis;
+use affinity_rowkey::time::{format_millis, parse_time};
 use anyhow::Context;
 
 use crate::backend::BackendArgs;

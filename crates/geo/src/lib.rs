@@ -8,7 +8,8 @@
 //! - [`table`]: [`PointTable`] on the model's `Store`/`Table` traits:
 //!   writes, and queries that read the planner's ranges and keep exactly
 //!   the points inside the box and time range;
-//! - [`csv`], [`time`], [`load`]: CSV input and the time forms it accepts.
+//! - [`csv`], [`load`]: CSV input (its times in the forms of
+//!   `affinity_rowkey::time::parse_time`).
 //!
 //! It is not a curve library or a planner (those are `affinity_rowkey`'s),
 //! nor a storage backend; regional trends (facet values around a place)
@@ -23,7 +24,7 @@
 //! let store = MemoryStore::new();
 //! let layout = PointLayout::new(KeyKind::Hilbert, TimeBin::Hour, 4)?;
 //! let table = PointTable::create(&store, "ships", layout)?;
-//! let t = affinity_geo::time::parse_time("2020-06-30T00:00:00")?;
+//! let t = affinity_rowkey::time::parse_time("2020-06-30T00:00:00")?;
 //! table.write(&[Point {
 //!     id: "367000140".into(), time_millis: t, lng: -74.07157, lat: 40.64409,
 //!     fields: vec![("SOG".into(), Field::Number(0.5))],
@@ -47,7 +48,6 @@ pub mod layout;
 pub mod load;
 pub mod point;
 pub mod table;
-pub mod time;
 
 pub use error::{Error, Result};
 pub use layout::{KeyKind, PointLayout, PointPlan};

@@ -23,8 +23,8 @@
 //! Everything derives from the seed with splitmix64: the same seed gives
 //! the same catalog, users and events, on every machine.
 
-use affinity_engine::engine::DAY_MILLIS;
 use affinity_engine::scoring::{FacetCounts, ScoredEvent};
+use affinity_engine::DAY_MILLIS;
 use affinity_engine::{EventType, Strategy};
 use anyhow::bail;
 

@@ -1,5 +1,5 @@
-//! Times of points, as the loader accepts them, in milliseconds since the
-//! Unix epoch:
+//! Times as people write them (CSV files, query parameters), in
+//! milliseconds since the Unix epoch:
 //!
 //! - RFC 3339 / ISO 8601 date-times, `T` or a space between date and time:
 //!   `2020-06-30T00:00:00Z`, `2014-07-01 15:45:43-0000`,
@@ -10,8 +10,7 @@
 //!   milliseconds (`1593475200` and `1593475200000` are the same instant);
 //!   a number with a fraction is seconds (`1593475200.5`).
 
-use affinity_rowkey::time::parse_millis;
-
+use super::parse_millis;
 use crate::error::{Error, Result};
 
 fn bad(text: &str, reason: impl Into<String>) -> Error {
@@ -129,7 +128,7 @@ fn parse_datetime(text: &str, t: &str) -> Result<i64> {
     let offset_minutes = parse_offset(text, rest)?;
     let canonical = format!("{date}T{clock}.{ms}Z");
     let local = parse_millis(&canonical).map_err(|e| match e {
-        affinity_rowkey::Error::InvalidTimestamp { reason, .. } => bad(text, reason),
+        Error::InvalidTimestamp { reason, .. } => bad(text, reason),
         other => bad(text, other.to_string()),
     })?;
     Ok(local - offset_minutes * 60_000)

@@ -1,7 +1,8 @@
-//! The time forms the loader accepts, and the ones it refuses.
+//! The time forms `parse_time` accepts (the geo loader's CSV times, trends
+//! query windows), and the ones it refuses.
 
-use affinity_geo::time::parse_time;
-use affinity_geo::Error;
+use affinity_rowkey::time::parse_time;
+use affinity_rowkey::Error;
 
 const T: i64 = 1_404_229_543_000; // 2014-07-01T15:45:43Z
 
