@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use affinity_engine::Engine;
-use affinity_http::auth::{Acl, Keys};
+use affinity_http::{Acl, Keys};
 use affinity_model::Store;
 use anyhow::{bail, Context};
 
