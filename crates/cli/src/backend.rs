@@ -14,14 +14,14 @@ const DEFAULT_DATA: &str = "affinity-data";
 /// Where the data lives. `--bigtable` wins over `--data`.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct BackendArgs {
-    /// Directory of the embedded store, created if missing [env:
-    /// AFFINITY_DATA; default ./affinity-data; benchmarks: a temporary
-    /// directory].
+    /// Directory of the embedded store, created if missing (default:
+    /// $AFFINITY_DATA, else ./affinity-data; `demo`: ./affinity-demo-data;
+    /// `bench`: a temporary directory).
     #[arg(long, global = true, value_name = "DIR")]
     pub data: Option<PathBuf>,
-    /// Use Cloud Bigtable instead: PROJECT/INSTANCE [env:
-    /// AFFINITY_BIGTABLE]. Set BIGTABLE_EMULATOR_HOST=host:port to talk to
-    /// the emulator.
+    /// Use Cloud Bigtable instead: PROJECT/INSTANCE (default:
+    /// $AFFINITY_BIGTABLE, except for `bench`). Set
+    /// BIGTABLE_EMULATOR_HOST=host:port to talk to the emulator.
     #[arg(long, global = true, value_name = "PROJECT/INSTANCE")]
     pub bigtable: Option<String>,
 }
