@@ -490,7 +490,7 @@ impl Engine {
         progress
             .ranges_done
             .store(total - ranges.len(), Ordering::Relaxed);
-        let cutoff = self.now_millis() - app.config.retention_millis();
+        let cutoff = app.config.window_start_millis(self.now_millis());
         let filter = RowFilter::Chain(vec![
             since(cutoff),
             self.schema_filter(app.config.schema, &strategy),
@@ -603,7 +603,7 @@ impl Engine {
             last_event_millis: json["lastEventMillis"].as_i64().ok_or_else(bad)?,
             scores,
         };
-        if profile.last_event_millis < self.now_millis() - app.config.retention_millis() {
+        if profile.last_event_millis < app.config.window_start_millis(self.now_millis()) {
             // Every scoring event has expired since the recompute.
             return Ok(None);
         }

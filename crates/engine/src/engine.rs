@@ -40,6 +40,7 @@ use crate::catalog::{Catalog, CatalogObject};
 use crate::error::{Error, Result};
 use crate::event::EventType;
 use crate::ingest::{COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY};
+use crate::rollup;
 use crate::schema::{Schema, WIDE_FAMILY};
 use crate::strategy::Strategy;
 
@@ -47,8 +48,17 @@ use crate::strategy::Strategy;
 pub const DAY_MILLIS: i64 = 86_400_000;
 /// Default retention.
 pub const DEFAULT_RETENTION_DAYS: u32 = 90;
-/// Streaming counters outlive the retention by this margin (see ingest).
-pub(crate) const STATE_MARGIN_DAYS: u32 = 2;
+/// How many days a rollup may lag the window before reads stop using it
+/// (see `docs/design/profiles.md`): the state rows and events it would
+/// subtract are kept this long past the retention.
+pub(crate) const SLACK_DAYS: u32 = 3;
+
+/// The first event day counted at `now_millis` with `retention_days`:
+/// every event of a day leaves the window at the same instant, `retention`
+/// after its day began.
+pub fn window_start_day(now_millis: i64, retention_days: u32) -> i64 {
+    (now_millis - i64::from(retention_days) * DAY_MILLIS).div_euclid(DAY_MILLIS) + 1
+}
 
 /// A clock in milliseconds since the epoch.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -73,6 +83,17 @@ impl Default for AppConfig {
 impl AppConfig {
     pub fn retention_millis(&self) -> i64 {
         i64::from(self.retention_days) * DAY_MILLIS
+    }
+
+    /// The first counted event day at `now_millis` ([`window_start_day`]).
+    pub fn window_start_day(&self, now_millis: i64) -> i64 {
+        window_start_day(now_millis, self.retention_days)
+    }
+
+    /// The first counted instant at `now_millis`: events at or after it
+    /// count ([`window_start_day`]'s first millisecond).
+    pub fn window_start_millis(&self, now_millis: i64) -> i64 {
+        self.window_start_day(now_millis) * DAY_MILLIS
     }
 }
 
@@ -249,7 +270,10 @@ impl Engine {
     }
 
     fn events_spec(config: &AppConfig) -> TableSpec {
-        let age = GcRule::MaxAge(Duration::from_millis(config.retention_millis() as u64));
+        // Past the retention by the rollup slack: reads correct expired
+        // days of a lagging rollup from their events.
+        let days = u64::from(config.retention_days + SLACK_DAYS + 1);
+        let age = GcRule::MaxAge(Duration::from_millis(days * DAY_MILLIS as u64));
         let mut spec = TableSpec::new().with_family(WIDE_FAMILY, age.clone());
         for ty in EventType::ALL {
             spec = spec.with_family(ty.as_str(), age.clone());
@@ -258,14 +282,29 @@ impl Engine {
     }
 
     fn profiles_spec(config: &AppConfig) -> TableSpec {
-        let days = u64::from(config.retention_days + STATE_MARGIN_DAYS);
+        // Day-row cells are stamped with their arrival day: they outlive
+        // the retention by the rollup slack plus a day of margin.
+        let days = u64::from(config.retention_days + SLACK_DAYS + 2);
         let state = GcRule::MaxAge(Duration::from_millis(days * DAY_MILLIS as u64));
         let latest = GcRule::Union(vec![GcRule::MaxVersions(1), state.clone()]);
+        let one = GcRule::MaxVersions(1);
         TableSpec::new()
             .with_sum_family(COUNTERS_FAMILY, state.clone())
-            .with_sum_family(IDS_FAMILY, state)
+            .with_sum_family(IDS_FAMILY, state.clone())
             .with_sum_family(LAST_FAMILY, latest)
-            .with_family("b", GcRule::MaxVersions(1))
+            .with_sum_family(rollup::MARKS_FAMILY, state)
+            .with_family(rollup::TOTALS_FAMILY, one.clone())
+            .with_family(rollup::LATEST_FAMILY, one.clone())
+            .with_family(rollup::WATERMARK_FAMILY, one.clone())
+            .with_family(
+                rollup::TOMBSTONE_FAMILY,
+                // Far longer than a fold runs, then the row goes.
+                GcRule::Union(vec![
+                    one.clone(),
+                    GcRule::MaxAge(Duration::from_millis(7 * DAY_MILLIS as u64)),
+                ]),
+            )
+            .with_family("b", one)
     }
 
     /// The application's stored settings, if it was ever configured.

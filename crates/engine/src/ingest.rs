@@ -2,48 +2,53 @@
 //! profile state, updated with blind aggregate adds (`AddToCell`), never by
 //! reading the user's events nor the state itself.
 //!
-//! # Profile state (table `profiles.<app>`, one row per user and day,
-//! key `user,DDDDDDDD`, see [`state_row_key`])
+//! # Profile state (table `profiles.<app>`, one row per user and event
+//! day, key `user,DDDDDDDD`, see [`state_row_key`])
 //!
-//! Both families are aggregate families summing 64-bit integers (Cloud
+//! The families are aggregate families summing 64-bit integers (Cloud
 //! Bigtable's `Int64` sum type; the embedded store adds them with a RocksDB
-//! merge operand, without reading the row). Every add of a day uses the
-//! day's first microsecond as its timestamp, so a column holds one cell.
+//! merge operand, without reading the row). Every add of one batch is
+//! stamped with the first microsecond of the day it *arrives* (today), so
+//! a column holds one cell per arrival day: nearly always one, since most
+//! events arrive on their own day.
 //!
-//! - family `n`: one counter per `(type, name, facet, value)` of the day,
-//!   qualifier CSV(type, name, facet, value), the sum of the counts of the
-//!   day's events;
-//! - family `i`: one cell per event of the day, qualifier = the event's id
-//!   (16 bytes: timestamp i64 BE | key suffix u64 BE), the number of times
-//!   the event was added;
-//! - family `t`: one column per `(type, name, facet)` of the day,
-//!   qualifier CSV(type, name, facet), each add stamped with the event's
-//!   own time; the family keeps one version, so the column's timestamp is
-//!   the latest time of an event of that type and name with that facet
-//!   (a maximum kept by Bigtable's version GC, without a read).
+//! - family `n`: one counter per `(type, name, facet, value)`, qualifier
+//!   CSV(type, name, facet, value), the sum of the counts of the day's
+//!   events that arrived that day;
+//! - family `i`: one cell per event, qualifier = the event's id (16 bytes:
+//!   timestamp i64 BE | key suffix u64 BE), the number of times the event
+//!   was added that arrival day;
+//! - family `t`: one column per `(type, name, facet)`, qualifier CSV(type,
+//!   name, facet), each add stamped with the event's own time; the family
+//!   keeps one version, so the column's timestamp is the latest time of an
+//!   event of that type and name with that facet (a maximum kept by
+//!   Bigtable's version GC, without a read).
 //!
-//! `n` and `i` expire `retention + 2 days` after the day started (the
-//! day is then past retention; events are at most one hour in the future),
-//! `t` that long after its event.
+//! Closed days are folded into each user's rollup row (see
+//! [`crate::rollup`] and `docs/design/profiles.md`); an event of an earlier
+//! day than today (a late event) is first announced by a marker on the
+//! rollup row, so readers know to look at its day again.
 //!
 //! # Protocol and guarantee
 //!
 //! For a batch: (1) every event row is written (idempotent: a retry writes
-//! the same cells at the same key); (2) one `mutate_rows` adds, per
-//! user-day row, the batch's counts of that day to `n` and 1 per event to
-//! its `i` cell: each row's adds are one atomic entry.
+//! the same cells at the same key); (2) for late events, one marker add
+//! per user and event day on the user's rollup row; (3) one `mutate_rows`
+//! adds, per user-day row, the batch's counts of that day to `n` and 1 per
+//! event to its `i` cell: each row's adds are one atomic entry.
 //!
 //! Invariant, at every instant, because a row's counters and ids change
-//! in the same atomic mutation: each day's counters equal the sum over its
-//! `i` cells of `times * counts(event)`. A reader takes an event whose
-//! `times` is not 1 (a retried batch, two ingesters racing with the same
-//! event) and corrects it by reading that one event row and adding its
-//! counts `1 - times` times, so a profile read is exact whatever crashed
-//! where, and nothing is ever read before a write:
-//! - crash before (2): nothing counted; the batch was not acknowledged and
+//! in the same atomic mutation: for each arrival day, a row's counters
+//! equal the sum over its `i` cells of `times * counts(event)`. A reader
+//! takes an event added other than once and corrects it by reading that
+//! one event row and adding its counts as many times as needed, so a
+//! profile read is exact whatever crashed where, and nothing is ever read
+//! before a write:
+//! - crash before (3): nothing counted; the batch was not acknowledged and
 //!   its retry applies it (the event rows are already there);
-//! - crash after (2), or a retry of an acknowledged batch: the events count
-//!   twice in `n`, their `i` cells say 2, and readers count them once;
+//! - crash after (3), or a retry of an acknowledged batch: the events count
+//!   twice in `n`, their `i` cells say 2 (or, for a retry on a later day,
+//!   there are two cells and a marker), and readers count them once;
 //! - concurrent ingesters of different events lose nothing: adds are
 //!   atomic and commutative.
 //!
@@ -59,6 +64,7 @@ use crate::arena::Arena;
 use crate::engine::{App, Engine, DAY_MILLIS};
 use crate::error::{Error, Result};
 use crate::event::{Event, Limits, MAX_SKEW_MILLIS};
+use crate::rollup::{day_qualifier, rollup_key, MARKS_FAMILY};
 use crate::scoring::{FacetCounts, ScoredEvent};
 use crate::{csv, event::EventType};
 
@@ -218,11 +224,11 @@ type CounterKey<'e> = (EventType, &'e str, &'e str, &'e str);
 /// The adds of one state row for `events` (one user, one day; each event
 /// once): its counters and one id add per event, their qualifiers cut
 /// from `arena`.
-fn state_mutations(events: &[Prepared], arena: &mut Arena) -> Vec<Mutation> {
-    let Some(first) = events.first() else {
+fn state_mutations(events: &[Prepared], arrival: i64, arena: &mut Arena) -> Vec<Mutation> {
+    if events.is_empty() {
         return Vec::new();
-    };
-    let ts = day_micros(first.id.day());
+    }
+    let ts = day_micros(arrival);
     // Sorted, so equal batches write equal rows in the same order (one
     // event's lists are sorted already: its counts come sorted).
     let pairs: usize = events.iter().map(|e| e.event.counts.len()).sum();
@@ -321,6 +327,8 @@ impl Engine {
         report: &mut IngestReport,
     ) -> Result<Vec<Prepared<'e>>> {
         let now = self.now_millis();
+        // Back to the retention; the part of the oldest day that already
+        // left the window is stored but never counts.
         let oldest = now - app.config.retention_millis();
         let mut out = Vec::with_capacity(events.len());
         for e in events {
@@ -393,11 +401,38 @@ impl Engine {
         }
         drop(entries);
         self.write_trends(&app, events)?;
-        let state: Vec<RowMutations> = unique
-            .chunk_by(|a, b| a.user == b.user && a.id.day() == b.id.day())
+        // Every state add of this batch is stamped with today: the day it
+        // arrived (see `docs/design/profiles.md`).
+        let arrival = self.now_millis().div_euclid(DAY_MILLIS);
+        let days = || unique.chunk_by(|a, b| a.user == b.user && a.id.day() == b.id.day());
+        // Late events (of a day before today) are announced on the user's
+        // rollup row before their state is written, so a reader that sees
+        // the state also sees the marker.
+        let mut marks: Vec<RowMutations> = Vec::new();
+        for day in days().filter(|d| d[0].id.day() < arrival) {
+            let user = day[0].user;
+            let mark = Mutation::add_to_cell(
+                MARKS_FAMILY,
+                day_qualifier(day[0].id.day()),
+                day_micros(arrival),
+                day.len() as i64,
+            );
+            match marks.last_mut() {
+                Some(last) if last.row_key.as_ref() == rollup_key(user).as_bytes() => {
+                    last.mutations.push(mark)
+                }
+                _ => marks.push(RowMutations::new(rollup_key(user), vec![mark])),
+            }
+        }
+        for chunk in requests(&marks) {
+            for status in app.profiles.mutate_rows(chunk)? {
+                status?;
+            }
+        }
+        let state: Vec<RowMutations> = days()
             .map(|day| {
                 let key = arena.take(|out| push_state_row_key(out, day[0].user, day[0].id.day()));
-                RowMutations::new(key, state_mutations(day, &mut arena))
+                RowMutations::new(key, state_mutations(day, arrival, &mut arena))
             })
             .collect();
         for chunk in requests(&state) {

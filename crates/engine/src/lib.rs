@@ -61,6 +61,7 @@ pub mod ingest;
 pub mod job;
 pub mod migrate;
 pub mod profile;
+pub mod rollup;
 pub mod salting;
 pub mod schema;
 pub mod scoring;

@@ -142,7 +142,7 @@ impl Engine {
             )?;
             return Ok(true);
         }
-        let cutoff = self.now_millis() - app.config.retention_millis();
+        let cutoff = app.config.window_start_millis(self.now_millis());
         let filter = RowFilter::Chain(vec![since(cutoff), layout_filter(app.config.schema)]);
         let mut request = ReadRowsRequest::new(RowSet::from_ranges(ranges)).with_filter(filter);
         request.rows_limit = max_rows.filter(|n| *n > 0);
@@ -192,7 +192,7 @@ impl Engine {
         strategy: &Strategy,
     ) -> Result<BTreeMap<String, Profile>> {
         let app = self.app(app)?;
-        let cutoff = self.now_millis() - app.config.retention_millis();
+        let cutoff = app.config.window_start_millis(self.now_millis());
         let layout = match schema {
             Schema::Narrow => narrow_filter(strategy),
             Schema::Wide => wide_filter(strategy),

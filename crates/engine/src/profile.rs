@@ -1,28 +1,25 @@
-//! Reading profiles: the streaming profile from the profile state (see
-//! [`crate::ingest`]), stored batch profiles, and GDPR deletion.
+//! Reading profiles from the profile state (see [`crate::ingest`] and
+//! [`crate::rollup`]; the design is `docs/design/profiles.md`), and GDPR
+//! deletion.
 //!
-//! The streaming read, for cutoff `C = now - retention`:
-//! - days entirely within retention: their counters, plus a correction for
-//!   each event added other than once (its id cell is not 1: that one
-//!   event row is read and its counts added `1 - times` times);
-//! - the day containing `C`: counters ignored; its events at or after `C`
-//!   are read from the events table (retention is exact to the
-//!   millisecond);
-//! - older days: ignored (and expired by GC);
-//! - `lastEventAt`: the latest timestamp of the `t` cells of the days
-//!   within retention whose `(type, name, facet)` the strategy scores, and
-//!   the scoring events read for the day containing `C`.
+//! A read, with window start day `W` and the rollup's watermark `h`:
+//! - the rollup row: folded counters and latest times;
+//! - the day rows after `h` (everything in them arrived after the fold):
+//!   counters, latest times, and a correction for each event added other
+//!   than once (its id cell is not 1: that event row is read and its
+//!   counts added `1 - times` times);
+//! - only when the rollup says so: the days with late adds since the fold
+//!   (their adds after `h`, each event counted only if the rollup did not
+//!   count it) and the days that left the window since the fold (what the
+//!   rollup holds of them is taken out).
 //!
-//! So a read is one scan of the user's state rows, plus the events of the
-//! day containing `C` when the user has any that day, plus one event row
-//! per correction.
-//!
-//! Deletion removes the user's event rows (found by a scan of the user's
-//! key prefix), the batch profile row and every state row. It deletes what
-//! is stored under that identity (events of an authenticated user are
-//! keyed by the authenticated token); an ingestion of the same user racing
-//! with the deletion may leave that ingestion's events, and the caller
-//! verifies with [`Engine::user_row_count`].
+//! Deletion replaces the rollup row with a tombstone (so a fold that read
+//! the user before cannot write them back), then removes the user's event
+//! rows and day rows. It deletes what is stored under that identity
+//! (events of an authenticated user are keyed by the authenticated token);
+//! an ingestion of the same user racing with the deletion may leave that
+//! ingestion's events, and the caller verifies with
+//! [`Engine::user_row_count`].
 
 use std::ops::Bound;
 
@@ -33,15 +30,21 @@ use affinity_model::{
 use affinity_rowkey::composite::{user_prefix, user_time_range};
 
 use crate::batch::visit_rows;
-use crate::engine::{App, Engine, DAY_MILLIS};
+use crate::engine::{App, Engine, DAY_MILLIS, SLACK_DAYS};
 use crate::error::{Error, Result};
 use crate::ingest::{
     parse_counter_qualifier, parse_last_qualifier, state_row_key, EventId, COUNTERS_FAMILY,
     IDS_FAMILY, LAST_FAMILY,
 };
+use crate::rollup::{
+    arrival_day, read_rollup, rollup_key, row_day, Arrivals, MARKS_FAMILY, TOMBSTONE_FAMILY,
+    TOTALS_FAMILY, LATEST_FAMILY, WATERMARK_FAMILY,
+};
 use crate::schema::{decode_row, since};
 use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedScores};
 use crate::strategy::{Strategy, Weights};
+
+const DAY_MICROS: i64 = DAY_MILLIS * 1000;
 
 /// The profile reader's filter over state rows: counters and latest
 /// times whole, and of the event ids only the cells whose sum is not 1
@@ -83,7 +86,7 @@ impl Engine {
         from_millis: i64,
         to_millis: i64,
     ) -> Result<Vec<ScoredEvent>> {
-        let cutoff = self.now_millis() - app.config.retention_millis();
+        let cutoff = app.config.window_start_millis(self.now_millis());
         let from = from_millis.max(cutoff);
         if from >= to_millis {
             return Ok(Vec::new());
@@ -99,13 +102,17 @@ impl Engine {
         Ok(out)
     }
 
-    fn event_by_id(&self, app: &App, user: &str, id: &EventId) -> Result<Option<ScoredEvent>> {
-        let cutoff = self.now_millis() - app.config.retention_millis();
+    /// An event as stored, whatever its age (the events table keeps
+    /// events past the window as long as the state may need to correct
+    /// them).
+    pub(crate) fn stored_event(
+        &self,
+        app: &App,
+        user: &str,
+        id: &EventId,
+    ) -> Result<Option<ScoredEvent>> {
         let key = id.row_key(&app.id, user)?;
-        match app
-            .events
-            .read_row(&app.event_key(key.as_bytes()), Some(&since(cutoff)))?
-        {
+        match app.events.read_row(&app.event_key(key.as_bytes()), None)? {
             Some(row) => decode_row(&row),
             None => Ok(None),
         }
@@ -152,7 +159,7 @@ impl Engine {
     }
 
     /// The time of the user's latest scoring event and their sorted
-    /// scores under `strategy`, from the streaming state.
+    /// scores under `strategy`, from the profile state.
     fn scores_with(
         &self,
         app: &str,
@@ -162,63 +169,161 @@ impl Engine {
         let app = self.app(app)?;
         let weights = strategy.weights();
         let mut acc = Accumulator::new(&weights);
-        let cutoff = self.now_millis() - app.config.retention_millis();
-        let boundary = cutoff.div_euclid(DAY_MILLIS);
-        let first = state_row_key(user, boundary);
+        let window = app.config.window_start_day(self.now_millis());
+        let rollup = read_rollup(&app, user)?;
+        let folded = match rollup.watermark {
+            Some(w) if w.lo < window - i64::from(SLACK_DAYS) || w.lo > window => {
+                // Too old to correct (or from a clock ahead of ours).
+                return self.scores_from_events(&app, user, &weights, window);
+            }
+            w => w,
+        };
+        let h = folded.map_or(window - 1, |w| w.h);
+        let mut any_state = folded.is_some();
+        let mut counters = CounterColumns::new(&weights);
+        let note_latest = |acc: &mut Accumulator<'_>, q: &[u8], micros: i64| -> Result<()> {
+            if micros >= window * DAY_MICROS {
+                let (ty, name, facet) = parse_last_qualifier(q)?;
+                if weights.event(ty, &name).is_some() && weights.facet(&facet).is_some() {
+                    acc.note_event_time(micros.div_euclid(1000));
+                }
+            }
+            Ok(())
+        };
+        if folded.is_some() {
+            for (q, n) in &rollup.totals {
+                counters.add(q, *n, &mut acc)?;
+            }
+            for (q, t) in &rollup.latest {
+                note_latest(&mut acc, q, *t)?;
+            }
+        }
+        let marked: Vec<i64> = rollup
+            .marked_after(h)
+            .into_iter()
+            .filter(|d| *d >= window)
+            .collect();
+        let mut corrections: Vec<(EventId, i64)> = Vec::new();
+
+        // The days after the watermark: all of it arrived after the fold.
+        let first = state_row_key(user, (h + 1).max(window));
         let end = prefix_successor(format!("{user},").as_bytes()).unwrap_or_default();
         let request = ReadRowsRequest::new(RowSet::from_range(RowRange::closed_open(first, end)))
             .with_filter(state_read_filter());
-        let mut corrections: Vec<(EventId, i64)> = Vec::new();
-        let (mut any_state, mut boundary_state) = (false, false);
-        let mut counters = CounterColumns::new(&weights);
         visit_rows(app.profiles.as_ref(), &request, |row| {
-            let day = row
-                .key
-                .get(user.len() + 1..)
-                .and_then(|d| std::str::from_utf8(d).ok())
-                .and_then(|d| d.parse::<i64>().ok())
-                .ok_or_else(|| Error::corrupt("state row key", format!("{:?}", row.key)))?;
+            let day = row_day(row.key, user)?;
             any_state = true;
-            if day <= boundary {
-                // Counted from the events table, to the millisecond.
-                boundary_state |= day == boundary;
-                return Ok(());
-            }
+            let whole_ids = marked.binary_search(&day).is_ok();
             for cell in row.cells {
                 if cell.family == LAST_FAMILY {
-                    // Its timestamp is the column's latest event time.
-                    let (ty, name, facet) = parse_last_qualifier(cell.qualifier)?;
-                    if weights.event(ty, &name).is_some() && weights.facet(&facet).is_some() {
-                        acc.note_event_time(cell.timestamp_micros.div_euclid(1000));
-                    }
+                    note_latest(&mut acc, cell.qualifier, cell.timestamp_micros)?;
                     continue;
                 }
-                let n = affinity_model::apply::decode_i64(cell.value).ok_or_else(|| {
-                    Error::corrupt("state cell", format!("{} bytes", cell.value.len()))
-                })?;
+                let n = decode_sum(cell.value)?;
                 if cell.family == COUNTERS_FAMILY {
                     counters.add(cell.qualifier, n, &mut acc)?;
-                } else if cell.family == IDS_FAMILY && n != 1 {
+                } else if cell.family == IDS_FAMILY && n != 1 && !whole_ids {
                     // The filter leaves only these (see `state_read_filter`).
-                    corrections.push((EventId::from_qualifier(cell.qualifier)?, n));
+                    corrections.push((EventId::from_qualifier(cell.qualifier)?, 1 - n));
                 }
             }
             Ok(())
         })?;
-        if !any_state {
+
+        // Late adds to folded days, and days that left the window since the
+        // fold: read with every id version.
+        let mut keys: Vec<Bytes> = marked
+            .iter()
+            .map(|d| Bytes::from(state_row_key(user, *d)))
+            .collect();
+        if let Some(w) = folded {
+            keys.extend((w.lo..window).map(|d| Bytes::from(state_row_key(user, d))));
+        }
+        if !keys.is_empty() {
+            let request = ReadRowsRequest::new(RowSet::from_keys(keys)).with_filter(
+                RowFilter::interleave(vec![
+                    RowFilter::exact_family(COUNTERS_FAMILY),
+                    RowFilter::exact_family(IDS_FAMILY),
+                    RowFilter::exact_family(LAST_FAMILY),
+                ]),
+            );
+            let mut ids: std::collections::BTreeMap<[u8; 16], Arrivals> = Default::default();
+            visit_rows(app.profiles.as_ref(), &request, |row| {
+                let day = row_day(row.key, user)?;
+                ids.clear();
+                for cell in row.cells {
+                    let arrival = arrival_day(cell.timestamp_micros);
+                    match cell.family {
+                        COUNTERS_FAMILY if day < window && arrival <= h => {
+                            // Expired: the rollup holds it; take it out.
+                            counters.add(cell.qualifier, -decode_sum(cell.value)?, &mut acc)?;
+                        }
+                        COUNTERS_FAMILY if day >= window && day <= h && arrival > h => {
+                            counters.add(cell.qualifier, decode_sum(cell.value)?, &mut acc)?;
+                        }
+                        IDS_FAMILY => {
+                            let id: [u8; 16] = cell.qualifier.try_into().map_err(|_| {
+                                Error::corrupt("event id qualifier", format!("{:?}", cell.qualifier))
+                            })?;
+                            ids.entry(id).or_default().add(
+                                arrival,
+                                decode_sum(cell.value)?,
+                                h,
+                                i64::MAX,
+                            );
+                        }
+                        LAST_FAMILY if day >= window && day <= h => {
+                            note_latest(&mut acc, cell.qualifier, cell.timestamp_micros)?;
+                        }
+                        _ => {}
+                    }
+                }
+                for (id, a) in &ids {
+                    // `through_old`: adds the rollup saw; `through_new`: adds since.
+                    let mult = if day < window {
+                        // Taken out raw `through_old` times; the rollup
+                        // counted the event once.
+                        if a.through_old >= 1 {
+                            a.through_old - 1
+                        } else {
+                            0
+                        }
+                    } else {
+                        let target = i64::from(a.through_old == 0 && a.through_new >= 1);
+                        target - a.through_new
+                    };
+                    if mult != 0 {
+                        corrections.push((EventId::from_qualifier(id)?, mult));
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        if !any_state && marked.is_empty() {
             return Ok(None);
         }
         for (id, times) in corrections {
-            if let Some(e) = self.event_by_id(&app, user, &id)? {
-                acc.add_event(&e, 1 - times);
+            if let Some(e) = self.stored_event(&app, user, &id)? {
+                acc.add_event(&e, times);
             }
         }
-        if boundary_state {
-            for e in self.user_events(&app, user, cutoff, (boundary + 1) * DAY_MILLIS)? {
-                acc.add_event(&e, 1);
-                if acc.is_scoring(e.event_type, &e.event_name, &e.counts) {
-                    acc.note_event_time(e.timestamp_millis);
-                }
+        Ok(acc.finish_sorted())
+    }
+
+    /// Scores from the events table alone: for a user whose rollup is too
+    /// old to correct (maintenance has not run for days), exact and slow.
+    fn scores_from_events(
+        &self,
+        app: &App,
+        user: &str,
+        weights: &Weights,
+        window: i64,
+    ) -> Result<Option<(i64, SortedScores)>> {
+        let mut acc = Accumulator::new(weights);
+        for e in self.user_events(app, user, window * DAY_MILLIS, i64::MAX)? {
+            acc.add_event(&e, 1);
+            if acc.is_scoring(e.event_type, &e.event_name, &e.counts) {
+                acc.note_event_time(e.timestamp_millis);
             }
         }
         Ok(acc.finish_sorted())
@@ -227,6 +332,24 @@ impl Engine {
     /// Delete every event and the profile of a user (GDPR).
     pub fn delete_user(&self, app: &str, user: &str) -> Result<Deleted> {
         let app = self.app(app)?;
+        // First the tombstone: a fold that read the user before this point
+        // finds it and writes nothing back. The late markers stay until the
+        // day rows are gone, so reads in between stay exact.
+        let rollup = rollup_key(user);
+        let now = self.now_millis();
+        let mut tombstone: Vec<Mutation> = [TOTALS_FAMILY, LATEST_FAMILY, WATERMARK_FAMILY]
+            .into_iter()
+            .map(|family| Mutation::DeleteFromFamily {
+                family: family.into(),
+            })
+            .collect();
+        tombstone.push(Mutation::set_cell(
+            TOMBSTONE_FAMILY,
+            "deleted",
+            now.max(0) * 1000,
+            now.to_be_bytes().to_vec(),
+        ));
+        app.profiles.mutate_row(rollup.as_bytes(), &tombstone)?;
         let range = user_prefix(&app.id, user)?;
         let request =
             ReadRowsRequest::new(physical(&app, &range)).with_filter(RowFilter::Chain(vec![
@@ -241,6 +364,12 @@ impl Engine {
         delete_rows(app.events.as_ref(), &keys)?;
         let profile_keys = profile_row_keys(app.profiles.as_ref(), user)?;
         delete_rows(app.profiles.as_ref(), &profile_keys)?;
+        app.profiles.mutate_row(
+            rollup.as_bytes(),
+            &[Mutation::DeleteFromFamily {
+                family: MARKS_FAMILY.into(),
+            }],
+        )?;
         Ok(Deleted {
             event_rows: keys.len(),
             profile_rows: profile_keys.len(),
@@ -256,7 +385,11 @@ impl Engine {
             .events
             .read_rows(&ReadRowsRequest::new(physical(&app, &range)))?
             .count();
-        Ok(events + profile_row_keys(app.profiles.as_ref(), user)?.len())
+        let rollup = app.profiles.read_row(
+            rollup_key(user).as_bytes(),
+            Some(&RowFilter::FamilyNameRegex(format!("[^{TOMBSTONE_FAMILY}]"))),
+        )?;
+        Ok(events + profile_row_keys(app.profiles.as_ref(), user)?.len() + usize::from(rollup.is_some()))
     }
 }
 
@@ -376,9 +509,15 @@ fn physical(app: &App, range: &RowRange) -> RowSet {
 
 /// Keys of a user's rows in `profiles.<app>`: the batch profile `user` and
 /// the state rows `user,DAY`.
+/// (not the rollup row `user,!`: a deletion keeps it as the tombstone,
+/// which expires within a week).
 fn profile_row_keys(table: &dyn Table, user: &str) -> Result<Vec<affinity_model::Bytes>> {
     let mut rows = RowSet::from_keys([user.as_bytes().to_vec()]);
-    rows.ranges.push(RowRange::prefix(format!("{user},")));
+    // `user,!` sorts before every day row `user,DDDDDDDD`.
+    rows.ranges.push(RowRange::closed_open(
+        format!("{user},0"),
+        prefix_successor(format!("{user},").as_bytes()).unwrap_or_default(),
+    ));
     let request = ReadRowsRequest::new(rows).with_filter(RowFilter::Chain(vec![
         RowFilter::CellsPerRowLimit(1),
         RowFilter::StripValue,
@@ -400,4 +539,10 @@ fn delete_rows(table: &dyn Table, keys: &[affinity_model::Bytes]) -> Result<()> 
         }
     }
     Ok(())
+}
+
+/// An aggregate cell's sum.
+fn decode_sum(value: &[u8]) -> Result<i64> {
+    affinity_model::apply::decode_i64(value)
+        .ok_or_else(|| Error::corrupt("state cell", format!("{} bytes", value.len())))
 }

@@ -23,7 +23,9 @@
 //! sees only scoring cells, so this is the definition every path can meet.)
 //!
 //! Identical events (a retry: same key) count once. "Within retention"
-//! means `timestamp >= now - retention`.
+//! is by whole UTC days: an event counts while its day began less than
+//! `retention` ago, i.e. `timestamp >= start of day(now - retention) + 1
+//! day` (see `docs/design/profiles.md`).
 //!
 //! [`Accumulator`] is the one implementation; [`reference`](mod@reference) is the naive
 //! version over a plain list, for tests.
@@ -497,8 +499,9 @@ pub mod reference {
         pub event: ScoredEvent,
     }
 
-    /// Every user's profile: drop duplicates by id and events older than
-    /// `now - retention`, then score each user's events one by one.
+    /// Every user's profile: drop duplicates by id and events of days that
+    /// left the window (see the module docs), then score each user's
+    /// events one by one.
     pub fn profiles(
         events: &[ListedEvent],
         strategy: &Strategy,
@@ -508,8 +511,10 @@ pub mod reference {
         let weights = strategy.weights();
         let mut seen = BTreeSet::new();
         let mut by_user: BTreeMap<&str, Vec<&ScoredEvent>> = BTreeMap::new();
+        let day = crate::engine::DAY_MILLIS;
+        let window_start = ((now_millis - retention_millis).div_euclid(day) + 1) * day;
         for e in events {
-            if e.event.timestamp_millis < now_millis - retention_millis {
+            if e.event.timestamp_millis < window_start {
                 continue;
             }
             if seen.insert((e.user.as_str(), e.id.as_str())) {
@@ -675,13 +680,15 @@ mod tests {
 
     #[test]
     fn worked_example() {
+        // Ten days in, a one-day retention: the window is day 10.
+        const T: i64 = 10 * crate::engine::DAY_MILLIS;
         let events = vec![
             ev(
                 "u",
                 "1",
                 EventType::Click,
                 "click",
-                100,
+                T + 100,
                 &[("brand", "Apple"), ("color", "Black")],
             ),
             ev(
@@ -689,7 +696,7 @@ mod tests {
                 "2",
                 EventType::Conversion,
                 "buy",
-                200,
+                T + 200,
                 &[("brand", "Samsung")],
             ),
             ev(
@@ -697,7 +704,7 @@ mod tests {
                 "2",
                 EventType::Conversion,
                 "buy",
-                200,
+                T + 200,
                 &[("brand", "Samsung")],
             ), // retry
             ev(
@@ -705,13 +712,13 @@ mod tests {
                 "3",
                 EventType::View,
                 "view",
-                300,
+                T + 300,
                 &[("brand", "Apple")],
             ), // not in strategy
-            ev("u", "4", EventType::Click, "click", 5, &[("brand", "Old")]), // expired
-            ev("v", "5", EventType::Click, "click", 150, &[("size", "L")]),  // no scored facet
+            ev("u", "4", EventType::Click, "click", T - 1, &[("brand", "Old")]), // expired
+            ev("v", "5", EventType::Click, "click", T + 150, &[("size", "L")]),  // no scored facet
         ];
-        let out = profiles(&events, &strategy(), 1000, 990);
+        let out = profiles(&events, &strategy(), T + 1000, crate::engine::DAY_MILLIS);
         assert_eq!(out.len(), 1);
         let p = &out["u"];
         // raw: Apple 10*100 = 1000, Black 10*10 = 100, Samsung 50*100 = 5000.
@@ -719,11 +726,11 @@ mod tests {
         assert_eq!(p.scores["brand"]["Apple"], 4);
         assert_eq!(p.scores["color"]["Black"], 1); // 0.4 -> max(1, 0)
         assert!(!p.scores["brand"].contains_key("Old"));
-        assert_eq!(p.last_event_millis, 200);
-        assert_eq!(p.to_json()["lastEventAt"], "1970-01-01T00:00:00Z");
+        assert_eq!(p.last_event_millis, T + 200);
+        assert_eq!(p.to_json()["lastEventAt"], "1970-01-11T00:00:00Z");
         // Serialized directly, the same bytes as through a `Value`.
         let value = serde_json::json!({"userToken": p.user_token,
-            "lastEventAt": "1970-01-01T00:00:00Z", "scores": p.scores});
+            "lastEventAt": "1970-01-11T00:00:00Z", "scores": p.scores});
         assert_eq!(
             serde_json::to_string(&p).expect("serializes"),
             value.to_string()

@@ -1,0 +1,488 @@
+//! Rollups: each user's folded counters, so a profile read touches one
+//! rollup row and the few day rows that arrived since, however long the
+//! history (the whole design, with its invariants, is
+//! `docs/design/profiles.md`).
+//!
+//! Row `user,!` of `profiles.<app>`:
+//! - `r`: CSV(type, name, facet, value) -> the exact i64 BE sum over the
+//!   folded events, each event once;
+//! - `s`: CSV(type, name, facet), the newest folded event's time as the
+//!   cell's timestamp;
+//! - `w`: `h` (the arrival day folded through) and `lo` (the first event
+//!   day included), i64 BE;
+//! - `m`: late markers, one column per event day (`DDDDDDDD`), one cell per
+//!   arrival day: ingestion adds to it before it writes a late event's
+//!   state, so readers know which folded days changed;
+//! - `x`: `deleted`, the time a deletion replaced the row (i64 BE ms).
+//!
+//! A fold ([`Engine::prepare_fold`], [`Engine::commit_fold`]) computes the
+//! new rollup from the old one and immutable day-row cells, and commits it
+//! with one check-and-mutate that fails if another fold or a deletion came
+//! first.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use affinity_model::{
+    Bytes, Mutation, ReadRowsRequest, RowFilter, RowRange, RowRef, RowSet, TimestampRange,
+    ValueRange,
+};
+
+use crate::batch::visit_rows;
+use crate::engine::{App, Engine, DAY_MILLIS, SLACK_DAYS};
+use crate::error::{Error, Result};
+use crate::ingest::{
+    counter_qualifier, state_row_key, EventId, COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY,
+};
+
+/// Folded counters.
+pub const TOTALS_FAMILY: &str = "r";
+/// Folded latest times.
+pub const LATEST_FAMILY: &str = "s";
+/// The fold's watermarks.
+pub const WATERMARK_FAMILY: &str = "w";
+/// Late markers.
+pub const MARKS_FAMILY: &str = "m";
+/// The deletion tombstone.
+pub const TOMBSTONE_FAMILY: &str = "x";
+
+/// An arrival day is closed (no state add of it is written any more) this
+/// long after it ends: clocks agree within half of it, and a state write
+/// takes less than half of it.
+pub const CLOSE_MARGIN_MILLIS: i64 = 3_600_000;
+
+const DAY_MICROS: i64 = DAY_MILLIS * 1000;
+
+/// The rollup row of a user: `user,!` (sorts just before the user's day
+/// rows; no user token contains `,` or `!`).
+pub fn rollup_key(user: &str) -> String {
+    format!("{user},!")
+}
+
+/// The arrival day of a state cell: the day its timestamp starts.
+pub(crate) fn arrival_day(timestamp_micros: i64) -> i64 {
+    timestamp_micros.div_euclid(DAY_MICROS)
+}
+
+/// The last closed arrival day at `now_millis`.
+pub fn closed_through(now_millis: i64) -> i64 {
+    (now_millis - CLOSE_MARGIN_MILLIS).div_euclid(DAY_MILLIS) - 1
+}
+
+/// `DDDDDDDD`, the qualifier of a day's marker column.
+pub(crate) fn day_qualifier(day: i64) -> String {
+    format!("{day:08}")
+}
+
+fn parse_day(text: &[u8]) -> Option<i64> {
+    std::str::from_utf8(text).ok()?.parse().ok()
+}
+
+fn be_i64(value: &[u8], what: &'static str) -> Result<i64> {
+    value
+        .try_into()
+        .map(i64::from_be_bytes)
+        .map_err(|_| Error::corrupt(what, format!("{} bytes", value.len())))
+}
+
+/// What was folded: arrival days through `h`, event days from `lo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watermark {
+    pub h: i64,
+    pub lo: i64,
+}
+
+/// A rollup row as read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rollup {
+    /// `None` when nothing was ever folded (or a deletion cleared it).
+    pub watermark: Option<Watermark>,
+    /// Counter qualifier -> folded sum.
+    pub totals: Vec<(Vec<u8>, i64)>,
+    /// Latest-time qualifier -> the newest folded event's time (µs).
+    pub latest: Vec<(Vec<u8>, i64)>,
+    /// `(event day, arrival day)` of every late marker cell.
+    pub marks: Vec<(i64, i64)>,
+    /// When a deletion cleared the row (ms).
+    pub deleted: Option<i64>,
+}
+
+impl Rollup {
+    /// Decode the cells of a rollup row.
+    pub(crate) fn decode(row: &RowRef<'_>) -> Result<Rollup> {
+        let mut out = Rollup::default();
+        let (mut h, mut lo) = (None, None);
+        for cell in row.cells {
+            match cell.family {
+                TOTALS_FAMILY => out
+                    .totals
+                    .push((cell.qualifier.to_vec(), be_i64(cell.value, "rollup total")?)),
+                LATEST_FAMILY => out
+                    .latest
+                    .push((cell.qualifier.to_vec(), cell.timestamp_micros)),
+                WATERMARK_FAMILY => match cell.qualifier {
+                    b"h" => h = Some(be_i64(cell.value, "rollup watermark")?),
+                    b"lo" => lo = Some(be_i64(cell.value, "rollup watermark")?),
+                    _ => {}
+                },
+                MARKS_FAMILY => {
+                    let day = parse_day(cell.qualifier).ok_or_else(|| {
+                        Error::corrupt(
+                            "late marker",
+                            String::from_utf8_lossy(cell.qualifier).into_owned(),
+                        )
+                    })?;
+                    out.marks.push((day, arrival_day(cell.timestamp_micros)));
+                }
+                TOMBSTONE_FAMILY => out.deleted = Some(be_i64(cell.value, "tombstone")?),
+                _ => {}
+            }
+        }
+        if let (Some(h), Some(lo)) = (h, lo) {
+            out.watermark = Some(Watermark { h, lo });
+        }
+        Ok(out)
+    }
+
+    /// Event days with a late marker that arrived after `h`.
+    pub(crate) fn marked_after(&self, h: i64) -> Vec<i64> {
+        let mut days: Vec<i64> = self
+            .marks
+            .iter()
+            .filter(|(_, arrival)| *arrival > h)
+            .map(|(day, _)| *day)
+            .collect();
+        days.sort_unstable();
+        days.dedup();
+        days
+    }
+}
+
+/// Read a user's rollup row (`Rollup::default()` when there is none).
+pub(crate) fn read_rollup(app: &App, user: &str) -> Result<Rollup> {
+    let key = rollup_key(user);
+    let request = ReadRowsRequest::new(RowSet::from_keys([key.into_bytes()]));
+    let mut out = Rollup::default();
+    visit_rows(app.profiles.as_ref(), &request, |row| {
+        out = Rollup::decode(&row)?;
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// The day of a day row's key `user,DDDDDDDD`.
+pub(crate) fn row_day(key: &[u8], user: &str) -> Result<i64> {
+    key.get(user.len() + 1..)
+        .and_then(parse_day)
+        .ok_or_else(|| Error::corrupt("state row key", format!("{key:?}")))
+}
+
+/// How the adds of one event id are spread over arrival days, relative to
+/// two watermarks `old < new`: adds arrived `<= old`, in `(old, new]`, and
+/// after `new`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Arrivals {
+    pub through_old: i64,
+    pub through_new: i64,
+    pub later: i64,
+}
+
+impl Arrivals {
+    pub(crate) fn add(&mut self, arrival: i64, times: i64, old: i64, new: i64) {
+        if arrival <= old {
+            self.through_old += times;
+        } else if arrival <= new {
+            self.through_new += times;
+        } else {
+            self.later += times;
+        }
+    }
+}
+
+/// A fold computed and ready to commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoldPlan {
+    pub user: String,
+    /// The watermark read (`None`: no rollup yet).
+    pub old: Option<Watermark>,
+    pub new: Watermark,
+    /// When the fold started reading (a deletion after it wins).
+    pub started_millis: i64,
+    /// The new sums (non-zero only).
+    pub totals: BTreeMap<Vec<u8>, i64>,
+    pub latest: BTreeMap<Vec<u8>, i64>,
+    /// Marker columns whose cells arrived through the new watermark.
+    pub folded_marks: Vec<i64>,
+    /// Day rows read.
+    pub rows_read: usize,
+}
+
+/// What happened to one user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FoldOutcome {
+    /// Nothing arrived or expired since the last fold.
+    UpToDate,
+    /// A new rollup was committed.
+    Folded { rows_read: usize },
+    /// Another fold or a deletion committed first; nothing was written.
+    Conflict,
+}
+
+impl Engine {
+    /// Compute user's fold at the engine's clock: `None` when the rollup is
+    /// up to date. Reads only (see the module docs).
+    pub fn prepare_fold(&self, app: &App, user: &str) -> Result<Option<FoldPlan>> {
+        let now = self.now_millis();
+        let window = app.config.window_start_day(now);
+        let h_new = closed_through(now);
+        let rollup = read_rollup(app, user)?;
+        let current = rollup.watermark;
+        let stale_marks = rollup.marks.iter().any(|(_, a)| *a <= h_new);
+        if let Some(w) = current {
+            if w.h >= h_new && w.lo >= window && !stale_marks {
+                return Ok(None);
+            }
+        }
+        // Without a usable rollup, fold every day of the window from
+        // scratch (its rows are all still there).
+        let base = current.filter(|w| w.lo <= window && w.lo >= window - i64::from(SLACK_DAYS));
+        let new = Watermark {
+            h: h_new.max(base.map_or(i64::MIN, |w| w.h)),
+            lo: window,
+        };
+        let mut plan = FoldPlan {
+            user: user.to_string(),
+            old: current,
+            new,
+            started_millis: now,
+            totals: BTreeMap::new(),
+            latest: BTreeMap::new(),
+            folded_marks: Vec::new(),
+            rows_read: 0,
+        };
+        let old_h = match base {
+            Some(w) => {
+                plan.totals = rollup.totals.iter().cloned().collect();
+                plan.latest = rollup.latest.iter().cloned().collect();
+                w.h
+            }
+            None => window - 1,
+        };
+        let mut marked: Vec<i64> = rollup
+            .marks
+            .iter()
+            .filter(|(_, a)| *a > old_h && *a <= new.h)
+            .map(|(d, _)| *d)
+            .collect();
+        marked.sort_unstable();
+        marked.dedup();
+        plan.folded_marks = rollup
+            .marks
+            .iter()
+            .filter(|(_, a)| *a <= new.h)
+            .map(|(d, _)| *d)
+            .collect();
+        plan.folded_marks.sort_unstable();
+        plan.folded_marks.dedup();
+
+        let mut rows = RowSet::default();
+        // Expired days the old rollup holds.
+        if let Some(w) = base {
+            for day in w.lo..window {
+                rows.keys.push(Bytes::from(state_row_key(user, day)));
+            }
+        }
+        // Folded days with adds that arrived since.
+        for &day in marked.iter().filter(|d| **d >= window && **d <= old_h) {
+            rows.keys.push(Bytes::from(state_row_key(user, day)));
+        }
+        // Days after the old watermark, through the new one (later days
+        // hold nothing that arrived by then).
+        let first_new = (old_h + 1).max(window);
+        if first_new <= new.h {
+            rows.ranges.push(RowRange::closed_open(
+                state_row_key(user, first_new),
+                state_row_key(user, new.h + 1),
+            ));
+        }
+        if rows.keys.is_empty() && rows.ranges.is_empty() {
+            // Only markers to clear, or a watermark to move.
+            return Ok(Some(plan));
+        }
+        let filter = RowFilter::interleave(vec![
+            RowFilter::exact_family(COUNTERS_FAMILY),
+            RowFilter::exact_family(IDS_FAMILY),
+            RowFilter::exact_family(LAST_FAMILY),
+        ]);
+        let request = ReadRowsRequest::new(rows).with_filter(filter);
+        // (id, multiplicity) to correct with the event's own counts.
+        let mut corrections: Vec<(EventId, i64)> = Vec::new();
+        let mut ids: BTreeMap<[u8; 16], Arrivals> = BTreeMap::new();
+        visit_rows(app.profiles.as_ref(), &request, |row| {
+            let day = row_day(row.key, user)?;
+            plan.rows_read += 1;
+            // Which cells of this row the fold moves, and which way.
+            let (from, to, sign) = if day < window {
+                // Expired: take out what the old rollup holds.
+                (i64::MIN, old_h, -1)
+            } else if day <= old_h {
+                // Folded before, with late adds since.
+                (old_h + 1, new.h, 1)
+            } else {
+                (i64::MIN, new.h, 1)
+            };
+            ids.clear();
+            for cell in row.cells {
+                let arrival = arrival_day(cell.timestamp_micros);
+                match cell.family {
+                    COUNTERS_FAMILY if arrival >= from && arrival <= to => {
+                        let n = affinity_model::apply::decode_i64(cell.value).ok_or_else(|| {
+                            Error::corrupt("state cell", format!("{} bytes", cell.value.len()))
+                        })?;
+                        *plan.totals.entry(cell.qualifier.to_vec()).or_default() += sign * n;
+                    }
+                    IDS_FAMILY => {
+                        let n = affinity_model::apply::decode_i64(cell.value).ok_or_else(|| {
+                            Error::corrupt("state cell", format!("{} bytes", cell.value.len()))
+                        })?;
+                        let id: [u8; 16] = cell.qualifier.try_into().map_err(|_| {
+                            Error::corrupt("event id qualifier", format!("{:?}", cell.qualifier))
+                        })?;
+                        ids.entry(id).or_default().add(arrival, n, old_h, new.h);
+                    }
+                    LAST_FAMILY if sign > 0 => {
+                        let t = plan.latest.entry(cell.qualifier.to_vec()).or_default();
+                        *t = (*t).max(cell.timestamp_micros);
+                    }
+                    _ => {}
+                }
+            }
+            for (id, a) in &ids {
+                let mult = if day < window {
+                    // The rollup counted the event once if it arrived by
+                    // `old_h`; the raw sum taken out was `through_old`.
+                    if a.through_old >= 1 {
+                        a.through_old - 1
+                    } else {
+                        0
+                    }
+                } else if day <= old_h {
+                    // Counted now only if the old rollup did not.
+                    let target = i64::from(a.through_old == 0 && a.through_new >= 1);
+                    target - a.through_new
+                } else {
+                    let added = a.through_old + a.through_new;
+                    i64::from(added >= 1) - added
+                };
+                if mult != 0 {
+                    corrections.push((EventId::from_qualifier(id)?, mult));
+                }
+            }
+            Ok(())
+        })?;
+        for (id, mult) in corrections {
+            if let Some(e) = self.stored_event(app, user, &id)? {
+                for (f, v, n) in e.counts.iter() {
+                    let q = counter_qualifier(e.event_type, &e.event_name, f, v);
+                    *plan.totals.entry(q.into_bytes()).or_default() += mult * i64::from(n);
+                }
+            }
+        }
+        plan.totals.retain(|_, n| *n != 0);
+        Ok(Some(plan))
+    }
+
+    /// Commit a fold: `false` (nothing written) when the rollup's
+    /// watermark changed since the fold read it, or a deletion came after
+    /// it started.
+    pub fn commit_fold(&self, app: &App, plan: &FoldPlan) -> Result<bool> {
+        let key = rollup_key(&plan.user);
+        let h_column = RowFilter::Chain(vec![
+            RowFilter::exact_family(WATERMARK_FAMILY),
+            RowFilter::exact_qualifier(b"h"),
+        ]);
+        let changed = match plan.old {
+            // Any other value of `h` than the one read.
+            Some(w) => RowFilter::Chain(vec![
+                h_column,
+                RowFilter::interleave(vec![
+                    RowFilter::ValueRange(ValueRange {
+                        start: Bound::Unbounded,
+                        end: Bound::Excluded(Bytes::copy_from_slice(&w.h.to_be_bytes())),
+                    }),
+                    RowFilter::ValueRange(ValueRange {
+                        start: Bound::Excluded(Bytes::copy_from_slice(&w.h.to_be_bytes())),
+                        end: Bound::Unbounded,
+                    }),
+                ]),
+            ]),
+            None => h_column,
+        };
+        let deleted_since = RowFilter::Chain(vec![
+            RowFilter::exact_family(TOMBSTONE_FAMILY),
+            RowFilter::ValueRange(ValueRange {
+                start: Bound::Included(Bytes::copy_from_slice(
+                    &plan.started_millis.to_be_bytes(),
+                )),
+                end: Bound::Unbounded,
+            }),
+        ]);
+        let predicate = RowFilter::interleave(vec![changed, deleted_since]);
+        let stamp = plan.new.h.max(0) * DAY_MICROS;
+        let mut write = vec![
+            Mutation::DeleteFromFamily {
+                family: TOTALS_FAMILY.into(),
+            },
+            Mutation::DeleteFromFamily {
+                family: LATEST_FAMILY.into(),
+            },
+            Mutation::set_cell(WATERMARK_FAMILY, "h", stamp, plan.new.h.to_be_bytes().to_vec()),
+            Mutation::set_cell(
+                WATERMARK_FAMILY,
+                "lo",
+                stamp,
+                plan.new.lo.to_be_bytes().to_vec(),
+            ),
+        ];
+        for (q, n) in &plan.totals {
+            write.push(Mutation::set_cell(
+                TOTALS_FAMILY,
+                q.clone(),
+                stamp,
+                n.to_be_bytes().to_vec(),
+            ));
+        }
+        for (q, t) in &plan.latest {
+            // Timestamps have millisecond granularity.
+            let t = t - t.rem_euclid(1000);
+            write.push(Mutation::set_cell(LATEST_FAMILY, q.clone(), t, Vec::new()));
+        }
+        for day in &plan.folded_marks {
+            write.push(Mutation::DeleteFromColumn {
+                family: MARKS_FAMILY.into(),
+                qualifier: Bytes::from(day_qualifier(*day)),
+                time_range: TimestampRange::new(0, (plan.new.h + 1) * DAY_MICROS),
+            });
+        }
+        let matched = app
+            .profiles
+            .check_and_mutate_row(key.as_bytes(), Some(&predicate), &[], &write)?;
+        Ok(!matched)
+    }
+
+    /// Fold one user: prepare and commit, trying again (twice) when another
+    /// fold commits in between.
+    pub fn fold_user(&self, app: &App, user: &str) -> Result<FoldOutcome> {
+        for _ in 0..3 {
+            let Some(plan) = self.prepare_fold(app, user)? else {
+                return Ok(FoldOutcome::UpToDate);
+            };
+            if self.commit_fold(app, &plan)? {
+                return Ok(FoldOutcome::Folded {
+                    rows_read: plan.rows_read,
+                });
+            }
+        }
+        Ok(FoldOutcome::Conflict)
+    }
+}
