@@ -37,8 +37,8 @@ use crate::ingest::{
     IDS_FAMILY, LAST_FAMILY,
 };
 use crate::rollup::{
-    arrival_day, read_rollup, rollup_key, row_day, Arrivals, MARKS_FAMILY, TOMBSTONE_FAMILY,
-    TOTALS_FAMILY, LATEST_FAMILY, WATERMARK_FAMILY,
+    arrival_day, deletion_value, read_rollup, rollup_key, row_day, Arrivals, DELETED, DELETING,
+    LATEST_FAMILY, MARKS_FAMILY, TOMBSTONE_FAMILY, TOTALS_FAMILY, WATERMARK_FAMILY,
 };
 use crate::schema::{decode_row, since};
 use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedScores};
@@ -320,7 +320,9 @@ impl Engine {
         window: i64,
     ) -> Result<Option<(i64, SortedScores)>> {
         let mut acc = Accumulator::new(weights);
-        for e in self.user_events(app, user, window * DAY_MILLIS, i64::MAX)? {
+        // Events are at most an hour ahead of the clock.
+        let end = self.now_millis() + DAY_MILLIS;
+        for e in self.user_events(app, user, window * DAY_MILLIS, end)? {
             acc.add_event(&e, 1);
             if acc.is_scoring(e.event_type, &e.event_name, &e.counts) {
                 acc.note_event_time(e.timestamp_millis);
@@ -333,10 +335,12 @@ impl Engine {
     pub fn delete_user(&self, app: &str, user: &str) -> Result<Deleted> {
         let app = self.app(app)?;
         // First the tombstone: a fold that read the user before this point
-        // finds it and writes nothing back. The late markers stay until the
-        // day rows are gone, so reads in between stay exact.
+        // finds it changed and writes nothing back, and folds skip the user
+        // until the deletion is done. The late markers stay until the day
+        // rows are gone, so reads in between stay exact.
         let rollup = rollup_key(user);
-        let now = self.now_millis();
+        let started = self.now_millis();
+        let nonce: u64 = rand::random();
         let mut tombstone: Vec<Mutation> = [TOTALS_FAMILY, LATEST_FAMILY, WATERMARK_FAMILY]
             .into_iter()
             .map(|family| Mutation::DeleteFromFamily {
@@ -345,9 +349,9 @@ impl Engine {
             .collect();
         tombstone.push(Mutation::set_cell(
             TOMBSTONE_FAMILY,
-            "deleted",
-            now.max(0) * 1000,
-            now.to_be_bytes().to_vec(),
+            "deletion",
+            started.max(0) * 1000,
+            deletion_value(DELETING, started, nonce),
         ));
         app.profiles.mutate_row(rollup.as_bytes(), &tombstone)?;
         let range = user_prefix(&app.id, user)?;
@@ -366,9 +370,17 @@ impl Engine {
         delete_rows(app.profiles.as_ref(), &profile_keys)?;
         app.profiles.mutate_row(
             rollup.as_bytes(),
-            &[Mutation::DeleteFromFamily {
-                family: MARKS_FAMILY.into(),
-            }],
+            &[
+                Mutation::DeleteFromFamily {
+                    family: MARKS_FAMILY.into(),
+                },
+                Mutation::set_cell(
+                    TOMBSTONE_FAMILY,
+                    "deletion",
+                    self.now_millis().max(started).max(0) * 1000,
+                    deletion_value(DELETED, started, nonce),
+                ),
+            ],
         )?;
         Ok(Deleted {
             event_rows: keys.len(),

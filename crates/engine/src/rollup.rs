@@ -13,7 +13,11 @@
 //! - `m`: late markers, one column per event day (`DDDDDDDD`), one cell per
 //!   arrival day: ingestion adds to it before it writes a late event's
 //!   state, so readers know which folded days changed;
-//! - `x`: `deleted`, the time a deletion replaced the row (i64 BE ms).
+//! - `x`: `deletion`, the state of the user's last deletion: `d` while it
+//!   runs, `x` once done, then the time it started (i64 BE ms) and a
+//!   random u64 (two deletions never look alike). A fold
+//!   skips a user being deleted, and commits only if this cell is as it
+//!   read it.
 //!
 //! A fold ([`Engine::prepare_fold`], [`Engine::commit_fold`]) computes the
 //! new rollup from the old one and immutable day-row cells, and commits it
@@ -103,8 +107,43 @@ pub struct Rollup {
     pub latest: Vec<(Vec<u8>, i64)>,
     /// `(event day, arrival day)` of every late marker cell.
     pub marks: Vec<(i64, i64)>,
-    /// When a deletion cleared the row (ms).
-    pub deleted: Option<i64>,
+    /// The deletion cell as read (see the module docs).
+    pub deletion: Option<Vec<u8>>,
+}
+
+/// The deletion cell's first byte while a deletion runs.
+pub(crate) const DELETING: u8 = b'd';
+/// The deletion cell's first byte once it is done.
+pub(crate) const DELETED: u8 = b'x';
+
+/// The deletion cell's value: the state, when the deletion started and a
+/// random number, so two deletions in one millisecond still differ.
+pub(crate) fn deletion_value(state: u8, millis: i64, nonce: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(17);
+    out.push(state);
+    out.extend_from_slice(&millis.to_be_bytes());
+    out.extend_from_slice(&nonce.to_be_bytes());
+    out
+}
+
+/// A filter keeping `column`'s newest cell unless its value is exactly
+/// `value`.
+fn other_than(column: RowFilter, value: &[u8]) -> RowFilter {
+    let value = Bytes::copy_from_slice(value);
+    RowFilter::Chain(vec![
+        column,
+        RowFilter::CellsPerColumnLimit(1),
+        RowFilter::interleave(vec![
+            RowFilter::ValueRange(ValueRange {
+                start: Bound::Unbounded,
+                end: Bound::Excluded(value.clone()),
+            }),
+            RowFilter::ValueRange(ValueRange {
+                start: Bound::Excluded(value),
+                end: Bound::Unbounded,
+            }),
+        ]),
+    ])
 }
 
 impl Rollup {
@@ -120,9 +159,11 @@ impl Rollup {
                 LATEST_FAMILY => out
                     .latest
                     .push((cell.qualifier.to_vec(), cell.timestamp_micros)),
+                // The newest version only: Bigtable collects older ones
+                // lazily (cells come newest first within a column).
                 WATERMARK_FAMILY => match cell.qualifier {
-                    b"h" => h = Some(be_i64(cell.value, "rollup watermark")?),
-                    b"lo" => lo = Some(be_i64(cell.value, "rollup watermark")?),
+                    b"h" if h.is_none() => h = Some(be_i64(cell.value, "rollup watermark")?),
+                    b"lo" if lo.is_none() => lo = Some(be_i64(cell.value, "rollup watermark")?),
                     _ => {}
                 },
                 MARKS_FAMILY => {
@@ -134,7 +175,9 @@ impl Rollup {
                     })?;
                     out.marks.push((day, arrival_day(cell.timestamp_micros)));
                 }
-                TOMBSTONE_FAMILY => out.deleted = Some(be_i64(cell.value, "tombstone")?),
+                TOMBSTONE_FAMILY if cell.qualifier == b"deletion" && out.deletion.is_none() => {
+                    out.deletion = Some(cell.value.to_vec())
+                }
                 _ => {}
             }
         }
@@ -206,8 +249,8 @@ pub struct FoldPlan {
     /// The watermark read (`None`: no rollup yet).
     pub old: Option<Watermark>,
     pub new: Watermark,
-    /// When the fold started reading (a deletion after it wins).
-    pub started_millis: i64,
+    /// The deletion cell as the fold read it (a deletion since wins).
+    pub deletion: Option<Vec<u8>>,
     /// The new sums (non-zero only).
     pub totals: BTreeMap<Vec<u8>, i64>,
     pub latest: BTreeMap<Vec<u8>, i64>,
@@ -236,6 +279,10 @@ impl Engine {
         let window = app.config.window_start_day(now);
         let h_new = closed_through(now);
         let rollup = read_rollup(app, user)?;
+        if rollup.deletion.as_ref().is_some_and(|d| d.first() == Some(&DELETING)) {
+            // A deletion is running: its rows are going, fold later.
+            return Ok(None);
+        }
         let current = rollup.watermark;
         let stale_marks = rollup.marks.iter().any(|(_, a)| *a <= h_new);
         if let Some(w) = current {
@@ -254,7 +301,7 @@ impl Engine {
             user: user.to_string(),
             old: current,
             new,
-            started_millis: now,
+            deletion: rollup.deletion.clone(),
             totals: BTreeMap::new(),
             latest: BTreeMap::new(),
             folded_marks: Vec::new(),
@@ -307,7 +354,7 @@ impl Engine {
         }
         if rows.keys.is_empty() && rows.ranges.is_empty() {
             // Only markers to clear, or a watermark to move.
-            return Ok(Some(plan));
+            return Ok((current.is_some() || !rollup.marks.is_empty()).then_some(plan));
         }
         let filter = RowFilter::interleave(vec![
             RowFilter::exact_family(COUNTERS_FAMILY),
@@ -380,6 +427,10 @@ impl Engine {
             }
             Ok(())
         })?;
+        if current.is_none() && rollup.marks.is_empty() && plan.rows_read == 0 {
+            // A user with no state at all: nothing to write.
+            return Ok(None);
+        }
         for (id, mult) in corrections {
             if let Some(e) = self.stored_event(app, user, &id)? {
                 for (f, v, n) in e.counts.iter() {
@@ -401,33 +452,22 @@ impl Engine {
             RowFilter::exact_family(WATERMARK_FAMILY),
             RowFilter::exact_qualifier(b"h"),
         ]);
-        let changed = match plan.old {
-            // Any other value of `h` than the one read.
-            Some(w) => RowFilter::Chain(vec![
-                h_column,
-                RowFilter::interleave(vec![
-                    RowFilter::ValueRange(ValueRange {
-                        start: Bound::Unbounded,
-                        end: Bound::Excluded(Bytes::copy_from_slice(&w.h.to_be_bytes())),
-                    }),
-                    RowFilter::ValueRange(ValueRange {
-                        start: Bound::Excluded(Bytes::copy_from_slice(&w.h.to_be_bytes())),
-                        end: Bound::Unbounded,
-                    }),
-                ]),
-            ]),
-            None => h_column,
-        };
-        let deleted_since = RowFilter::Chain(vec![
+        let deletion_column = RowFilter::Chain(vec![
             RowFilter::exact_family(TOMBSTONE_FAMILY),
-            RowFilter::ValueRange(ValueRange {
-                start: Bound::Included(Bytes::copy_from_slice(
-                    &plan.started_millis.to_be_bytes(),
-                )),
-                end: Bound::Unbounded,
-            }),
+            RowFilter::exact_qualifier(b"deletion"),
         ]);
-        let predicate = RowFilter::interleave(vec![changed, deleted_since]);
+        // Anything other than what the fold read: another fold's watermark,
+        // or a deletion.
+        let predicate = RowFilter::interleave(vec![
+            match plan.old {
+                Some(w) => other_than(h_column, &w.h.to_be_bytes()),
+                None => h_column,
+            },
+            match &plan.deletion {
+                Some(d) => other_than(deletion_column, d),
+                None => deletion_column,
+            },
+        ]);
         let stamp = plan.new.h.max(0) * DAY_MICROS;
         let mut write = vec![
             Mutation::DeleteFromFamily {
@@ -435,6 +475,9 @@ impl Engine {
             },
             Mutation::DeleteFromFamily {
                 family: LATEST_FAMILY.into(),
+            },
+            Mutation::DeleteFromFamily {
+                family: WATERMARK_FAMILY.into(),
             },
             Mutation::set_cell(WATERMARK_FAMILY, "h", stamp, plan.new.h.to_be_bytes().to_vec()),
             Mutation::set_cell(
