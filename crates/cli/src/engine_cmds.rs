@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use affinity_engine::{AppConfig, Engine, Progress, RecomputeOptions, Schema, Strategy};
+use affinity_engine::{
+    AppConfig, Engine, MaintainOptions, Progress, RecomputeOptions, Schema, Strategy,
+};
 use affinity_model::ReadRowsRequest;
 use anyhow::{bail, Context};
 
@@ -233,11 +235,61 @@ pub fn recompute(args: RecomputeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+#[derive(clap::Args)]
+pub struct MaintainArgs {
+    #[command(flatten)]
+    app: AppArgs,
+    /// Take only shard I of N (`I/N`, 0-based), so N processes split the
+    /// work (give them the same `--job`).
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    shard: Option<(usize, usize)>,
+    /// Parallel threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Run as the named, restartable job: every process given the same
+    /// name shares one split, and a rerun skips the ranges already done.
+    #[arg(long, value_name = "NAME")]
+    job: Option<String>,
+}
+
+pub fn maintain(args: MaintainArgs) -> anyhow::Result<()> {
+    let engine = args.app.engine()?;
+    let progress = Progress::default();
+    let options = MaintainOptions {
+        threads: args.threads.max(1),
+        shard: args.shard,
+    };
+    let report = with_progress_of(&progress, "day rows", || match &args.job {
+        Some(job) => engine.maintain_job(&args.app.app, options, job, &progress),
+        None => engine.maintain(&args.app.app, options, &progress),
+    })?;
+    let secs = progress.snapshot().elapsed.as_secs_f64();
+    println!(
+        "maintained {} users in {secs:.2} s: {} rollups rewritten from {} day rows ({:.0} users/s, {} ranges{})",
+        report.users,
+        report.folded,
+        report.rows_read,
+        report.users as f64 / secs.max(1e-9),
+        report.ranges,
+        if report.conflicts > 0 {
+            format!(", {} users left to the next run: another fold or a deletion came first", report.conflicts)
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
+
 /// Run `work` while a progress line for `progress` is shown on stderr.
 pub fn with_progress<T>(progress: &Progress, work: impl FnOnce() -> T) -> T {
+    with_progress_of(progress, "events", work)
+}
+
+/// [`with_progress`] counting `unit` (what `Progress::events` counts).
+pub fn with_progress_of<T>(progress: &Progress, unit: &str, work: impl FnOnce() -> T) -> T {
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
-        s.spawn(|| show_progress(progress, &done));
+        s.spawn(|| show_progress(progress, unit, &done));
         let result = work();
         done.store(true, Ordering::Relaxed);
         result
@@ -246,7 +298,7 @@ pub fn with_progress<T>(progress: &Progress, work: impl FnOnce() -> T) -> T {
 
 /// A progress line on stderr while `done` is false, redrawn in place on a
 /// terminal, once every 5 s otherwise.
-fn show_progress(progress: &Progress, done: &AtomicBool) {
+fn show_progress(progress: &Progress, unit: &str, done: &AtomicBool) {
     let tty = std::io::stderr().is_terminal();
     let every = if tty {
         Duration::from_millis(200)
@@ -270,7 +322,7 @@ fn show_progress(progress: &Progress, done: &AtomicBool) {
             .eta
             .map_or_else(|| "?".to_string(), |d| format!("{}s", d.as_secs()));
         let line = format!(
-            "[{}{}] {}/{} ranges, {} events, {} users, {:.0} events/s, ETA {eta}",
+            "[{}{}] {}/{} ranges, {} {unit}, {} users, {:.0} {unit}/s, ETA {eta}",
             "#".repeat(filled),
             "-".repeat(width - filled),
             s.ranges_done,

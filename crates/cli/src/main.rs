@@ -45,6 +45,10 @@ enum Command {
     Ingest(engine_cmds::IngestArgs),
     /// Recompute every profile of an application with its current strategy.
     Recompute(engine_cmds::RecomputeArgs),
+    /// Fold closed days into every user's rollup and drop expired days from
+    /// it, so profile reads stay fast however long the history (a batch
+    /// job: shardable, restartable; `affinity serve` runs it on a schedule).
+    Maintain(engine_cmds::MaintainArgs),
     /// Print a user's profile.
     Profile(engine_cmds::ProfileArgs),
     /// Delete a user's events and profile (GDPR), verified by a scan.
@@ -78,6 +82,7 @@ fn main() {
         Command::Strategy(cmd) => engine_cmds::strategy(cmd),
         Command::Ingest(args) => engine_cmds::ingest(args),
         Command::Recompute(args) => engine_cmds::recompute(args),
+        Command::Maintain(args) => engine_cmds::maintain(args),
         Command::Profile(args) => engine_cmds::profile(args),
         Command::DeleteUser(args) => engine_cmds::delete_user(args),
         Command::Migrate(cmd) => engine_cmds::migrate(cmd),

@@ -42,11 +42,26 @@ fn ranges_to_json(ranges: &[RowRange]) -> Value {
 fn ranges_from_json(value: &Value) -> Result<Vec<RowRange>> {
     let bad = || Error::corrupt("job split", value.to_string());
     let list = value.as_array().ok_or_else(bad)?;
+    // `null` is an open end (a range from the table's first key, or to
+    // its last).
+    let bound = |v: Option<&Value>, included: bool| match v {
+        Some(Value::Null) => Ok(std::ops::Bound::Unbounded),
+        Some(Value::String(k)) => {
+            let k = affinity_model::Bytes::from(k.clone());
+            Ok(if included {
+                std::ops::Bound::Included(k)
+            } else {
+                std::ops::Bound::Excluded(k)
+            })
+        }
+        _ => Err(bad()),
+    };
     list.iter()
         .map(|pair| {
-            let start = pair.get(0).and_then(Value::as_str).ok_or_else(bad)?;
-            let end = pair.get(1).and_then(Value::as_str).ok_or_else(bad)?;
-            Ok(RowRange::closed_open(start.to_string(), end.to_string()))
+            Ok(RowRange {
+                start: bound(pair.get(0), true)?,
+                end: bound(pair.get(1), false)?,
+            })
         })
         .collect()
 }

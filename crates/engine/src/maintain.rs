@@ -126,22 +126,59 @@ impl Engine {
         options: MaintainOptions,
         progress: &Progress,
     ) -> Result<MaintainReport> {
+        self.run_maintain(app, options, None, progress)
+    }
+
+    /// [`Engine::maintain`] as the persistent job `job` (see
+    /// [`crate::job`]): every process given the name (the N shards of an
+    /// indexed job) shares one split, and a rerun skips finished ranges.
+    pub fn maintain_job(
+        &self,
+        app: &str,
+        options: MaintainOptions,
+        job: &str,
+        progress: &Progress,
+    ) -> Result<MaintainReport> {
+        self.run_maintain(app, options, Some(job), progress)
+    }
+
+    fn run_maintain(
+        &self,
+        app: &str,
+        options: MaintainOptions,
+        job: Option<&str>,
+        progress: &Progress,
+    ) -> Result<MaintainReport> {
         let app = self.app(app)?;
-        let ranges = user_ranges(&app)?;
+        let (i, n) = options.shard.unwrap_or((0, 1));
+        if n == 0 || i >= n {
+            return Err(Error::InvalidArgument {
+                name: "shard",
+                reason: format!("{i}/{n}: need 0 <= I < N"),
+            });
+        }
+        let mut ranges = user_ranges(&app)?;
+        let mut finished = std::collections::BTreeSet::new();
+        if let Some(name) = job {
+            ranges = crate::job::plan(&app, name, ranges)?;
+            finished = crate::job::done(&app, name)?;
+        }
         let total = ranges.len();
-        let mine: Vec<RowRange> = match options.shard {
-            Some((i, n)) => {
-                if n == 0 || i >= n {
-                    return Err(Error::InvalidArgument {
-                        name: "shard",
-                        reason: format!("{i}/{n}: need 0 <= I < N"),
-                    });
-                }
-                ranges.into_iter().skip(i).step_by(n).collect()
-            }
-            None => ranges,
-        };
+        let mine: Vec<(usize, RowRange)> = ranges
+            .into_iter()
+            .enumerate()
+            .skip(i)
+            .step_by(n)
+            .collect();
         progress.ranges_total.store(mine.len(), Ordering::Relaxed);
+        let mine: Vec<(usize, RowRange)> = mine
+            .into_iter()
+            .filter(|(k, _)| !finished.contains(k))
+            .collect();
+        progress.ranges_done.store(
+            progress.ranges_total.load(Ordering::Relaxed) - mine.len(),
+            Ordering::Relaxed,
+        );
         let report = Mutex::new(MaintainReport {
             ranges: mine.len(),
             ..MaintainReport::default()
@@ -154,7 +191,7 @@ impl Engine {
                     s.spawn(|| -> Result<()> {
                         loop {
                             let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
-                            let Some(range) = next else { return Ok(()) };
+                            let Some((index, range)) = next else { return Ok(()) };
                             let mut local = MaintainReport::default();
                             let mut cursor = range.start.clone();
                             while let Some(user) = next_user(&app, &range, &cursor)? {
@@ -178,6 +215,9 @@ impl Engine {
                                     Some(after) => cursor = std::ops::Bound::Included(Bytes::from(after)),
                                     None => break,
                                 }
+                            }
+                            if let Some(name) = job {
+                                crate::job::mark_done(&app, name, index)?;
                             }
                             progress.ranges_done.fetch_add(1, Ordering::Relaxed);
                             let mut total = report.lock().unwrap_or_else(|p| p.into_inner());
