@@ -127,13 +127,34 @@ pub async fn serve(
             engine.forget_catalogs();
         }
     });
+    let maintenance = state
+        .maintain_every
+        .map(|every| tokio::spawn(maintain_on_schedule(Arc::clone(&state), every)));
     let served = axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await;
     refresh.abort();
+    if let Some(m) = maintenance {
+        m.abort();
+    }
     served?;
     tracing::info!("server stopped");
     Ok(())
+}
+
+/// Maintain every application with keys on this server: at start, then
+/// every `every`; an application whose last run is still going is skipped.
+async fn maintain_on_schedule(state: Arc<State>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for app in state.keys.apps() {
+            if !state.jobs.running(app) {
+                state.jobs.start(Arc::clone(&state.engine), app);
+            }
+        }
+    }
 }
 
 /// Resolves on ctrl-c or SIGTERM.

@@ -29,6 +29,9 @@ pub struct State {
     /// tens of microseconds, the hand-off (two thread wake-ups) costs more
     /// than the read. Leave it off for a store across a network.
     pub inline_reads: bool,
+    /// Run maintenance of every application this often (`None`: never;
+    /// for deployments that run `affinity maintain` as a job of its own).
+    pub maintain_every: Option<Duration>,
 }
 
 /// A strategy (or its absence) and when it was read.
@@ -53,7 +56,17 @@ impl State {
             jobs: Jobs::default(),
             strategies: Mutex::default(),
             inline_reads,
+            maintain_every: None,
         })
+    }
+
+    /// This state, maintaining every application every `every` (see
+    /// [`crate::jobs`]).
+    pub fn with_maintenance(mut self: Arc<State>, every: Option<Duration>) -> Arc<State> {
+        if let Some(state) = Arc::get_mut(&mut self) {
+            state.maintain_every = every;
+        }
+        self
     }
 
     /// The application's current strategy, re-read at most every
