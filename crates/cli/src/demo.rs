@@ -18,9 +18,6 @@ use crate::engine_cmds::{print_profile, with_progress};
 
 #[derive(clap::Args)]
 pub struct DemoArgs {
-    /// Directory for the demo's data (replaced if it holds an earlier demo).
-    #[arg(long, default_value = "affinity-demo-data")]
-    data: PathBuf,
     /// Events to generate.
     #[arg(long, default_value_t = 200_000)]
     events: usize,
@@ -33,6 +30,7 @@ pub struct DemoArgs {
 }
 
 const APP: &str = "demo-shop";
+const DEFAULT_DATA: &str = "affinity-demo-data";
 const INDEX: &str = "products";
 const MARKER: &str = ".affinity-demo";
 const BRANDS: [&str; 12] = [
@@ -137,20 +135,23 @@ fn strategy(facets: &[(&str, u32)]) -> anyhow::Result<Strategy> {
     Ok(Strategy::from_json(&json)?)
 }
 
-pub fn run(args: DemoArgs) -> anyhow::Result<()> {
+/// The demo's data directory: `--data`, else `./affinity-demo-data` (never
+/// `AFFINITY_DATA`: the demo replaces what it finds there).
+pub fn run(args: DemoArgs, data: Option<PathBuf>) -> anyhow::Result<()> {
     let started = Instant::now();
-    if args.data.exists() {
+    let dir = data.unwrap_or_else(|| PathBuf::from(DEFAULT_DATA));
+    if dir.exists() {
         anyhow::ensure!(
-            args.data.join(MARKER).exists(),
+            dir.join(MARKER).exists(),
             "{} exists and is not an earlier demo's data; choose another --data",
-            args.data.display()
+            dir.display()
         );
-        std::fs::remove_dir_all(&args.data)
-            .with_context(|| format!("removing the earlier demo in {}", args.data.display()))?;
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("removing the earlier demo in {}", dir.display()))?;
     }
-    std::fs::create_dir_all(&args.data)?;
-    std::fs::write(args.data.join(MARKER), "data of `affinity demo`\n")?;
-    let store = affinity_embedded::EmbeddedStore::open(&args.data)?;
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join(MARKER), "data of `affinity demo`\n")?;
+    let store = affinity_embedded::EmbeddedStore::open(&dir)?;
     let engine = Engine::open(std::sync::Arc::new(store))?;
     engine.configure_app(
         APP,
@@ -222,7 +223,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         print_profile(&profile, 4);
     }
 
-    let data = args.data.display();
+    let data = dir.display();
     println!(
         "\nDone in {:.0} s. The data is in {data}. Next:\n\
          \n  affinity profile --data {data} --app {APP} {heavy} --json\

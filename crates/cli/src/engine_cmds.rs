@@ -10,25 +10,20 @@ use std::time::Duration;
 use affinity_engine::{
     AppConfig, Engine, MaintainOptions, Progress, RecomputeOptions, Schema, Strategy,
 };
-use affinity_model::ReadRowsRequest;
 use anyhow::{bail, Context};
 
 use crate::backend::BackendArgs;
 
-/// Flags every engine command shares: the backend and the application.
+/// The flag every engine command shares: the application.
 #[derive(clap::Args)]
 pub struct AppArgs {
-    #[command(flatten)]
-    backend: BackendArgs,
     /// Application id (the tenant).
     #[arg(long)]
     app: String,
 }
 
-impl AppArgs {
-    fn engine(&self) -> anyhow::Result<Engine> {
-        Ok(Engine::open(self.backend.open()?)?)
-    }
+fn open_engine(backend: &BackendArgs) -> anyhow::Result<Engine> {
+    Ok(Engine::open(backend.open()?)?)
 }
 
 /// `FILE` or `-` for stdin.
@@ -54,10 +49,10 @@ pub enum CatalogCommand {
     },
 }
 
-pub fn catalog(cmd: CatalogCommand) -> anyhow::Result<()> {
+pub fn catalog(cmd: CatalogCommand, backend: &BackendArgs) -> anyhow::Result<()> {
     match cmd {
         CatalogCommand::Load { app, index, file } => {
-            let engine = app.engine()?;
+            let engine = open_engine(backend)?;
             let n = engine.load_catalog(&app.app, &index, open_input(&file)?)?;
             println!("loaded {n} objects into index {index} of app {}", app.app);
         }
@@ -80,7 +75,7 @@ pub enum StrategyCommand {
     },
 }
 
-pub fn strategy(cmd: StrategyCommand) -> anyhow::Result<()> {
+pub fn strategy(cmd: StrategyCommand, backend: &BackendArgs) -> anyhow::Result<()> {
     match cmd {
         StrategyCommand::Set { app, file } => {
             let mut text = String::new();
@@ -88,7 +83,7 @@ pub fn strategy(cmd: StrategyCommand) -> anyhow::Result<()> {
             let json: serde_json::Value = serde_json::from_str(&text)
                 .with_context(|| format!("{} is not JSON", file.display()))?;
             let strategy = Strategy::from_json(&json)?;
-            let updated_at = app.engine()?.set_strategy(&app.app, &strategy)?;
+            let updated_at = open_engine(backend)?.set_strategy(&app.app, &strategy)?;
             println!(
                 "{}",
                 serde_json::json!({
@@ -101,7 +96,7 @@ pub fn strategy(cmd: StrategyCommand) -> anyhow::Result<()> {
                 app.app
             );
         }
-        StrategyCommand::Get { app } => match app.engine()?.strategy(&app.app)? {
+        StrategyCommand::Get { app } => match open_engine(backend)?.strategy(&app.app)? {
             Some(strategy) => println!("{}", serde_json::to_string_pretty(&strategy.to_json())?),
             None => bail!("application {:?} has no strategy", app.app),
         },
@@ -128,8 +123,8 @@ pub struct IngestArgs {
     file: PathBuf,
 }
 
-pub fn ingest(args: IngestArgs) -> anyhow::Result<()> {
-    let engine = args.app.engine()?;
+pub fn ingest(args: IngestArgs, backend: &BackendArgs) -> anyhow::Result<()> {
+    let engine = open_engine(backend)?;
     let app_id = &args.app.app;
     if args.schema.is_some() || args.retention_days.is_some() {
         let current = engine.app(app_id)?.config;
@@ -137,13 +132,6 @@ pub fn ingest(args: IngestArgs) -> anyhow::Result<()> {
             Some(s) => Schema::parse(s)?,
             None => current.schema,
         };
-        if schema != current.schema && has_events(&engine, app_id)? {
-            bail!(
-                "application {app_id:?} already holds {} events; moving it to {} is a migration",
-                current.schema.as_str(),
-                schema.as_str()
-            );
-        }
         let config = AppConfig {
             schema,
             retention_days: args.retention_days.unwrap_or(current.retention_days),
@@ -169,13 +157,6 @@ pub fn ingest(args: IngestArgs) -> anyhow::Result<()> {
         report.events, report.stored, report.duplicates, report.unknown_objects
     );
     Ok(())
-}
-
-/// True when the application's events table holds any row.
-fn has_events(engine: &Engine, app: &str) -> anyhow::Result<bool> {
-    let events = engine.app(app)?.events;
-    let mut rows = events.read_rows(&ReadRowsRequest::all().with_limit(1))?;
-    Ok(rows.next().transpose()?.is_some())
 }
 
 #[derive(clap::Args)]
@@ -211,8 +192,8 @@ fn parse_shard(text: &str) -> Result<(usize, usize), String> {
     Ok((i, n))
 }
 
-pub fn recompute(args: RecomputeArgs) -> anyhow::Result<()> {
-    let engine = args.app.engine()?;
+pub fn recompute(args: RecomputeArgs, backend: &BackendArgs) -> anyhow::Result<()> {
+    let engine = open_engine(backend)?;
     let progress = Progress::default();
     let options = RecomputeOptions {
         threads: args.threads.max(1),
@@ -252,8 +233,8 @@ pub struct MaintainArgs {
     job: Option<String>,
 }
 
-pub fn maintain(args: MaintainArgs) -> anyhow::Result<()> {
-    let engine = args.app.engine()?;
+pub fn maintain(args: MaintainArgs, backend: &BackendArgs) -> anyhow::Result<()> {
+    let engine = open_engine(backend)?;
     let progress = Progress::default();
     let options = MaintainOptions {
         threads: args.threads.max(1),
@@ -355,8 +336,8 @@ pub struct ProfileArgs {
     json: bool,
 }
 
-pub fn profile(args: ProfileArgs) -> anyhow::Result<()> {
-    let engine = args.app.engine()?;
+pub fn profile(args: ProfileArgs, backend: &BackendArgs) -> anyhow::Result<()> {
+    let engine = open_engine(backend)?;
     let Some(profile) = engine.profile(&args.app.app, &args.user)? else {
         bail!(
             "no profile for user {:?} in app {:?}",
@@ -405,8 +386,8 @@ pub struct DeleteUserArgs {
     user: String,
 }
 
-pub fn delete_user(args: DeleteUserArgs) -> anyhow::Result<()> {
-    let engine = args.app.engine()?;
+pub fn delete_user(args: DeleteUserArgs, backend: &BackendArgs) -> anyhow::Result<()> {
+    let engine = open_engine(backend)?;
     let deleted = engine.delete_user(&args.app.app, &args.user)?;
     let left = engine.user_row_count(&args.app.app, &args.user)?;
     if left != 0 {
@@ -450,12 +431,10 @@ pub enum MigrateCommand {
     },
 }
 
-pub fn migrate(cmd: MigrateCommand) -> anyhow::Result<()> {
+pub fn migrate(cmd: MigrateCommand, backend: &BackendArgs) -> anyhow::Result<()> {
     match cmd {
         MigrateCommand::Start { app, to } => {
-            let settings = app
-                .engine()?
-                .start_migration(&app.app, Schema::parse(&to)?)?;
+            let settings = open_engine(backend)?.start_migration(&app.app, Schema::parse(&to)?)?;
             println!(
                 "app {} now writes {} events and dual-writes {}; next: affinity migrate backfill",
                 app.app,
@@ -464,7 +443,7 @@ pub fn migrate(cmd: MigrateCommand) -> anyhow::Result<()> {
             );
         }
         MigrateCommand::Backfill { app } => {
-            let engine = app.engine()?;
+            let engine = open_engine(backend)?;
             let progress = Progress::default();
             let finished = with_progress(&progress, || engine.backfill(&app.app, &progress, None))?;
             let snap = progress.snapshot();
@@ -481,7 +460,7 @@ pub fn migrate(cmd: MigrateCommand) -> anyhow::Result<()> {
             );
         }
         MigrateCommand::Verify { app } => {
-            let v = app.engine()?.verify_migration(&app.app)?;
+            let v = open_engine(backend)?.verify_migration(&app.app)?;
             if !v.mismatched.is_empty() {
                 bail!(
                     "{} of {} users have different profiles in the two schemas, e.g. {:?}",
@@ -496,7 +475,7 @@ pub fn migrate(cmd: MigrateCommand) -> anyhow::Result<()> {
             );
         }
         MigrateCommand::CutOver { app } => {
-            let settings = app.engine()?.cut_over(&app.app)?;
+            let settings = open_engine(backend)?.cut_over(&app.app)?;
             println!(
                 "app {} now uses the {} schema",
                 app.app,

@@ -8,11 +8,10 @@ use std::time::Instant;
 
 use affinity_geo::csv::{Columns, CsvPoints};
 use affinity_geo::load::load_points;
-use affinity_geo::time::parse_time;
 use affinity_geo::{Field, KeyKind, Point, PointLayout, PointTable};
 use affinity_rowkey::geo::TimeBin;
 use affinity_rowkey::plan::{BBox, GeoQuery};
-use affinity_rowkey::time::format_millis;
+use affinity_rowkey::time::{format_millis, parse_time};
 use anyhow::Context;
 
 use crate::backend::BackendArgs;
@@ -50,8 +49,6 @@ pub enum GeoCommand {
         /// Position key: hilbert, zorder or latlong.
         #[arg(long, default_value = "hilbert")]
         key: String,
-        #[command(flatten)]
-        backend: BackendArgs,
     },
     /// Print the points inside a box and time range, exactly.
     Query {
@@ -71,12 +68,10 @@ pub enum GeoCommand {
         /// Table to query.
         #[arg(long, default_value = "points")]
         table: String,
-        #[command(flatten)]
-        backend: BackendArgs,
     },
 }
 
-pub fn run(cmd: GeoCommand) -> anyhow::Result<()> {
+pub fn run(cmd: GeoCommand, backend: &BackendArgs) -> anyhow::Result<()> {
     match cmd {
         GeoCommand::Load {
             file,
@@ -88,11 +83,10 @@ pub fn run(cmd: GeoCommand) -> anyhow::Result<()> {
             bin,
             salts,
             key,
-            backend,
         } => {
             let columns = Columns { id, time, lat, lng };
             let layout = PointLayout::new(KeyKind::parse(&key)?, TimeBin::parse(&bin)?, salts)?;
-            load(&file, &columns, &table, layout, &backend)
+            load(&file, &columns, &table, layout, backend)
         }
         GeoCommand::Query {
             bbox,
@@ -100,7 +94,6 @@ pub fn run(cmd: GeoCommand) -> anyhow::Result<()> {
             to,
             format,
             table,
-            backend,
         } => {
             let query = GeoQuery {
                 bbox: BBox::parse(&bbox)?,
@@ -112,7 +105,7 @@ pub fn run(cmd: GeoCommand) -> anyhow::Result<()> {
                 "json" => true,
                 other => anyhow::bail!("--format must be csv or json, got {other:?}"),
             };
-            query_points(&query, json, &table, &backend)
+            query_points(&query, json, &table, backend)
         }
     }
 }

@@ -184,9 +184,3 @@ pub fn run(cmd: KeysCommand) -> anyhow::Result<()> {
     }
     Ok(())
 }
-
-/// `affinity bench keys`: print the key benchmark report.
-pub fn bench() -> anyhow::Result<()> {
-    print!("{}", affinity_rowkey::bench::bench_report());
-    Ok(())
-}

@@ -2,7 +2,6 @@
 //! parses its flags, opens a backend and calls into the library crates.
 
 mod backend;
-mod bench;
 mod demo;
 mod engine_cmds;
 mod geo;
@@ -22,6 +21,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(name = "affinity", version, about, propagate_version = true)]
 struct Cli {
+    #[command(flatten)]
+    backend: backend::BackendArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -69,27 +70,40 @@ enum Command {
     Keys(keys::KeysCommand),
     /// Benchmarks that print their figures.
     #[command(subcommand)]
-    Bench(bench::BenchCommand),
+    Bench(affinity_bench::BenchCommand),
 }
 
 fn main() {
     let cli = Cli::parse();
+    let backend = &cli.backend;
     let result = match cli.command {
-        Command::Table(args) => table::run(args),
-        Command::Demo(args) => demo::run(args),
-        Command::Serve(args) => serve::run(args),
-        Command::Catalog(cmd) => engine_cmds::catalog(cmd),
-        Command::Strategy(cmd) => engine_cmds::strategy(cmd),
-        Command::Ingest(args) => engine_cmds::ingest(args),
-        Command::Recompute(args) => engine_cmds::recompute(args),
-        Command::Maintain(args) => engine_cmds::maintain(args),
-        Command::Profile(args) => engine_cmds::profile(args),
-        Command::DeleteUser(args) => engine_cmds::delete_user(args),
-        Command::Migrate(cmd) => engine_cmds::migrate(cmd),
-        Command::Geo(cmd) => geo::run(cmd),
-        Command::Trends(args) => trends::run(args),
-        Command::Keys(cmd) => keys::run(cmd),
-        Command::Bench(cmd) => bench::run(cmd),
+        Command::Table(args) => table::run(args, backend),
+        Command::Demo(args) => backend
+            .refuse("demo", false, true)
+            .and_then(|()| demo::run(args, backend.data.clone())),
+        Command::Serve(args) => serve::run(args, backend),
+        Command::Catalog(cmd) => engine_cmds::catalog(cmd, backend),
+        Command::Strategy(cmd) => engine_cmds::strategy(cmd, backend),
+        Command::Ingest(args) => engine_cmds::ingest(args, backend),
+        Command::Recompute(args) => engine_cmds::recompute(args, backend),
+        Command::Maintain(args) => engine_cmds::maintain(args, backend),
+        Command::Profile(args) => engine_cmds::profile(args, backend),
+        Command::DeleteUser(args) => engine_cmds::delete_user(args, backend),
+        Command::Migrate(cmd) => engine_cmds::migrate(cmd, backend),
+        Command::Geo(cmd) => geo::run(cmd, backend),
+        Command::Trends(args) => trends::run(args, backend),
+        Command::Keys(cmd) => backend
+            .refuse("keys", true, true)
+            .and_then(|()| keys::run(cmd)),
+        // Only the flags given: a benchmark never writes into the data
+        // directory of the environment.
+        Command::Bench(cmd) => affinity_bench::run(
+            cmd,
+            &affinity_bench::BenchBackend {
+                data: backend.data.clone(),
+                bigtable: backend.bigtable.clone(),
+            },
+        ),
     };
     if let Err(err) = result {
         eprintln!("error: {err:#}");

@@ -13,8 +13,6 @@ use anyhow::{bail, Context};
 /// Serve the HTTP API.
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
-    #[command(flatten)]
-    backend: crate::backend::BackendArgs,
     /// Address to listen on (port 0: any free port, printed at start).
     #[arg(long, env = "AFFINITY_LISTEN", default_value = "127.0.0.1:8080")]
     listen: String,
@@ -64,7 +62,7 @@ fn parse_every(text: &str) -> Result<Every, String> {
 }
 
 /// Run the server until SIGTERM or ctrl-c; requests in flight finish.
-pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -91,7 +89,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.add_admin(app, key);
     }
     let keys = config.keys()?;
-    let store = args.backend.open()?;
+    let store = backend.open()?;
     let engine = Arc::new(Engine::open(store)?);
     config.apply(&engine)?;
 
@@ -101,8 +99,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         runtime.max_blocking_threads(n.max(1));
     }
     let runtime = runtime.build().context("starting the async runtime")?;
-    let backend = args.backend.describe();
-    let inline_reads = args.backend.is_local();
+    let inline_reads = backend.is_local();
+    let backend = backend.describe();
     let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await

@@ -13,8 +13,6 @@ use crate::backend::BackendArgs;
 
 #[derive(clap::Args)]
 pub struct TableArgs {
-    #[command(flatten)]
-    backend: BackendArgs,
     #[command(subcommand)]
     command: TableCommand,
 }
@@ -80,8 +78,8 @@ enum TableCommand {
     Sample { table: String },
 }
 
-pub fn run(args: TableArgs) -> anyhow::Result<()> {
-    let store = args.backend.open()?;
+pub fn run(args: TableArgs, backend: &BackendArgs) -> anyhow::Result<()> {
+    let store = backend.open()?;
     let mut out = std::io::stdout().lock();
     match args.command {
         TableCommand::Create { table, families } => {
@@ -94,7 +92,7 @@ pub fn run(args: TableArgs) -> anyhow::Result<()> {
                 spec = spec.with_family(name, gc);
             }
             store.create_table(&table, &spec)?;
-            writeln!(out, "created table {table} ({})", args.backend.describe())?;
+            writeln!(out, "created table {table} ({})", backend.describe())?;
         }
         TableCommand::Ls => {
             for table in store.list_tables()? {

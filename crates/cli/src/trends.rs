@@ -12,8 +12,6 @@ use crate::backend::BackendArgs;
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("area").required(true).args(["around", "bbox"])))]
 pub struct TrendsArgs {
-    #[command(flatten)]
-    backend: BackendArgs,
     /// Application id (the tenant).
     #[arg(long)]
     app: String,
@@ -71,7 +69,7 @@ fn area(args: &TrendsArgs) -> anyhow::Result<Area> {
     Ok(Area::circle(parts[0], parts[1], radius)?)
 }
 
-pub fn run(args: TrendsArgs) -> anyhow::Result<()> {
+pub fn run(args: TrendsArgs, backend: &BackendArgs) -> anyhow::Result<()> {
     let mut query = TrendsQuery::new(area(&args)?);
     query.from_millis = args
         .from
@@ -85,7 +83,7 @@ pub fn run(args: TrendsArgs) -> anyhow::Result<()> {
         .transpose()?;
     query.facets = args.facets.clone();
     query.limit = args.limit;
-    let engine = Engine::open(args.backend.open()?)?;
+    let engine = Engine::open(backend.open()?)?;
     let trends = engine.trends(&args.app, &query)?;
     if engine.strategy(&args.app)?.is_none() {
         eprintln!(

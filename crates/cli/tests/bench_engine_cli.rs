@@ -1,11 +1,56 @@
 //! `affinity bench engine` end to end through the real binary: a small
-//! batch run loads and recomputes every event (again with `--loaded`),
-//! an ingest run stores every event and leaves readable profiles, and
-//! `--loaded` needs `--data`.
+//! batch run loads and recomputes every event (again with `--loaded`, once
+//! per thread count), an ingest run stores every event and leaves profiles
+//! that score what was ingested, and `--loaded` needs `--data`. The figures
+//! are read from the printed line and checked against each other.
 
 mod common;
 
 use common::ok;
+
+/// The number printed just before the word `label` in `line` (`3000` for
+/// `events,` in `... 3000 events, ...`).
+fn figure(line: &str, label: &str) -> f64 {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| *w == label)
+        .unwrap_or_else(|| panic!("no {label:?} in {line:?}"));
+    let number = words[at - 1].trim_start_matches('(');
+    number
+        .parse()
+        .unwrap_or_else(|_| panic!("{number:?} before {label:?} in {line:?}"))
+}
+
+/// The rate printed (`= R events/s`) is the count over the time printed
+/// (`in S s`, rounded to 10 ms).
+fn assert_rate_consistent(line: &str, count: f64) {
+    let (seconds, rate) = (figure(line, "s"), figure(line, "events/s"));
+    assert!(rate > 0.0 && seconds >= 0.0, "{line}");
+    assert!(
+        (count / rate - seconds).abs() <= 0.0051,
+        "{count} events / {rate} events/s is not {seconds} s: {line}"
+    );
+}
+
+/// The `batch` lines of an output: (threads, events, profiles, ranges).
+fn batch_lines(out: &str) -> Vec<(f64, f64, f64, f64)> {
+    out.lines()
+        .filter(|l| l.starts_with("batch "))
+        .map(|line| {
+            let events = figure(line, "events,");
+            assert_rate_consistent(line, events);
+            let figures = (
+                figure(line, "threads):"),
+                events,
+                figure(line, "profiles,"),
+                figure(line, "ranges"),
+            );
+            assert!(figures.3 >= 1.0, "{line}");
+            figures
+        })
+        .collect()
+}
 
 #[test]
 fn batch_loads_then_recomputes_every_event() {
@@ -15,24 +60,24 @@ fn batch_loads_then_recomputes_every_event() {
             "bench", "engine", "batch", "--schema", schema, "--events", "3000",
         ];
         let out = ok(dir.path(), &args);
-        assert!(
-            out.contains(&format!(
-                "batch {schema} (2 threads): 3000 events, 30 profiles"
-            )),
+        let runs = batch_lines(&out);
+        // 100 events per user: 30 users, each with a profile.
+        assert_eq!(runs.len(), 1, "{out}");
+        assert_eq!(
+            (runs[0].0, runs[0].1, runs[0].2),
+            (2.0, 3000.0, 30.0),
             "{out}"
         );
         let again = ok(
             dir.path(),
             &[&args[..], &["--loaded", "--threads", "1,2"]].concat(),
         );
-        assert!(
-            again.contains("(1 threads): 3000 events, 30 profiles"),
-            "{again}"
-        );
-        assert!(
-            again.contains("(2 threads): 3000 events, 30 profiles"),
-            "{again}"
-        );
+        let runs = batch_lines(&again);
+        let threads: Vec<f64> = runs.iter().map(|r| r.0).collect();
+        assert_eq!(threads, [1.0, 2.0], "{again}");
+        for run in runs {
+            assert_eq!((run.1, run.2), (3000.0, 30.0), "{again}");
+        }
     }
 }
 
@@ -45,16 +90,35 @@ fn ingest_stores_every_event_and_profiles_answer() {
             "bench", "engine", "ingest", "--events", "2500", "--users", "50",
         ],
     );
-    assert!(
-        out.contains("ingest wide (4 clients, 50 users, 1 days): 2500 events in"),
-        "{out}"
-    );
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("ingest "))
+        .unwrap_or_else(|| panic!("no ingest line: {out}"));
+    assert_eq!(figure(line, "events"), 2500.0, "{line}");
+    assert_eq!(figure(line, "clients,"), 4.0, "{line}");
+    assert_eq!(figure(line, "users,"), 50.0, "{line}");
+    assert_rate_consistent(line, 2500.0);
+
+    // 50 events per user: user7's profile scores the strategy's facets
+    // (brand and category), 1 to 20, the best value 20.
     let profile = ok(
         dir.path(),
         &["profile", "--app", "bench", "user7", "--json"],
     );
-    assert!(profile.contains(r#""userToken":"user7""#), "{profile}");
-    assert!(profile.contains(r#""brand":{"#), "{profile}");
+    let profile: serde_json::Value = serde_json::from_str(&profile).unwrap();
+    assert_eq!(profile["userToken"], "user7", "{profile}");
+    let scores = profile["scores"].as_object().expect("scores");
+    let mut facets: Vec<&str> = scores.keys().map(String::as_str).collect();
+    facets.sort_unstable();
+    assert_eq!(facets, ["brand", "category"], "{profile}");
+    let values: Vec<i64> = scores
+        .values()
+        .flat_map(|v| v.as_object().expect("values").values())
+        .map(|s| s.as_i64().expect("an integer score"))
+        .collect();
+    assert!(values.len() > 2, "{profile}");
+    assert!(values.iter().all(|s| (1..=20).contains(s)), "{profile}");
+    assert_eq!(values.iter().max(), Some(&20), "{profile}");
 }
 
 #[test]
@@ -65,5 +129,5 @@ fn loaded_needs_a_data_directory() {
         .expect("run the affinity binary");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--data"), "{err}");
+    assert!(err.contains("--loaded needs --data"), "{err}");
 }

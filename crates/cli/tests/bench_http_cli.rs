@@ -4,13 +4,15 @@
 //! (or not, with `--no-settle`); `--url` at a port where nothing listens
 //! fails with a message naming the address; against a real `affinity
 //! serve`, a key that may not send events makes every batch a counted
-//! error and the run fails naming the first status and body.
+//! error and the run fails naming the first status and body. Every report's
+//! figures are checked against each other and against the printed lines.
 
 mod common;
 
 use std::process::Command;
 
 use common::serve;
+use serde_json::Value;
 
 fn affinity() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_affinity"));
@@ -37,6 +39,65 @@ fn run_in_process(args: &[&str], json: &std::path::Path) -> String {
     stdout
 }
 
+fn read_report(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn number(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("{v} is not a number"))
+}
+
+/// The number printed just before the word `label` on the line of `stdout`
+/// that starts with `prefix`.
+fn printed(stdout: &str, prefix: &str, label: &str) -> f64 {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} line in {stdout}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| *w == label)
+        .unwrap_or_else(|| panic!("no {label:?} in {line:?}"));
+    words[at - 1]
+        .parse()
+        .unwrap_or_else(|_| panic!("no number before {label:?} in {line:?}"))
+}
+
+/// A report's figures agree with each other and with the printed lines:
+/// rates are counts over seconds (with the settle time, when there is one),
+/// every answered request carried a whole batch, the reads second by second
+/// add up to the reads, percentiles are in order, each phase lasted its
+/// `--seconds`.
+fn assert_consistent(report: &Value, stdout: &str) {
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0);
+    let (settings, ingest, profiles) =
+        (&report["settings"], &report["ingest"], &report["profiles"]);
+    let events = number(&ingest["events"]);
+    let answered = number(&ingest["requests"]) - number(&ingest["errors"]);
+    assert_eq!(events, answered * number(&settings["batch"]), "{report}");
+    let seconds = number(&ingest["seconds"]);
+    assert!(seconds >= number(&settings["seconds"]) * 0.99, "{report}");
+    assert!(close(number(&ingest["events_per_s"]), events / seconds));
+    let settle = ingest["settle_seconds"].as_f64().unwrap_or(0.0);
+    let with_settle = number(&ingest["events_per_s_with_settle"]);
+    assert!(close(with_settle, events / (seconds + settle)), "{report}");
+    assert!(number(&ingest["batch_p99_ms"]) >= number(&ingest["batch_p50_ms"]));
+    assert_eq!(printed(stdout, "ingest:", "events"), events, "{stdout}");
+
+    let reads = number(&profiles["reads"]);
+    let seconds = number(&profiles["seconds"]);
+    assert!(seconds >= number(&settings["seconds"]) * 0.99, "{report}");
+    assert!(close(number(&profiles["reads_per_s"]), reads / seconds));
+    assert!(number(&profiles["p99_ms"]) >= number(&profiles["p50_ms"]));
+    assert!(number(&profiles["not_found"]) <= reads, "{report}");
+    let by_second = profiles["by_second"].as_array().expect("by_second");
+    let sum = |field: &str| by_second.iter().map(|s| number(&s[field])).sum::<f64>();
+    assert_eq!(sum("reads"), reads, "{report}");
+    assert_eq!(sum("over_goal"), number(&profiles["over_goal"]), "{report}");
+    assert_eq!(printed(stdout, "profiles:", "reads"), reads, "{stdout}");
+}
+
 #[test]
 fn bench_http_runs_both_phases_and_writes_json() {
     let dir = tempfile::tempdir().unwrap();
@@ -45,54 +106,43 @@ fn bench_http_runs_both_phases_and_writes_json() {
         &["--clients", "2", "--readers", "4", "--users", "100"],
         &json_path,
     );
-    assert!(
-        stdout.contains("ingest: 2 clients x 1000-event batches"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("profiles: 4 clients"), "{stdout}");
-    assert!(stdout.contains(">= 100k events/s"), "{stdout}");
-    assert!(stdout.contains("p99 <= 5 ms at 50 clients"), "{stdout}");
-
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let report = read_report(&json_path);
+    assert_consistent(&report, &stdout);
     assert_eq!(report["backend"], "embedded", "{report}");
+    let settings = &report["settings"];
+    assert_eq!(
+        [
+            &settings["clients"],
+            &settings["readers"],
+            &settings["users"]
+        ],
+        [2, 4, 100],
+        "{report}"
+    );
     let ingest = &report["ingest"];
-    for field in [
-        "events",
-        "events_per_s",
-        "requests",
-        "batch_p50_ms",
-        "batch_p99_ms",
-    ] {
-        let value = ingest[field].as_f64();
-        assert!(value.is_some_and(|v| v > 0.0), "ingest {field}: {report}");
-    }
     assert_eq!(ingest["errors"], 0, "{report}");
+    for field in ["events", "events_per_s", "batch_p50_ms", "batch_p99_ms"] {
+        assert!(number(&ingest[field]) > 0.0, "ingest {field}: {report}");
+    }
     // The store was settled before the reads, and the ingest rate counting
     // that time is the lower one.
-    assert!(
-        stdout.contains("settle: the store flushed and compacted"),
-        "{stdout}"
-    );
     let settle = ingest["settle_seconds"].as_f64().expect("settle_seconds");
-    let with_settle = ingest["events_per_s_with_settle"].as_f64().unwrap();
     assert!(settle > 0.0, "{report}");
-    assert!(with_settle > 0.0 && with_settle < ingest["events_per_s"].as_f64().unwrap());
-    // Every request was a full batch.
+    assert!(number(&ingest["events_per_s_with_settle"]) < number(&ingest["events_per_s"]));
     assert_eq!(
-        ingest["events"].as_u64().unwrap(),
-        ingest["requests"].as_u64().unwrap() * 1000
+        report["goals"]["ingest_met"],
+        number(&ingest["events_per_s_with_settle"]) >= 100_000.0
     );
-    assert!(ingest["batch_p99_ms"].as_f64() >= ingest["batch_p50_ms"].as_f64());
 
     let profiles = &report["profiles"];
     for field in ["reads", "reads_per_s", "p50_ms", "p99_ms"] {
-        let value = profiles[field].as_f64();
-        assert!(value.is_some_and(|v| v > 0.0), "profiles {field}: {report}");
+        assert!(number(&profiles[field]) > 0.0, "profiles {field}: {report}");
     }
     assert_eq!(profiles["errors"], 0, "{report}");
     // Thousands of events over 100 users: every user read has a profile.
     assert_eq!(profiles["not_found"], 0, "{report}");
+    // 4 readers are fewer than the goal's 50: the read goal is not met.
+    assert_eq!(report["goals"]["profiles_met"], false, "{report}");
 }
 
 #[test]
@@ -166,8 +216,9 @@ fn bench_http_counts_rejected_batches_and_fails_naming_the_first() {
     );
     // The figures are written all the same: no event went in, every
     // request was an error, and the profile reads (allowed) were answered.
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let report = read_report(&json_path);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_consistent(&report, &stdout);
     let requests = report["ingest"]["requests"].as_u64().unwrap();
     assert!(requests > 0, "{report}");
     assert_eq!(report["ingest"]["errors"].as_u64(), Some(requests));
@@ -183,7 +234,6 @@ fn bench_http_counts_rejected_batches_and_fails_naming_the_first() {
         report["ingest"]["events_per_s_with_settle"],
         report["ingest"]["events_per_s"]
     );
-    let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         stdout.contains("settle: none (the server is elsewhere)"),
         "{stdout}"
@@ -207,9 +257,15 @@ fn bench_http_no_settle_reads_as_the_ingest_ends() {
         &json_path,
     );
     assert!(stdout.contains("settle: none (--no-settle)"), "{stdout}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let report = read_report(&json_path);
+    assert_consistent(&report, &stdout);
+    // Not settled: no settle time, the ingest rate as measured.
     assert!(report["ingest"]["settle_seconds"].is_null(), "{report}");
+    assert_eq!(
+        report["ingest"]["events_per_s_with_settle"],
+        report["ingest"]["events_per_s"]
+    );
+    assert_eq!(report["ingest"]["errors"], 0, "{report}");
     assert_eq!(report["profiles"]["not_found"], 0, "{report}");
     assert!(
         report["profiles"]["reads"].as_u64().unwrap() > 0,

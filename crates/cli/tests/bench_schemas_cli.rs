@@ -1,6 +1,8 @@
 //! `affinity bench schemas` end to end through the real binary, at a tiny
-//! scale on the embedded store: the JSON records, equal profiles, and the
-//! Markdown and SVG files.
+//! scale on the embedded store: the JSON records (equal profiles, every
+//! event read, one cell per event in the narrow schema and one per scored
+//! facet in the wide one), the Markdown showing the same figures and the
+//! ratios worked out from them, and the SVG chart's lines and points.
 
 use std::process::Command;
 
@@ -87,11 +89,87 @@ fn bench_schemas_writes_json_markdown_and_chart_with_equal_profiles() {
         "a 1-facet strategy reads less"
     );
 
+    // The events spread over the users as the profile says (about 100 and
+    // about 5 per user), and every user's profiles were compared.
+    for r in records {
+        let users = r["users"].as_f64().unwrap();
+        let per_user = 20000.0 / users;
+        let mean = match r["app_profile"].as_str().unwrap() {
+            "balanced" => 100.0,
+            "many-light" => 5.0,
+            other => panic!("unexpected profile {other}"),
+        };
+        assert!((per_user / mean - 1.0).abs() < 0.1, "{r}");
+        assert_eq!(r["users_checked"], r["users"], "{r}");
+    }
+
+    // The Markdown (printed and written) shows the records' figures.
     let md = std::fs::read_to_string(out.join("schemas.md")).unwrap();
-    assert!(md.contains("| embedded | many-light |"), "{md}");
-    assert!(md.contains("wide/narrow speed"));
-    assert!(md.contains("yes, in every run"));
-    assert!(stdout.contains("| embedded | balanced |"));
+    assert_eq!(stdout, md);
+    let rows: Vec<Vec<&str>> = md
+        .lines()
+        .filter(|l| l.starts_with("| embedded |"))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(rows.len(), records.len(), "{md}");
+    for row in &rows {
+        let facets: u64 = row[5].split('/').next().unwrap().parse().unwrap();
+        let r = records
+            .iter()
+            .find(|r| {
+                r["app_profile"] == row[1] && r["schema"] == row[4] && r["facets_used"] == facets
+            })
+            .unwrap_or_else(|| panic!("no record for {row:?}"));
+        let value = |i: usize| -> f64 { row[i].parse().unwrap() };
+        assert_eq!(value(2), r["users"].as_f64().unwrap(), "{row:?}");
+        assert_eq!(value(3), 20000.0, "{row:?}");
+        let median = r["seconds_median"].as_f64().unwrap();
+        assert!(
+            (value(7) - r["seconds_min"].as_f64().unwrap()).abs() <= 0.0005,
+            "{row:?}"
+        );
+        assert!((value(8) - median).abs() <= 0.0005, "{row:?}");
+        assert!((value(9) - 20000.0 / median).abs() <= 0.5, "{row:?}");
+        assert_eq!(value(10), r["cells_read"].as_f64().unwrap(), "{row:?}");
+        assert_eq!(row[13], format!("yes ({})", r["users_checked"]), "{row:?}");
+    }
+    // Per profile, the wide/narrow speed of each strategy is the narrow
+    // median time over the wide one.
+    for profile in ["balanced", "many-light"] {
+        let line = md
+            .lines()
+            .find(|l| l.starts_with(&format!("- embedded {profile} (20000 events)")))
+            .unwrap_or_else(|| panic!("no ratios of {profile}: {md}"));
+        for (facets, label) in [
+            (1, "1 facet "),
+            (3, "3 facets "),
+            (10, "10 facets "),
+            (20, "20 facets "),
+        ] {
+            let median = |schema: &str| {
+                records
+                    .iter()
+                    .find(|r| {
+                        r["app_profile"] == profile
+                            && r["schema"] == schema
+                            && r["facets_used"] == facets
+                    })
+                    .and_then(|r| r["seconds_median"].as_f64())
+                    .unwrap()
+            };
+            let at = line
+                .find(label)
+                .unwrap_or_else(|| panic!("no {label:?} in {line}"));
+            let printed: f64 = line[at + label.len()..]
+                .split('x')
+                .next()
+                .and_then(|x| x.parse().ok())
+                .unwrap_or_else(|| panic!("no ratio after {label:?} in {line}"));
+            let ratio = median("narrow") / median("wide");
+            assert!((printed - ratio).abs() <= 0.005 + 1e-9, "{line}: {ratio}");
+        }
+    }
+    assert!(md.contains("Profiles equal between narrow and wide: yes, in every run"));
     let svg = std::fs::read_to_string(out.join("schemas.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert_eq!(

@@ -4,10 +4,10 @@
 mod common;
 
 use common::{fails, ok, serve};
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -244,6 +244,72 @@ fn serve_answers_the_insights_and_personalization_api() {
     drop(server);
 }
 
+/// Run `affinity serve --listen 127.0.0.1:0 --data DATA ARGS`, which must
+/// refuse to start, and return its standard error. A server that starts
+/// anyway (it prints its address) is killed and the test fails.
+fn serve_refuses(data: &Path, args: &[&str]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_affinity"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(data)
+        .args(args)
+        .env_remove("AFFINITY_BIGTABLE")
+        .env_remove("BIGTABLE_EMULATOR_HOST")
+        .env_remove("AFFINITY_CONFIG")
+        .env_remove("AFFINITY_APP_ID")
+        .env_remove("AFFINITY_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start affinity serve");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("piped stdout"))
+        .read_line(&mut first)
+        .expect("read the server's output");
+    if !first.is_empty() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("affinity serve {args:?} started: {first}");
+    }
+    let out = child.wait_with_output().expect("wait for affinity serve");
+    assert!(!out.status.success(), "affinity serve {args:?} succeeded");
+    String::from_utf8(out.stderr).expect("utf-8")
+}
+
+#[test]
+fn serve_refuses_a_config_that_moves_an_app_with_events_to_another_schema() {
+    let (dir, data, _, _) = loaded_shop("wide");
+    let config = dir.path().join("affinity.toml");
+    let config_arg = config.to_str().expect("utf-8 path");
+    let file = |schema: &str| {
+        format!(
+            "[[apps]]\nid = \"shop\"\nschema = \"{schema}\"\n\
+             keys = [{{ value = \"secret\", acl = [\"admin\"] }}]\n"
+        )
+    };
+    std::fs::write(&config, file("narrow")).unwrap();
+    let err = serve_refuses(&data, &["--config", config_arg]);
+    assert!(
+        err.contains(r#"application "shop" already holds wide events"#)
+            && err.contains("moving it to narrow is a migration"),
+        "{err}"
+    );
+    // Nothing changed: the batch still reads the wide events.
+    let out = ok(&data, &["recompute", "--app", "shop"]);
+    assert!(out.contains("recomputed 2 profiles from 4 events"), "{out}");
+    // Restarted with the stored schema, the server serves the profile.
+    std::fs::write(&config, file("wide")).unwrap();
+    let server = serve(&data, &["--config", config_arg]);
+    let (status, body) = request(
+        &server.addr,
+        "GET",
+        "/1/profiles/personalization/alice",
+        "secret",
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(ALICE), "{body}");
+}
+
 #[test]
 fn demo_runs_end_to_end_and_refuses_foreign_data() {
     let dir = tempfile::tempdir().unwrap();
@@ -280,4 +346,42 @@ fn demo_runs_end_to_end_and_refuses_foreign_data() {
     let out = run(&foreign);
     assert!(!out.status.success());
     assert!(foreign.join("precious.txt").exists());
+}
+
+/// The backend flags go before or after the subcommand, as `git -C`; a
+/// command that has no use for one refuses it instead of ignoring it.
+#[test]
+fn backend_flags_before_or_after_the_subcommand() {
+    let (_dir, data, _, _) = loaded_shop("narrow");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_affinity"))
+            .args(args)
+            .env_remove("AFFINITY_DATA")
+            .env_remove("AFFINITY_BIGTABLE")
+            .output()
+            .unwrap()
+    };
+    let data = data.to_str().unwrap();
+    let before = run(&[
+        "--data", data, "profile", "--app", "shop", "alice", "--json",
+    ]);
+    let after = run(&[
+        "profile", "--app", "shop", "alice", "--json", "--data", data,
+    ]);
+    assert!(before.status.success(), "{before:?}");
+    assert_eq!(before.stdout, after.stdout);
+    let profile = String::from_utf8_lossy(&before.stdout);
+    assert!(profile.contains(ALICE), "{profile}");
+    // Between nested subcommands too.
+    let nested = run(&["strategy", "--data", data, "get", "--app", "shop"]);
+    assert!(String::from_utf8_lossy(&nested.stdout).contains("Product Clicked"));
+
+    let refused = run(&["--bigtable", "p/i", "demo"]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("--bigtable is not an option of demo"), "{err}");
+    let refused = run(&[
+        "keys", "hilbert", "--lat", "1", "--lng", "2", "--data", data,
+    ]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--data is not an option of keys"));
 }

@@ -337,7 +337,7 @@ fn decode_kept<'v>(
 /// Decode a stored row for a write: its visible cells at `now_micros`,
 /// in canonical order (what the reference model keeps of a row it is
 /// about to write).
-pub(crate) fn visible_cells(
+pub(crate) fn decode_cells(
     meta: &TableMeta,
     key: &[u8],
     value: &[u8],

@@ -3,62 +3,72 @@
 //!
 //! It is Affinity's default backend: durable (a write that returned `Ok`
 //! survives `kill -9` and power loss), atomic per row, and built for fast
-//! scans. It is not distributed, has no network API of its own, and knows
-//! nothing of personalization; semantics (filters, GC rules,
-//! read-modify-write) are the model crate's, reused rather than re-derived.
+//! scans and for blind aggregate adds. It is not distributed, has no
+//! network API of its own, and knows nothing of personalization;
+//! semantics (filters, GC rules, read-modify-write, aggregate sums) are
+//! the model crate's, reused rather than re-derived, so every read equals
+//! what `affinity_model::MemoryStore` would return.
 //!
 //! ```
-//! use affinity_embedded::EmbeddedStore;
-//! use affinity_model::{GcRule, Mutation, ReadRowsRequest, Store, TableSpec};
+//! use affinity_embedded::{EmbeddedStore, Store};
+//! use affinity_model::{GcRule, Mutation, ReadRowsRequest, TableSpec};
 //!
 //! let dir = tempfile::tempdir().map_err(|e| affinity_model::Error::Storage(e.to_string()))?;
 //! let store = EmbeddedStore::open(dir.path())?;
-//! store.create_table("events", &TableSpec::new().with_family("e", GcRule::MaxVersions(1)))?;
+//! let spec = TableSpec::new()
+//!     .with_family("e", GcRule::MaxVersions(1))
+//!     .with_sum_family("n", GcRule::None);
+//! store.create_table("events", &spec)?;
 //! let table = store.open_table("events")?;
 //! table.mutate_row(b"app1,u1", &[Mutation::set_cell("e", "brand", 1_000, "Apple")])?;
+//! // Adds are written blind (a merge operand, no read) and summed on read.
+//! for _ in 0..3 {
+//!     table.mutate_row(b"app1,u1", &[Mutation::add_to_cell("n", "views", 0, 1)])?;
+//! }
 //! let rows: Vec<_> = table.read_rows(&ReadRowsRequest::all())?.collect::<Result<_, _>>()?;
-//! assert_eq!(rows[0].cells[0].value, "Apple");
+//! let cells = &rows[0].cells;
+//! assert_eq!(cells[0].value, "Apple");
+//! assert_eq!(cells[1].value, 3i64.to_be_bytes().as_slice());
 //! # Ok::<(), affinity_model::Error>(())
 //! ```
 //!
 //! # On-disk format
 //!
-//! One RocksDB database per store. Each table is a RocksDB column family
-//! named `t/<table>/<n>` (`n` never reused), so deleting a table drops its
-//! column family. The column family `affinity-meta` maps `table/<name>` to
-//! the table's metadata (column family, families with their numeric ids and
-//! GC rules; see `meta.rs`) and `next-cf` to the next `n`.
-//!
-//! Each row is one RocksDB key: the raw row key, whose bytewise order is
-//! Bigtable's. The value holds the row's cells in canonical order (family
-//! name, qualifier, timestamp descending), so a scan is a plain ordered
-//! RocksDB iteration and a decoded row needs no sorting:
-//!
-//! ```text
-//! value = 02 | cell*
-//! cell  = family id varint | qualifier length varint | qualifier
-//!       | timestamp u64 BE | value length varint | value
-//! ```
-//!
-//! (see `row.rs`). Family ids are assigned at creation and never reused:
-//! cells of a dropped family become invisible at once and are removed when
-//! the row is next written or compacted. A whole-key bloom filter serves
-//! point reads. Stores written in the earlier per-cell format (table
-//! metadata version 1) are refused with an error saying so.
+//! `docs/design/storage.md` has every byte; in short: one RocksDB
+//! database per store, each table a column family named `t/<table>/<n>`
+//! (`n` never reused, so deleting a table drops its column family), and
+//! the column family `affinity-meta` holding each table's metadata
+//! (families with their numeric ids, GC rules and types; `meta.rs`) and
+//! the next `n`. Each row is one RocksDB key, the raw row key (bytewise
+//! order is Bigtable's); its value holds the row's cells in canonical
+//! order (family name, qualifier, timestamp descending), so a scan is a
+//! plain ordered RocksDB iteration and a decoded row needs no sorting.
+//! Rows are written in format 4 (`row/`): family id, the qualifier as
+//! the length it shares with the previous cell's plus a suffix, the
+//! timestamp as a zigzag delta from the previous cell's, the value.
+//! Rows of format 2 (whole qualifiers and timestamps) and add operands of
+//! tag 2 are still read, both held by fixtures the old code wrote
+//! (`tests/old_formats.rs`); stores of the per-cell format before one key
+//! per row are refused with an error saying so. Family ids are never
+//! reused: cells of a dropped family become invisible at once and are
+//! removed when the row is next written or compacted.
 //!
 //! # Concurrency and durability
 //!
-//! Every write locks the stripes of its rows exclusively (striped locks,
-//! taken in ascending order), reads the rows, applies the request with the
-//! model's own code (`affinity_model::apply`), and stores each touched row
-//! whole; `mutate_rows` and `read_modify_write_rows` write one
-//! `WriteBatch` for all the entries that validated. The batch goes to the
-//! WAL and memtable unsynced under the locks; the locks are released and
-//! then the WAL is synced (`FlushWAL(sync)`) before the call returns. The
-//! WAL is sequential, so a write that read another's result is durable only
-//! after that one is, and a write that returned `Ok` survives `kill -9`
-//! and power loss. Readers take no lock: each range is read from one
-//! RocksDB snapshot.
+//! A write that reads its rows (check-and-mutate, read-modify-write, and
+//! `mutate_row(s)` entries that do more than add) locks their stripes
+//! exclusively (striped locks, taken in ascending order), reads them,
+//! applies the request with the model's own code
+//! (`affinity_model::apply`), and stores each row whole. A row whose
+//! mutations only add to aggregate cells is written blind:
+//! its mutations become a RocksDB merge operand (`merge/`) under its
+//! stripe held shared, and the table's merge operator applies operands
+//! with the same model code whenever RocksDB reads or compacts the row.
+//! One request is one `WriteBatch`, to the WAL and memtable unsynced
+//! under the locks; the locks are released, then the WAL is synced
+//! (`FlushWAL(sync)`) before the call returns. The WAL is sequential, so
+//! a write that read another's result is durable only after that one is.
+//! Readers take no lock: each range is read from one RocksDB snapshot.
 //!
 //! # Garbage collection
 //!
@@ -104,6 +114,8 @@ mod split;
 mod store;
 mod sweeper;
 mod table;
+#[cfg(test)]
+mod test_util;
 mod write;
 
 pub use affinity_model::{Store, Table};

@@ -25,9 +25,9 @@ pub struct EmbeddedOptions {
     pub background_jobs: i32,
     /// Run compactions at a lower CPU priority than everything else
     /// (default `true`): on a busy machine, requests keep the CPU and
-    /// compactions take what is left (on 2 cores, profile reads right
-    /// after an ingest burst ran 15.5-15.9k/s instead of 13.6-13.8k/s).
-    /// Flushes keep their priority, so writers never wait on them longer.
+    /// compactions take what is left, so reads right after an ingest
+    /// burst are served first. Flushes keep their priority, so writers
+    /// never wait on them longer.
     pub low_priority_compactions: bool,
     /// How often the GC sweeper deletes the cells hidden by version limits
     /// (a full scan of each table that has such a limit; default hourly).
@@ -108,9 +108,7 @@ pub(crate) fn table_cf_options(options: &EmbeddedOptions, cache: &Cache, gc: GcS
     // Level 0 (and 1) uncompressed, as TiKV configures RocksDB: flushes
     // skip LZ4 (a burst's flushes, and the flush of the rows reads stored
     // merged right after it), and reads of recent data skip decompressing
-    // it; compactions compress as they move data down. bench http, same
-    // sitting: steady profile reads 17.5-18.1k/s p99 4.3-4.6 ms before,
-    // 19.1-20.0k/s p99 3.8-4.2 ms after.
+    // it; compactions compress as they move data down.
     opts.set_compression_per_level(&[
         DBCompressionType::None,
         DBCompressionType::None,
@@ -131,8 +129,8 @@ pub(crate) fn table_cf_options(options: &EmbeddedOptions, cache: &Cache, gc: GcS
     opts.set_level_compaction_dynamic_level_bytes(true);
     // Level 0 is compacted at 2 files, not 4: rows of blind adds are
     // partial operand lists until a compaction reaches their base, and a
-    // read merges all of them (profile reads ran 15-21k/s instead of
-    // 15k/s in bench http, ingest unchanged).
+    // read merges all of them, so fewer files mean fewer operands a read
+    // merges.
     opts.set_level_zero_file_num_compaction_trigger(2);
     // Writes never merge a row's operands (that would read the row on the
     // write path): flushes and compactions combine them, and a read that

@@ -45,9 +45,9 @@ pub(crate) fn open_range<'a>(
 /// one packed add with a 30-byte qualifier each, two or three
 /// profile-state writes of 13 adds, or one operand a flush's partial merge
 /// combined from as many (counting operands alone, such a row was merged
-/// again by every read until a compaction reached its base). With adds
-/// packed (about 30% smaller), 1 KiB kept `bench http` reads at 14.0k/s
-/// where 2 KiB gave 11.7-12.5k/s (same sitting).
+/// again by every read until a compaction reached its base). Bytes, not
+/// operands, and a low bound: a busy row is merged by few reads before
+/// one stores it merged.
 pub(crate) const REPAIR_BYTES: u64 = 1024;
 
 /// How a [`Scan`] reads.

@@ -28,9 +28,10 @@ use rocksdb::WriteBatch;
 
 use crate::error::storage;
 use crate::locks::Guard;
-use crate::merge::{encode_created_row, encode_operand};
+use crate::merge::encode_operand;
 use crate::meta::TableMeta;
 use crate::ranges::plan;
+use crate::row::encode_created_row;
 use crate::scan::{Repair, Scan, ScanOptions};
 use crate::store::Inner;
 use crate::write::Pending;
@@ -116,7 +117,7 @@ impl EmbeddedTable {
         // worth) bound what colliding keys could cost.
         let read: HashSet<&Bytes> = entries
             .iter()
-            .filter(|e| !only_adds(&e.mutations))
+            .filter(|e| !is_blind_write(&e.mutations))
             .map(|e| &e.row_key)
             .collect();
         let wanted: Vec<(usize, bool)> = entries
@@ -280,8 +281,9 @@ impl EmbeddedTable {
     }
 }
 
-/// True for a non-empty list of `AddToCell`s (a blind write).
-fn only_adds(mutations: &[Mutation]) -> bool {
+/// True for a non-empty list of `AddToCell`s: an entry written blind, as
+/// a merge operand.
+fn is_blind_write(mutations: &[Mutation]) -> bool {
     !mutations.is_empty()
         && mutations
             .iter()

@@ -12,15 +12,14 @@ use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use affinity_model::apply::apply_mutations;
-use affinity_model::gc::visible_cells as collect;
+use affinity_model::gc::visible_cells;
 use affinity_model::{Bytes, Cell, Result};
 use rocksdb::{BoundColumnFamily, WriteBatch};
 
-use crate::decode::visible_cells;
+use crate::decode::decode_cells;
 use crate::error::storage;
-use crate::merge::encode_created_row;
 use crate::meta::TableMeta;
-use crate::row::encode_row;
+use crate::row::{encode_created_row, encode_row};
 use crate::store::Db;
 
 /// One row of a request: its visible cells as the request leaves them.
@@ -43,7 +42,7 @@ impl Touched {
     /// Decode `created` back into `cells`, for a further change.
     fn materialize(&mut self, meta: &TableMeta, now_micros: i64) -> Result<()> {
         if let Some(encoded) = self.created.take() {
-            self.cells = visible_cells(meta, &self.key, &encoded, now_micros)?;
+            self.cells = decode_cells(meta, &self.key, &encoded, now_micros)?;
         }
         Ok(())
     }
@@ -112,7 +111,7 @@ impl<'a, 'db> Pending<'a, 'db> {
             rows.push(Touched {
                 key: key.clone(),
                 cells: match &stored {
-                    Some(value) => visible_cells(meta, key, value, now_micros)?,
+                    Some(value) => decode_cells(meta, key, value, now_micros)?,
                     None => Vec::new(),
                 },
                 existed: blind || stored.is_some(),
@@ -178,7 +177,7 @@ impl<'a, 'db> Pending<'a, 'db> {
         row.materialize(self.meta, now)?;
         let cells = &mut row.cells;
         apply_mutations(cells, mutations, now);
-        *cells = collect(&self.spec, std::mem::take(cells), now);
+        *cells = visible_cells(&self.spec, std::mem::take(cells), now);
         Ok(())
     }
 
@@ -211,7 +210,7 @@ impl<'a, 'db> Pending<'a, 'db> {
                 }
                 continue;
             }
-            let cells = collect(&spec, row.cells, self.now_micros);
+            let cells = visible_cells(&spec, row.cells, self.now_micros);
             if cells.is_empty() {
                 if row.existed {
                     ops.push((row.key, Op::Delete));

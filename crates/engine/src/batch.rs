@@ -435,10 +435,10 @@ impl Engine {
         self.run_recompute(app, options, None, progress)
     }
 
-    /// [`Engine::recompute`] as the persistent job `job` (see
-    /// [`crate::job`]): the split is shared by every process using the name
-    /// (e.g. N shard processes) and finished ranges are skipped on a
-    /// restart.
+    /// [`Engine::recompute`] as the persistent job `job` (kept in row
+    /// `~job,<job>` of `profiles.<app>`): the split is shared by every
+    /// process using the name (e.g. N shard processes) and finished ranges
+    /// are skipped on a restart.
     pub fn recompute_job(
         &self,
         app: &str,

@@ -103,23 +103,10 @@ pub fn decode(record: &str) -> Option<Vec<String>> {
     }
 }
 
-/// [`decode`] without allocating when the record has no quotes.
-pub fn decode_cow(record: &str) -> Option<Vec<std::borrow::Cow<'_, str>>> {
-    if record.contains('"') {
-        Some(
-            decode(record)?
-                .into_iter()
-                .map(std::borrow::Cow::Owned)
-                .collect(),
-        )
-    } else {
-        Some(record.split(',').map(std::borrow::Cow::Borrowed).collect())
-    }
-}
-
-/// [`decode_cow`] into a fixed array, for records of at most `N` fields
-/// (the hot path reads millions): the fields and how many there are.
-/// `None` for a malformed record or one with more than `N` fields.
+/// [`decode`] into a fixed array, borrowing the fields of a record without
+/// quotes, for records of at most `N` fields (the hot path reads
+/// millions): the fields and how many there are. `None` for a malformed
+/// record or one with more than `N` fields.
 pub fn decode_n<const N: usize>(record: &str) -> Option<([std::borrow::Cow<'_, str>; N], usize)> {
     let mut out: [std::borrow::Cow<'_, str>; N] =
         std::array::from_fn(|_| std::borrow::Cow::Borrowed(""));
@@ -161,8 +148,6 @@ mod tests {
             let text = encode(&fields);
             assert_eq!(decode(&text).unwrap(), fields, "{text}");
         }
-        assert_eq!(decode_cow("a,\"b,c\"").unwrap(), vec!["a", "b,c"]);
-        assert_eq!(decode_cow("a,,b").unwrap(), vec!["a", "", "b"]);
         let (fields, n) = decode_n::<3>("a,\"b,c\"").unwrap();
         assert_eq!((&fields[..n], n), (&["a".into(), "b,c".into()][..], 2));
         let (fields, n) = decode_n::<3>("x,,z").unwrap();

@@ -1,5 +1,5 @@
-//! The engine handle: tables, per-application configuration, strategies
-//! and the catalog.
+//! The engine handle: tables, per-application settings (`settings.rs`),
+//! strategies and the catalog.
 //!
 //! Tables (created on first use):
 //! - `apps`: row = application id; family `c` holds the configuration
@@ -11,8 +11,8 @@
 //!   families `view`, `click`, `conversion` and `e`, all with GC max-age =
 //!   the retention.
 //! - `profiles.<app>`: row `user` holds the batch profile (family `b`),
-//!   rows `user,DAY` the streaming state (families `c`, `l`, see
-//!   [`crate::ingest`]); rows `~job,<name>` and `~migrate` the state of
+//!   rows `user,DAY` the streaming state (families `n`, `i`, `t`, see
+//!   [`crate::state`]); rows `~job,<name>` and `~migrate` the state of
 //!   recompute jobs and of a migration (no user token contains `~`).
 //! - `trends.<app>`: one row per (event, located object), keyed by place
 //!   and time, for regional trends (see [`crate::trends`]).
@@ -33,21 +33,22 @@ use affinity_model::{
     Store, Table, TableSpec,
 };
 use affinity_rowkey::tuple::{self, Element};
-use serde_json::Value;
 use std::sync::{Mutex, RwLock};
 
 use crate::catalog::{Catalog, CatalogObject};
 use crate::error::{Error, Result};
 use crate::event::EventType;
-use crate::ingest::{COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY};
 use crate::rollup;
 use crate::schema::{Schema, WIDE_FAMILY};
+use crate::state::{COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY};
 use crate::strategy::Strategy;
+
+mod settings;
+
+pub use settings::{AppConfig, AppSettings, DEFAULT_RETENTION_DAYS};
 
 /// Milliseconds in a day.
 pub const DAY_MILLIS: i64 = 86_400_000;
-/// Default retention.
-pub const DEFAULT_RETENTION_DAYS: u32 = 90;
 /// How many days a rollup may lag the window before reads stop using it
 /// (see `docs/design/profiles.md`): the state rows and events it would
 /// subtract are kept this long past the retention.
@@ -62,85 +63,6 @@ pub fn window_start_day(now_millis: i64, retention_days: u32) -> i64 {
 
 /// A clock in milliseconds since the epoch.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
-
-/// Per-application configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AppConfig {
-    /// The schema readers use.
-    pub schema: Schema,
-    pub retention_days: u32,
-}
-
-impl Default for AppConfig {
-    fn default() -> AppConfig {
-        AppConfig {
-            schema: Schema::Narrow,
-            retention_days: DEFAULT_RETENTION_DAYS,
-        }
-    }
-}
-
-impl AppConfig {
-    pub fn retention_millis(&self) -> i64 {
-        i64::from(self.retention_days) * DAY_MILLIS
-    }
-
-    /// The first counted event day at `now_millis` ([`window_start_day`]).
-    pub fn window_start_day(&self, now_millis: i64) -> i64 {
-        window_start_day(now_millis, self.retention_days)
-    }
-
-    /// The first counted instant at `now_millis`: events at or after it
-    /// count ([`window_start_day`]'s first millisecond).
-    pub fn window_start_millis(&self, now_millis: i64) -> i64 {
-        self.window_start_day(now_millis) * DAY_MILLIS
-    }
-}
-
-/// Everything stored about an application: its configuration, plus the
-/// salting chosen at creation and the migration state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct AppSettings {
-    pub config: AppConfig,
-    /// During a migration: the schema events are also written in.
-    pub dual_write: Option<Schema>,
-    /// Salt the events table over this many buckets (see
-    /// [`crate::salting`]); fixed at creation.
-    pub salt_buckets: Option<u32>,
-}
-
-impl AppSettings {
-    fn to_json(self) -> Value {
-        serde_json::json!({"schema": self.config.schema.as_str(),
-            "retentionDays": self.config.retention_days,
-            "dualWrite": self.dual_write.map(Schema::as_str), "saltBuckets": self.salt_buckets})
-    }
-
-    fn from_json(v: &Value) -> Result<AppSettings> {
-        let schema = Schema::parse(v.get("schema").and_then(Value::as_str).unwrap_or(""))?;
-        let retention_days = v
-            .get("retentionDays")
-            .and_then(Value::as_u64)
-            .and_then(|d| u32::try_from(d).ok())
-            .ok_or_else(|| Error::corrupt("app config", v.to_string()))?;
-        let dual_write = match v.get("dualWrite").and_then(Value::as_str) {
-            Some(s) => Some(Schema::parse(s)?),
-            None => None,
-        };
-        let salt_buckets = v
-            .get("saltBuckets")
-            .and_then(Value::as_u64)
-            .and_then(|b| u32::try_from(b).ok());
-        Ok(AppSettings {
-            config: AppConfig {
-                schema,
-                retention_days,
-            },
-            dual_write,
-            salt_buckets,
-        })
-    }
-}
 
 /// An application's open tables and configuration.
 #[derive(Clone)]
@@ -170,7 +92,7 @@ impl App {
 
     /// [`App::event_mutations`] appended to `out`, their bytes cut from
     /// `arena`.
-    pub fn push_event_mutations(
+    pub(crate) fn push_event_mutations(
         &self,
         event: &crate::scoring::ScoredEvent,
         arena: &mut crate::arena::Arena,
@@ -305,79 +227,6 @@ impl Engine {
                 ]),
             )
             .with_family("b", one)
-    }
-
-    /// The application's stored settings, if it was ever configured.
-    pub fn stored_settings(&self, app: &str) -> Result<Option<AppSettings>> {
-        let filter = RowFilter::Chain(vec![
-            RowFilter::exact_family("c"),
-            RowFilter::CellsPerColumnLimit(1),
-        ]);
-        match self.apps_table.read_row(app.as_bytes(), Some(&filter))? {
-            Some(row) => match row.cells.first() {
-                Some(cell) => Ok(Some(AppSettings::from_json(&serde_json::from_slice(
-                    &cell.value,
-                )?)?)),
-                None => Ok(None),
-            },
-            None => Ok(None),
-        }
-    }
-
-    /// Set an application's configuration, creating its tables; a new
-    /// retention updates the families' GC rules. Changing the schema does
-    /// not move existing events (that is the migration's job). Salting and
-    /// migration state are kept.
-    pub fn configure_app(&self, app: &str, config: AppConfig) -> Result<App> {
-        validate_app(app)?;
-        let stored = self.stored_settings(app)?.unwrap_or_default();
-        self.apply_settings(app, AppSettings { config, ..stored })
-    }
-
-    /// Create (or reconfigure) an application whose events table is salted
-    /// over `buckets` buckets (1..=256). The bucket count cannot change once
-    /// the application exists.
-    pub fn configure_salted_app(&self, app: &str, config: AppConfig, buckets: u32) -> Result<App> {
-        validate_app(app)?;
-        let stored = self.stored_settings(app)?;
-        if let Some(s) = stored.filter(|s| s.salt_buckets != Some(buckets)) {
-            return Err(Error::InvalidArgument {
-                name: "salt buckets",
-                reason: format!(
-                    "application {app:?} is salted over {:?} buckets; that cannot change",
-                    s.salt_buckets
-                ),
-            });
-        }
-        let dual_write = stored.and_then(|s| s.dual_write);
-        self.apply_settings(
-            app,
-            AppSettings {
-                config,
-                dual_write,
-                salt_buckets: Some(buckets),
-            },
-        )
-    }
-
-    /// Store settings and open the tables they describe.
-    pub(crate) fn apply_settings(&self, app: &str, settings: AppSettings) -> Result<App> {
-        validate_app(app)?;
-        if settings.config.retention_days == 0 {
-            return Err(Error::InvalidArgument {
-                name: "retention",
-                reason: "must be at least 1 day".into(),
-            });
-        }
-        crate::salting::validate_buckets(settings.salt_buckets)?;
-        let handle = self.open_tables(app, settings)?;
-        let json = serde_json::to_vec(&settings.to_json())?;
-        self.apps_table.mutate_row(
-            app.as_bytes(),
-            &[Mutation::set_cell("c", "config", 0, json)],
-        )?;
-        self.lock_apps().insert(app.to_string(), handle.clone());
-        Ok(handle)
     }
 
     fn open_tables(&self, app: &str, settings: AppSettings) -> Result<App> {

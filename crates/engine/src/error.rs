@@ -34,6 +34,19 @@ pub enum Error {
     /// An argument outside what the engine accepts.
     #[error("invalid {name}: {reason}")]
     InvalidArgument { name: &'static str, reason: String },
+    /// A new schema for an application that holds events, which stay in
+    /// the layout they were written in: a migration moves them.
+    #[error(
+        "application {app:?} already holds {} events; moving it to {} is a migration \
+         (`affinity migrate`)",
+        .stored.as_str(),
+        .requested.as_str()
+    )]
+    SchemaChange {
+        app: String,
+        stored: crate::schema::Schema,
+        requested: crate::schema::Schema,
+    },
     /// Stored data the engine did not write in this shape.
     #[error("corrupt {what}: {reason}")]
     Corrupt { what: &'static str, reason: String },

@@ -1,41 +1,21 @@
 //! Streaming ingestion: a batch of events -> the events table + each user's
-//! profile state, updated with blind aggregate adds (`AddToCell`), never by
-//! reading the user's events nor the state itself.
+//! profile state (see [`crate::state`] for its rows), updated with blind
+//! aggregate adds (`AddToCell`), never by reading the user's events nor the
+//! state itself.
 //!
-//! # Profile state (table `profiles.<app>`, one row per user and event
-//! day, key `user,DDDDDDDD`, see [`state_row_key`])
-//!
-//! The families are aggregate families summing 64-bit integers (Cloud
-//! Bigtable's `Int64` sum type; the embedded store adds them with a RocksDB
-//! merge operand, without reading the row). Every add of one batch is
-//! stamped with the first microsecond of the day it *arrives* (today), so
-//! a column holds one cell per arrival day: nearly always one, since most
-//! events arrive on their own day.
-//!
-//! - family `n`: one counter per `(type, name, facet, value)`, qualifier
-//!   CSV(type, name, facet, value), the sum of the counts of the day's
-//!   events that arrived that day;
-//! - family `i`: one cell per event, qualifier = the event's id (16 bytes:
-//!   timestamp i64 BE | key suffix u64 BE), the number of times the event
-//!   was added that arrival day;
-//! - family `t`: one column per `(type, name, facet)`, qualifier CSV(type,
-//!   name, facet), each add stamped with the event's own time; the family
-//!   keeps one version, so the column's timestamp is the latest time of an
-//!   event of that type and name with that facet (a maximum kept by
-//!   Bigtable's version GC, without a read).
-//!
-//! Closed days are folded into each user's rollup row (see
-//! [`crate::rollup`] and `docs/design/profiles.md`); an event of an earlier
-//! day than today (a late event) is first announced by a marker on the
-//! rollup row, so readers know to look at its day again.
+//! Every add of a batch is stamped with the day it *arrives* (today), and
+//! an event of an earlier day than today (a late event) is first announced
+//! by a marker on the user's rollup row, so readers know to look at its day
+//! again (see [`crate::rollup`] and `docs/design/profiles.md`).
 //!
 //! # Protocol and guarantee
 //!
 //! For a batch: (1) every event row is written (idempotent: a retry writes
 //! the same cells at the same key); (2) for late events, one marker add
 //! per user and event day on the user's rollup row; (3) one `mutate_rows`
-//! adds, per user-day row, the batch's counts of that day to `n` and 1 per
-//! event to its `i` cell: each row's adds are one atomic entry.
+//! adds, per user-day row, the batch's counts of that day to `n`, 1 per
+//! event to its `i` cell and the events' times to `t`: each row's adds are
+//! one atomic entry.
 //!
 //! Invariant, at every instant, because a row's counters and ids change
 //! in the same atomic mutation: for each arrival day, a row's counters
@@ -54,120 +34,24 @@
 //!
 //! A profile read reflects an event as soon as its ingestion returns.
 
-use std::borrow::Cow;
 use std::io::BufRead;
 
 use affinity_model::{limits, Mutation, RowMutations};
 use affinity_rowkey::composite::{event_hash, event_key_text};
 
 use crate::arena::Arena;
+use crate::csv;
 use crate::engine::{App, Engine, DAY_MILLIS};
 use crate::error::{Error, Result};
-use crate::event::{Event, Limits, MAX_SKEW_MILLIS};
+use crate::event::{Event, EventType, Limits, MAX_SKEW_MILLIS};
 use crate::rollup::{day_qualifier, rollup_key, MARKS_FAMILY};
 use crate::scoring::{FacetCounts, ScoredEvent};
-use crate::{csv, event::EventType};
+use crate::state::{
+    day_micros, push_state_row_key, EventId, COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY,
+};
 
 /// Events per batch of [`Engine::ingest_json_lines`] (the API's limit).
 pub const BATCH_EVENTS: usize = 1000;
-/// The state family of counters.
-pub const COUNTERS_FAMILY: &str = "n";
-/// The state family of event ids.
-pub const IDS_FAMILY: &str = "i";
-/// The state family of latest event times.
-pub const LAST_FAMILY: &str = "t";
-
-/// An event id within a user: its timestamp and key suffix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct EventId {
-    pub timestamp_millis: i64,
-    pub suffix: u64,
-}
-
-impl EventId {
-    pub fn day(&self) -> i64 {
-        self.timestamp_millis.div_euclid(DAY_MILLIS)
-    }
-
-    /// The qualifier of this event's cell in family `i`.
-    pub fn qualifier(&self) -> [u8; 16] {
-        let mut out = [0u8; 16];
-        out[..8].copy_from_slice(&self.timestamp_millis.to_be_bytes());
-        out[8..].copy_from_slice(&self.suffix.to_be_bytes());
-        out
-    }
-
-    /// The id a family-`i` qualifier names.
-    pub fn from_qualifier(q: &[u8]) -> Result<EventId> {
-        let bad = || Error::corrupt("event id qualifier", format!("{q:?}"));
-        let (ts, suffix) = q
-            .split_first_chunk::<8>()
-            .filter(|(_, rest)| rest.len() == 8)
-            .ok_or_else(bad)?;
-        let suffix: [u8; 8] = suffix.try_into().map_err(|_| bad())?;
-        Ok(EventId {
-            timestamp_millis: i64::from_be_bytes(*ts),
-            suffix: u64::from_be_bytes(suffix),
-        })
-    }
-
-    /// The event's row key in the events table.
-    pub fn row_key(&self, app: &str, user: &str) -> Result<String> {
-        Ok(event_key_text(
-            app,
-            user,
-            self.timestamp_millis,
-            self.suffix,
-        )?)
-    }
-}
-
-/// The counter qualifier of `(type, name, facet, value)`.
-pub fn counter_qualifier(ty: EventType, name: &str, facet: &str, value: &str) -> String {
-    csv::encode(&[ty.as_str(), name, facet, value])
-}
-
-/// A counter qualifier's fields: type, name, facet, value (borrowed when
-/// unquoted).
-pub type CounterColumn<'q> = (EventType, Cow<'q, str>, Cow<'q, str>, Cow<'q, str>);
-
-/// Parse a counter qualifier.
-pub fn parse_counter_qualifier(q: &[u8]) -> Result<CounterColumn<'_>> {
-    let bad = || Error::corrupt("counter qualifier", String::from_utf8_lossy(q).into_owned());
-    let text = std::str::from_utf8(q).map_err(|_| bad())?;
-    let ([ty, name, facet, value], 4) = csv::decode_n::<4>(text).ok_or_else(bad)? else {
-        return Err(bad());
-    };
-    let ty = EventType::parse(&ty).ok_or_else(bad)?;
-    Ok((ty, name, facet, value))
-}
-
-/// The qualifier of a `t` column: CSV(type, name, facet).
-pub fn last_qualifier(ty: EventType, name: &str, facet: &str) -> String {
-    csv::encode(&[ty.as_str(), name, facet])
-}
-
-/// Parse a `t` qualifier.
-pub fn parse_last_qualifier(q: &[u8]) -> Result<(EventType, Cow<'_, str>, Cow<'_, str>)> {
-    let bad = || {
-        Error::corrupt(
-            "latest-time qualifier",
-            String::from_utf8_lossy(q).into_owned(),
-        )
-    };
-    let text = std::str::from_utf8(q).map_err(|_| bad())?;
-    let ([ty, name, facet], 3) = csv::decode_n::<3>(text).ok_or_else(bad)? else {
-        return Err(bad());
-    };
-    let ty = EventType::parse(&ty).ok_or_else(bad)?;
-    Ok((ty, name, facet))
-}
-
-/// The timestamp of every state cell of `day`: the day's first microsecond.
-pub fn day_micros(day: i64) -> i64 {
-    day * DAY_MILLIS * 1000
-}
-
 /// An event ready to store.
 #[derive(Debug)]
 struct Prepared<'e> {
@@ -201,21 +85,6 @@ impl IngestReport {
         self.duplicates += other.duplicates;
         self.unknown_objects += other.unknown_objects;
     }
-}
-
-/// The state row of a user's day: `user,DDDDDDDD` (the day number,
-/// zero-padded, so a user's days sort in order after the user's
-/// batch-profile row `user`).
-pub fn state_row_key(user: &str, day: i64) -> String {
-    let mut key = String::with_capacity(user.len() + 9);
-    push_state_row_key(&mut key, user, day);
-    key
-}
-
-/// [`state_row_key`] written into `out`.
-fn push_state_row_key(out: &mut impl std::fmt::Write, user: &str, day: i64) {
-    // Writing to memory cannot fail.
-    let _ = write!(out, "{user},{day:08}");
 }
 
 /// A counter's `(type, name, facet, value)`.

@@ -6,25 +6,30 @@
 //! Everything is written against the `affinity_model` [`Store`] and
 //! [`Table`] traits only, so it runs unchanged on the embedded store, the
 //! in-memory reference store and Cloud Bigtable. It is not an HTTP server
-//! and not a CLI: those call the functions here (they map
-//! [`Error::InvalidEvent`] to 422 and the rest through the model's
-//! `ErrorCode`).
+//! and not a CLI: those call the functions here (the HTTP API maps
+//! [`Error::InvalidEvent`] to 422, the other validation errors to 4xx, and
+//! store errors through the model's `ErrorCode`).
 //!
-//! Where to start reading:
-//! - [`event`], [`catalog`], [`strategy`]: the domain and its validation;
-//! - [`scoring`]: the formula (written out there), its one implementation
-//!   ([`scoring::Accumulator`]) and the naive reference used by tests;
-//! - [`engine`]: the handle, its tables and per-application configuration;
-//! - [`schema`]: the narrow and wide events layouts and the batch filters;
-//! - [`ingest`]: the streaming path and its exactly-once guarantee;
-//!   [`profile`]: reading profiles, GDPR deletion;
-//! - [`batch`]: the parallel recompute, its progress and shards;
-//!   [`job`]: persistent, restartable recompute jobs;
-//! - [`migrate`]: narrow -> wide migration (dual-write, backfill, verify,
+//! The API is the handle [`Engine`] and the types at the crate root, plus
+//! four modules: [`scoring`] (the formula, written out there, and the
+//! naive reference tests hold every path to), [`catalog`], [`trends`]
+//! (regional trends, top facet values around a place) and [`state`] (the
+//! layout of the streaming profile state).
+//!
+//! Where to start reading the source:
+//! - `event.rs`, `catalog.rs`, `strategy.rs`: the domain and its
+//!   validation;
+//! - `scoring.rs`: the formula and its one implementation
+//!   (`scoring/accumulator.rs`);
+//! - `engine.rs`: the handle, its tables and per-application settings;
+//! - `schema.rs`: the narrow and wide events layouts and the batch filters;
+//! - `ingest.rs`: the streaming path and its exactly-once guarantee, over
+//!   `state.rs`; `profile.rs`: reading profiles, GDPR deletion;
+//! - `batch.rs`: the parallel recompute, its progress and shards;
+//!   `job.rs`: persistent, restartable recompute jobs;
+//! - `migrate.rs`: narrow -> wide migration (dual-write, backfill, verify,
 //!   cut over);
-//! - [`trends`]: regional trends, top facet values around a place.
-//! - [`workload`]: seeded benchmark workloads (application profiles, a
-//!   20-facet catalog, events and strategies).
+//! - `trends.rs`: regional trends.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -50,33 +55,37 @@
 //! [`Store`]: affinity_model::Store
 //! [`Table`]: affinity_model::Table
 
-pub mod arena;
-pub mod batch;
+mod arena;
+mod batch;
 pub mod catalog;
-pub mod csv;
-pub mod engine;
-pub mod error;
-pub mod event;
-pub mod ingest;
-pub mod job;
-pub mod maintain;
-pub mod migrate;
-pub mod profile;
+mod csv;
+mod engine;
+mod error;
+mod event;
+mod ingest;
+mod job;
+mod maintain;
+mod migrate;
+mod profile;
 pub mod rollup;
-pub mod salting;
-pub mod schema;
+mod salting;
+mod schema;
 pub mod scoring;
-pub mod strategy;
+pub mod state;
+mod strategy;
 pub mod trends;
-pub mod workload;
 
 pub use batch::{Progress, ProgressSnapshot, RecomputeOptions, RecomputeReport};
-pub use engine::{App, AppConfig, AppSettings, Clock, Engine};
+pub use engine::{
+    window_start_day, validate_app, App, AppConfig, AppSettings, Clock, Engine, DAY_MILLIS, DEFAULT_RETENTION_DAYS,
+};
 pub use error::{Error, Result};
-pub use event::{Event, EventType, Limits};
-pub use ingest::IngestReport;
+pub use event::{Event, EventType, Limits, API_MAX_AGE_MILLIS, MAX_SKEW_MILLIS};
+pub use ingest::{IngestReport, BATCH_EVENTS};
+pub use migrate::Verification;
+pub use profile::Deleted;
 pub use maintain::{MaintainOptions, MaintainReport};
 pub use schema::Schema;
 pub use scoring::Profile;
-pub use strategy::Strategy;
+pub use strategy::{Strategy, Weights};
 pub use trends::{Area, Trends, TrendsQuery, ValueScore};

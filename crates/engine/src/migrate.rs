@@ -218,10 +218,7 @@ impl Engine {
                 .entry(user.to_string())
                 .or_insert_with(|| Accumulator::new(&weights));
             if let Some(e) = decode_row(&row)? {
-                acc.add_event(&e, 1);
-                if acc.is_scoring(e.event_type, &e.event_name, &e.counts) {
-                    acc.note_event_time(e.timestamp_millis);
-                }
+                acc.add_event(&e);
             }
         }
         Ok(per_user

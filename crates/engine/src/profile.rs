@@ -32,7 +32,10 @@ use affinity_rowkey::composite::{user_prefix, user_time_range};
 use crate::batch::visit_rows;
 use crate::engine::{App, Engine, DAY_MILLIS, SLACK_DAYS};
 use crate::error::{Error, Result};
-use crate::ingest::{
+use crate::event::EventType;
+use crate::schema::{decode_row, since};
+use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedScores};
+use crate::state::{
     parse_counter_qualifier, parse_last_qualifier, state_row_key, EventId, COUNTERS_FAMILY,
     IDS_FAMILY, LAST_FAMILY,
 };
@@ -40,8 +43,6 @@ use crate::rollup::{
     arrival_day, deletion_value, read_rollup, rollup_key, row_day, Arrivals, DELETED, DELETING,
     LATEST_FAMILY, MARKS_FAMILY, TOMBSTONE_FAMILY, TOTALS_FAMILY, WATERMARK_FAMILY,
 };
-use crate::schema::{decode_row, since};
-use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedScores};
 use crate::strategy::{Strategy, Weights};
 
 const DAY_MICROS: i64 = DAY_MILLIS * 1000;
@@ -304,10 +305,10 @@ impl Engine {
         }
         for (id, times) in corrections {
             if let Some(e) = self.stored_event(&app, user, &id)? {
-                acc.add_event(&e, times);
+                acc.add_counts(&e, times);
             }
         }
-        Ok(acc.finish_sorted())
+        Ok(acc.take_sorted())
     }
 
     /// Scores from the events table alone: for a user whose rollup is too
@@ -323,12 +324,9 @@ impl Engine {
         // Events are at most an hour ahead of the clock.
         let end = self.now_millis() + DAY_MILLIS;
         for e in self.user_events(app, user, window * DAY_MILLIS, end)? {
-            acc.add_event(&e, 1);
-            if acc.is_scoring(e.event_type, &e.event_name, &e.counts) {
-                acc.note_event_time(e.timestamp_millis);
-            }
+            acc.add_event(&e);
         }
-        Ok(acc.finish_sorted())
+        Ok(acc.take_sorted())
     }
 
     /// Delete every event and the profile of a user (GDPR).
@@ -443,32 +441,44 @@ impl<'w> CounterColumns<'w> {
         }
         // A new prefix: split at the commas of an unquoted qualifier.
         if q.contains(&b'"') {
-            return full_parse(q, n, acc);
+            return self.add_parsed(q, n, acc);
         }
         let mut commas = comma_positions(q);
         let (Some(_), Some(_), Some(third), None) =
             (commas.next(), commas.next(), commas.next(), commas.next())
         else {
-            return full_parse(q, n, acc);
+            return self.add_parsed(q, n, acc);
         };
         let (prefix, value) = (&q[..third], &q[third + 1..]);
         self.current = match self.prefixes.iter().position(|(p, _)| p == prefix) {
             Some(i) => i,
             None => {
                 let (ty, name, facet) = parse_last_qualifier(prefix)?;
-                let resolved = match (
-                    self.weights.event(ty, &name),
-                    self.weights.facet_slot(&facet),
-                ) {
-                    (Some(es), Some((slot, fs))) => Some((slot, i64::from(es) * i64::from(fs))),
-                    _ => None,
-                };
+                let resolved = self.resolve(ty, &name, &facet);
                 self.prefixes.push((prefix.to_vec(), resolved));
                 self.prefixes.len() - 1
             }
         };
         if let Some((slot, weight)) = self.prefixes[self.current].1 {
             add_value(acc, slot, q, value, weight * n)?;
+        }
+        Ok(())
+    }
+
+    /// The facet slot and weight of the counters of `(ty, name, facet)`,
+    /// `None` when the strategy does not score them.
+    fn resolve(&self, ty: EventType, name: &str, facet: &str) -> Option<SlotWeight> {
+        match (self.weights.event(ty, name), self.weights.facet_slot(facet)) {
+            (Some(es), Some((slot, fs))) => Some((slot, i64::from(es) * i64::from(fs))),
+            _ => None,
+        }
+    }
+
+    /// A quoted (or malformed) counter qualifier: the full CSV parse.
+    fn add_parsed(&self, q: &[u8], n: i64, acc: &mut Accumulator<'_>) -> Result<()> {
+        let (ty, name, facet, value) = parse_counter_qualifier(q)?;
+        if let Some((slot, weight)) = self.resolve(ty, &name, &facet) {
+            acc.add_at(slot, &value, weight * n);
         }
         Ok(())
     }
@@ -500,13 +510,6 @@ fn add_value(
 ) -> Result<()> {
     acc.add_utf8_at(slot, value, add)
         .map_err(|_| Error::corrupt("counter qualifier", String::from_utf8_lossy(q).into_owned()))
-}
-
-/// A quoted (or malformed) counter qualifier: the full CSV parse.
-fn full_parse(q: &[u8], n: i64, acc: &mut Accumulator<'_>) -> Result<()> {
-    let (ty, name, facet, value) = parse_counter_qualifier(q)?;
-    acc.add_count(ty, &name, &facet, &value, n);
-    Ok(())
 }
 
 /// The physical rows of a logical events range.

@@ -35,7 +35,7 @@ use affinity_model::{
 use crate::batch::visit_rows;
 use crate::engine::{App, Engine, DAY_MILLIS, SLACK_DAYS};
 use crate::error::{Error, Result};
-use crate::ingest::{
+use crate::state::{
     counter_qualifier, state_row_key, EventId, COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY,
 };
 

@@ -11,9 +11,9 @@
 //!   joined by `\n`. An event without facets gets one marker cell,
 //!   qualifier CSV(event_type, event_name), empty value.
 //!
-//! [`wide_filter`] is the batch reader's filter: an interleave of exact
-//! qualifier filters, one per (event, facet) pair of the strategy, so the
-//! store returns only the cells the strategy scores.
+//! [`wide_filter`] is the batch reader's filter: an interleave of
+//! single-column ranges, one per (event, facet) pair of the strategy, so
+//! the store returns only the cells the strategy scores.
 
 use std::borrow::Cow;
 
@@ -69,7 +69,12 @@ impl Schema {
 
     /// [`Schema::mutations`] appended to `out`, their bytes cut from
     /// `arena`.
-    pub fn push_mutations(self, event: &ScoredEvent, arena: &mut Arena, out: &mut Vec<Mutation>) {
+    pub(crate) fn push_mutations(
+        self,
+        event: &ScoredEvent,
+        arena: &mut Arena,
+        out: &mut Vec<Mutation>,
+    ) {
         let ts = event.timestamp_millis * 1000;
         match self {
             Schema::Narrow => {

@@ -231,11 +231,11 @@ fn rows_of(
 }
 
 /// Parse a time given for the parameter `name`, in the forms of
-/// `affinity geo` ([`affinity_geo::time::parse_time`]): RFC 3339 (`Z` or an
-/// offset; UTC without one), `YYYY-MM-DD HH:MM:SS`, or epoch seconds (up to
-/// 11 digits) or milliseconds.
+/// [`affinity_rowkey::time::parse_time`] (those `affinity geo` accepts):
+/// RFC 3339 (`Z` or an offset; UTC without one), `YYYY-MM-DD HH:MM:SS`, or
+/// epoch seconds (up to 11 digits) or milliseconds.
 pub fn parse_time(name: &'static str, text: &str) -> Result<i64> {
-    affinity_geo::time::parse_time(text).map_err(|e| Error::InvalidArgument {
+    affinity_rowkey::time::parse_time(text).map_err(|e| Error::InvalidArgument {
         name,
         reason: e.to_string(),
     })

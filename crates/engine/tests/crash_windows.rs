@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use affinity_embedded::EmbeddedStore;
-use affinity_engine::ingest::{
+use affinity_engine::state::{
     counter_qualifier, day_micros, state_row_key, EventId, COUNTERS_FAMILY, IDS_FAMILY,
 };
 use affinity_engine::{AppConfig, Engine, Schema};

@@ -2,7 +2,7 @@
 
 mod common;
 
-use affinity_engine::{AppConfig, Engine, Progress, RecomputeOptions, Schema};
+use affinity_engine::{AppConfig, Engine, Error, Progress, RecomputeOptions, Schema};
 use common::*;
 
 #[test]
@@ -81,4 +81,54 @@ fn migrate(salt_buckets: Option<u32>) {
     // A fresh engine reads the stored configuration.
     let reopened = Engine::with_clock(engine.store().clone(), clock.engine_clock()).unwrap();
     assert_eq!(reopened.app("app1").unwrap().config.schema, Schema::Wide);
+}
+
+#[test]
+fn outside_a_migration_the_schema_cannot_change_once_events_are_stored() {
+    let now = 1_700_000_000_000;
+    let clock = FakeClock::new(now);
+    let engine = Engine::with_clock(clock.memory_store(), clock.engine_clock()).unwrap();
+    let config = |schema, retention_days| AppConfig {
+        schema,
+        retention_days,
+    };
+    // Without events the schema may change, back and forth.
+    engine
+        .configure_app("app1", config(Schema::Wide, 30))
+        .unwrap();
+    engine
+        .configure_app("app1", config(Schema::Narrow, 30))
+        .unwrap();
+    let event = event_json(0, 0, now - 1000, &[0], false);
+    engine.ingest("app1", &parse_all(&[event], now)).unwrap();
+    let refused = Error::SchemaChange {
+        app: "app1".into(),
+        stored: Schema::Narrow,
+        requested: Schema::Wide,
+    };
+    assert_eq!(
+        refused.to_string(),
+        "application \"app1\" already holds narrow events; moving it to wide is a migration \
+         (`affinity migrate`)"
+    );
+    let wide = config(Schema::Wide, 30);
+    assert_eq!(engine.check_config("app1", wide), Err(refused.clone()));
+    assert_eq!(
+        engine.configure_app("app1", wide).err(),
+        Some(refused.clone())
+    );
+    assert_eq!(
+        engine.configure_salted_app("app1", wide, 4).err(),
+        Some(refused)
+    );
+    let reopened = Engine::with_clock(engine.store().clone(), clock.engine_clock()).unwrap();
+    assert_eq!(
+        reopened.app("app1").unwrap().settings().config,
+        config(Schema::Narrow, 30)
+    );
+    // The rest of the configuration still changes.
+    engine
+        .configure_app("app1", config(Schema::Narrow, 60))
+        .unwrap();
+    assert_eq!(engine.app("app1").unwrap().config.retention_days, 60);
 }

@@ -13,11 +13,10 @@
 
 use std::io::BufRead;
 
-use affinity_rowkey::time::MAX_MILLIS;
+use affinity_rowkey::time::{parse_time, MAX_MILLIS};
 
 use crate::error::{Error, Result};
 use crate::point::{Field, Point, MAX_NAME_BYTES};
-use crate::time::parse_time;
 
 /// The columns that make a point.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,9 +5,6 @@
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A time that is in none of the accepted forms, or out of range.
-    #[error("invalid time {value:?}: {reason}")]
-    InvalidTime { value: String, reason: String },
     /// A CSV row that cannot become a point: the line (1-based, as an
     /// editor shows it), the column and why.
     #[error("line {line}, column {column:?}: {reason}")]

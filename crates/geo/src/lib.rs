@@ -1,6 +1,6 @@
 //! Located points on the Bigtable data model: a table of points (an id, a
 //! place, a time and named measurements) keyed for area + time queries,
-//! CSV loading, exact queries, and the benchmark of key designs.
+//! CSV loading and exact queries.
 //!
 //! - [`point`]: a point and the compact encoding of its value;
 //! - [`layout`]: row keys `[salt][time bin][position][time within bin][id]`
@@ -8,13 +8,13 @@
 //! - [`table`]: [`PointTable`] on the model's `Store`/`Table` traits:
 //!   writes, and queries that read the planner's ranges and keep exactly
 //!   the points inside the box and time range;
-//! - [`csv`], [`time`], [`load`]: CSV input and the time forms it accepts;
-//! - [`bench`]: the same points under the three keys, the same queries, and
-//!   what each read (`affinity bench geo`).
+//! - [`csv`], [`load`]: CSV input (its times in the forms of
+//!   `affinity_rowkey::time::parse_time`).
 //!
 //! It is not a curve library or a planner (those are `affinity_rowkey`'s),
 //! nor a storage backend; regional trends (facet values around a place)
-//! belong to the engine.
+//! belong to the engine, and the benchmark of the key designs (`affinity
+//! bench geo`) to `affinity-bench`.
 //!
 //! ```
 //! use affinity_geo::{KeyKind, Point, PointLayout, PointTable, Field};
@@ -24,7 +24,7 @@
 //! let store = MemoryStore::new();
 //! let layout = PointLayout::new(KeyKind::Hilbert, TimeBin::Hour, 4)?;
 //! let table = PointTable::create(&store, "ships", layout)?;
-//! let t = affinity_geo::time::parse_time("2020-06-30T00:00:00")?;
+//! let t = affinity_rowkey::time::parse_time("2020-06-30T00:00:00")?;
 //! table.write(&[Point {
 //!     id: "367000140".into(), time_millis: t, lng: -74.07157, lat: 40.64409,
 //!     fields: vec![("SOG".into(), Field::Number(0.5))],
@@ -42,14 +42,12 @@
 
 #![deny(clippy::host_endian_bytes, clippy::little_endian_bytes)]
 
-pub mod bench;
 pub mod csv;
 pub mod error;
 pub mod layout;
 pub mod load;
 pub mod point;
 pub mod table;
-pub mod time;
 
 pub use error::{Error, Result};
 pub use layout::{KeyKind, PointLayout, PointPlan};

@@ -5,12 +5,12 @@
 
 mod common;
 
-use affinity_geo::bench::{generated, read_csv};
 use affinity_geo::csv::Columns;
 use affinity_geo::{KeyKind, PointLayout};
 use affinity_rowkey::geo::TimeBin;
 use affinity_rowkey::plan::{BBox, GeoQuery};
 
+use common::datasets::{generated, read_csv, GENERATED_START};
 use common::{check_dataset, geo_file};
 
 #[ignore = "needs the Cloud Bigtable emulator (scripts/test runs it)"]
@@ -24,10 +24,10 @@ fn harbor_and_generated_on_the_emulator() {
         lng: "LON".into(),
     };
     let path = geo_file("NYHarbor_2020_06_30_first_hour.csv");
-    let harbor = read_csv(&path, "harbor", "ships", &columns, TimeBin::Hour).unwrap();
+    let harbor = read_csv(&path, "harbor", &columns, TimeBin::Hour);
     let mut small = generated(5_000, 3);
     small.name = "gen".into();
-    let start = affinity_geo::bench::data::GENERATED_START;
+    let start = GENERATED_START;
     let across = GeoQuery {
         bbox: BBox::parse("150,-60,-150,60").unwrap(),
         from_millis: start,

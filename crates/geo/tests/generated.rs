@@ -3,12 +3,12 @@
 
 mod common;
 
-use affinity_geo::bench::generated;
 use affinity_geo::{Field, KeyKind, Point, PointLayout, PointTable};
 use affinity_model::MemoryStore;
 use affinity_rowkey::geo::TimeBin;
 use affinity_rowkey::plan::{BBox, GeoQuery};
 
+use common::datasets::generated;
 use common::{brute_force, check_dataset, ident, stored};
 
 #[test]

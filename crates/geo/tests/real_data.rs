@@ -1,17 +1,17 @@
-//! Every benchmark query on the real position data returns exactly the
-//! brute-force answer, under every key kind, on the embedded store and on
-//! the in-memory reference store.
+//! Every query of the real position data sets (the geo benchmark's query
+//! set) returns exactly the brute-force answer, under every key kind, on the
+//! embedded store and on the in-memory reference store.
 
 mod common;
 
 use affinity_embedded::EmbeddedStore;
-use affinity_geo::bench::{read_csv, Dataset};
 use affinity_geo::csv::Columns;
 use affinity_geo::{KeyKind, PointLayout};
 use affinity_model::{MemoryStore, Store};
 use affinity_rowkey::geo::TimeBin;
 use affinity_rowkey::plan::{BBox, GeoQuery};
 
+use common::datasets::{read_csv, Dataset};
 use common::{check_dataset, geo_file};
 
 fn columns(id: &str, time: &str, lat: &str, lng: &str) -> Columns {
@@ -28,11 +28,9 @@ fn harbor() -> Dataset {
     let ds = read_csv(
         &path,
         "harbor",
-        "ships",
         &columns("MMSI", "BaseDateTime", "LAT", "LON"),
         TimeBin::Hour,
-    )
-    .unwrap();
+    );
     assert_eq!(ds.points.len(), 8689);
     ds
 }
@@ -42,11 +40,9 @@ fn flights() -> Dataset {
     let ds = read_csv(
         &path,
         "flights",
-        "flights",
         &columns("object_id", "timestamp", "latitude", "longitude"),
         TimeBin::Hour,
-    )
-    .unwrap();
+    );
     assert_eq!(ds.points.len(), 86321);
     assert!(ds.points.iter().all(|p| (-180.0..=180.0).contains(&p.lng)));
     ds

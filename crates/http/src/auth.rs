@@ -72,7 +72,7 @@ impl Keys {
     /// Add a key to an application (creating it); an empty key or ACL
     /// list is refused.
     pub fn add(&mut self, app: &str, key: &str, acl: impl IntoIterator<Item = Acl>) -> Result<()> {
-        affinity_engine::engine::validate_app(app)?;
+        affinity_engine::validate_app(app)?;
         let acl: BTreeSet<Acl> = acl.into_iter().collect();
         if key.is_empty() || acl.is_empty() {
             return Err(Error::Config {

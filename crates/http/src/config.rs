@@ -85,8 +85,12 @@ impl Config {
     }
 
     /// Store the schema and retention of the applications that set one
-    /// (the others keep what is stored, or the defaults).
+    /// (the others keep what is stored, or the defaults). Every change is
+    /// checked before any is stored, so a refused one (a schema change of
+    /// an application holding events: that is a migration) changes
+    /// nothing.
     pub fn apply(&self, engine: &Engine) -> Result<()> {
+        let mut changes = Vec::new();
         for app in &self.apps {
             if app.schema.is_none() && app.retention_days.is_none() {
                 continue;
@@ -98,7 +102,11 @@ impl Config {
             if let Some(days) = app.retention_days {
                 config.retention_days = days;
             }
-            engine.configure_app(&app.id, config)?;
+            engine.check_config(&app.id, config)?;
+            changes.push((&app.id, config));
+        }
+        for (app, config) in changes {
+            engine.configure_app(app, config)?;
         }
         Ok(())
     }
@@ -151,6 +159,44 @@ mod tests {
         let shop = engine.app("shop").unwrap().config;
         assert_eq!((shop.schema, shop.retention_days), (Schema::Wide, 30));
         assert_eq!(engine.app("blog").unwrap().config, AppConfig::default());
+    }
+
+    #[test]
+    fn a_schema_change_of_an_app_with_events_is_refused_and_changes_nothing() {
+        let engine = Engine::open(Arc::new(affinity_model::MemoryStore::new())).unwrap();
+        Config::parse(FILE).unwrap().apply(&engine).unwrap();
+        let event = affinity_engine::Event::from_json(
+            &serde_json::json!({"eventType": "click", "eventName": "Product Clicked",
+                "index": "products", "userToken": "u1", "filters": ["brand:Apple"]}),
+            &affinity_engine::Limits::api(engine.now_millis()),
+        )
+        .unwrap();
+        engine.ingest("shop", &[event]).unwrap();
+        // The shop moves to narrow, and the blog (listed first) changes
+        // its retention: neither is stored.
+        let moved = r#"
+            [[apps]]
+            id = "blog"
+            retention_days = 7
+
+            [[apps]]
+            id = "shop"
+            schema = "narrow"
+        "#;
+        let err = Config::parse(moved).unwrap().apply(&engine).unwrap_err();
+        let message = err.to_string();
+        for part in ["\"shop\"", "wide", "narrow", "migration"] {
+            assert!(message.contains(part), "{message}");
+        }
+        assert_eq!(err.status(), axum::http::StatusCode::CONFLICT);
+        engine.forget_apps();
+        let shop = engine.app("shop").unwrap().config;
+        assert_eq!((shop.schema, shop.retention_days), (Schema::Wide, 30));
+        assert_eq!(engine.app("blog").unwrap().config, AppConfig::default());
+        // Naming the stored schema, the retention still changes.
+        let kept = moved.replace("narrow", "wide");
+        Config::parse(&kept).unwrap().apply(&engine).unwrap();
+        assert_eq!(engine.app("blog").unwrap().config.retention_days, 7);
     }
 
     #[test]

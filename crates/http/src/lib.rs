@@ -13,13 +13,13 @@
 //! servers can share one store. It is not the CLI either: `affinity serve`
 //! parses flags and calls [`serve`].
 //!
-//! Where to start reading: [`server`] (routes and middleware), [`auth`],
-//! [`error`], then one module per group of endpoints ([`insights`],
-//! [`personalization`], [`catalog`], [`ops`]).
+//! Where to start reading: `server.rs` (routes and middleware), `auth.rs`,
+//! `error.rs`, then one module per group of endpoints (`insights.rs`,
+//! `personalization.rs`, `catalog.rs`, `ops.rs`).
 //!
 //! ```
 //! use std::sync::Arc;
-//! use affinity_http::{auth::Acl, auth::Keys, serve, State};
+//! use affinity_http::{serve, Acl, Keys, State};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -38,21 +38,24 @@
 //! # }
 //! ```
 
-pub mod auth;
-pub mod catalog;
-pub mod config;
-pub mod error;
-pub mod insights;
-pub mod jobs;
-pub mod metrics;
-pub mod ops;
-pub mod personalization;
-pub mod server;
-pub mod state;
-pub mod time;
-pub mod trends;
+mod auth;
+mod catalog;
+mod config;
+mod error;
+mod insights;
+mod jobs;
+mod metrics;
+mod ops;
+mod personalization;
+mod server;
+mod state;
+mod time;
+mod trends;
 
-pub use config::Config;
+pub use auth::{Acl, ApiKey, Keys};
+pub use config::{AppEntry, Config, KeyEntry};
 pub use error::{Error, Result, MAX_BATCH_EVENTS, MAX_BODY_BYTES};
+pub use jobs::{Job, JobState, Jobs};
+pub use metrics::Metrics;
 pub use server::{router, serve, shutdown_signal};
-pub use state::State;
+pub use state::{State, STRATEGY_TTL};

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use affinity_engine::Engine;
-use affinity_http::auth::{Acl, Keys};
+use affinity_http::{Acl, Keys};
 use serde_json::{json, Value};
 
 const CHILD_DIR: &str = "AFFINITY_HTTP_CRASH_CHILD_DIR";

@@ -15,7 +15,9 @@
 //!   read-modify-write on one row's cells;
 //! - [`memory`]: [`MemoryStore`], the reference store built from those;
 //! - `conformance` (feature `conformance`): `conformance_suite!`, one test
-//!   per case for any backend, and the reference-model property test.
+//!   per case for any backend, and the reference-model property test;
+//! - `counting` (feature `counting`): `CountingStore`, a wrapper that counts
+//!   the rows, cells and bytes reads return, per table.
 //!
 //! It is not a storage engine: it knows nothing of RocksDB or gRPC, and its
 //! `MemoryStore` favours obvious correctness over speed.
@@ -38,6 +40,8 @@ pub mod apply;
 pub mod cell;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(feature = "counting")]
+pub mod counting;
 pub mod error;
 pub mod eval;
 pub mod filter;

@@ -1,5 +1,5 @@
 //! Criterion benchmarks of curve encoding and range-cover planning.
-//! `affinity bench keys` prints the fuller report (`bench::bench_report`).
+//! `affinity bench keys` prints the fuller report (crate `affinity-bench`).
 
 use std::hint::black_box;
 
@@ -49,9 +49,18 @@ fn encode(c: &mut Criterion) {
     group.finish();
 }
 
+/// Box sizes of the report: side in km, and a label.
+const BOX_SIZES: [(f64, &str); 5] = [
+    (1.0, "1 km"),
+    (10.0, "10 km"),
+    (100.0, "100 km"),
+    (1000.0, "1000 km"),
+    (5000.0, "continent"),
+];
+
 fn plan(c: &mut Criterion) {
     let mut group = c.benchmark_group("cover");
-    for (km, label) in affinity_rowkey::bench::BOX_SIZES {
+    for (km, label) in BOX_SIZES {
         let Ok(bbox) = BBox::around(-122.68, 45.52, km) else {
             continue;
         };

@@ -18,6 +18,10 @@ pub enum Error {
     /// A timestamp outside what the key format can hold, or unparsable.
     #[error("invalid timestamp {value}: {reason}")]
     InvalidTimestamp { value: String, reason: &'static str },
+    /// A time given by a person ([`crate::time::parse_time`]) in none of
+    /// the accepted forms, or out of range.
+    #[error("invalid time {value:?}: {reason}")]
+    InvalidTime { value: String, reason: String },
     /// A binary tuple that does not decode.
     #[error("malformed tuple at byte {offset}: {reason}")]
     MalformedTuple { offset: usize, reason: &'static str },

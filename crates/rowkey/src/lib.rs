@@ -2,7 +2,9 @@
 //! model, each small, exact and fast.
 //!
 //! - [`composite`]: the events key `app_id,user_token,timestamp[,suffix]`
-//!   (ISO-8601 UTC milliseconds, content-derived suffix) and its prefixes.
+//!   (ISO-8601 UTC milliseconds, content-derived suffix) and its prefixes;
+//!   [`time`]: those timestamps, and the looser forms people write
+//!   ([`time::parse_time`]).
 //! - [`tuple`](mod@tuple): a binary order-preserving tuple codec for internal tables.
 //! - [`salt`], [`fanout`], [`migration`]: salted keys for hot key ranges,
 //!   fan-out scans merged in key order, forward-looking migration.
@@ -60,7 +62,6 @@
 
 #![deny(clippy::host_endian_bytes, clippy::little_endian_bytes)]
 
-pub mod bench;
 pub mod composite;
 pub mod cover;
 pub mod curve;

@@ -1,6 +1,11 @@
 //! ISO-8601 UTC timestamps with milliseconds (`2019-05-28T00:04:34.000Z`),
 //! the fixed-width form the events key uses so rows read well in `cbt` and
-//! sort chronologically as strings.
+//! sort chronologically as strings; and [`parse_time`], the looser forms
+//! people write (RFC 3339 with offsets, epoch seconds or milliseconds).
+
+mod forms;
+
+pub use forms::parse_time;
 
 use crate::error::{Error, Result};
 

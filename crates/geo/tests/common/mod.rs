@@ -1,13 +1,17 @@
-//! Shared helpers: the test data, and a brute-force reference.
+//! Shared helpers: the test data, data sets and their queries, and
+//! a brute-force reference.
 #![allow(dead_code)]
+
+pub mod datasets;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use affinity_geo::bench::{queries, Dataset};
 use affinity_geo::{Point, PointLayout, PointTable};
 use affinity_model::Store;
 use affinity_rowkey::plan::GeoQuery;
+
+use datasets::{queries, Dataset};
 
 /// `testdata/geo/NAME` of the repository.
 pub fn geo_file(name: &str) -> PathBuf {
@@ -59,8 +63,9 @@ pub fn brute_force(q: &GeoQuery, stored: &[Point]) -> Vec<Ident> {
     v
 }
 
-/// Load `ds` into `store` under `layout` and check every benchmark query
-/// (plus `extra`) against brute force; returns (queries, points returned).
+/// Load `ds` into `store` under `layout` and check every query of the data
+/// set (plus `extra`) against brute force; returns (queries, points
+/// returned).
 pub fn check_dataset(
     store: &dyn Store,
     ds: &Dataset,
@@ -73,7 +78,7 @@ pub fn check_dataset(
         table.write(chunk).unwrap();
     }
     let reference = stored(&layout, &ds.points);
-    let mut all: Vec<GeoQuery> = queries(ds).unwrap().into_iter().map(|q| q.query).collect();
+    let mut all = queries(ds);
     all.extend_from_slice(extra);
     let mut returned = 0;
     for q in &all {

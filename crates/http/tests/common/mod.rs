@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use affinity_engine::Engine;
-use affinity_http::auth::{Acl, Keys};
 use affinity_http::State;
+use affinity_http::{Acl, Keys};
 use affinity_model::Store;
 use reqwest::{Method, RequestBuilder, Response};
 use serde_json::{json, Value};

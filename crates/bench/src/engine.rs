@@ -1,0 +1,282 @@
+//! `affinity bench engine`: the engine's two hot paths on the embedded
+//! store, without HTTP.
+//!
+//! - `batch`: bulk-loads N events (100 per user, 6 facets of 30 values
+//!   each, spread over 89 days) straight into the events table (unsynced),
+//!   then times `Engine::recompute` with a strategy scoring 3 event kinds
+//!   and 2 of the 6 facets, for each `--threads` count.
+//! - `ingest`: times `Engine::ingest` of N events (6 filters each) spread
+//!   over `--users` users and the last `--days` days, in API-sized batches
+//!   of 1000 from `--clients` concurrent clients, with synced writes (the
+//!   streaming path: events table, trends, profile state).
+//!
+//! With `--data DIR`, `batch --loaded` reruns the recompute on events an
+//! earlier run with the same `--events` left there.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use affinity_embedded::{EmbeddedOptions, EmbeddedStore};
+use affinity_engine::scoring::{FacetCounts, ScoredEvent};
+use affinity_engine::{
+    AppConfig, Engine, Event, EventType, Limits, Progress, RecomputeOptions, Schema, Strategy,
+};
+use affinity_model::{RowMutations, Store};
+use affinity_rowkey::composite::EventKey;
+use anyhow::Context;
+use serde_json::json;
+
+/// The goals of issue 4, printed next to the figures.
+const GOAL_BATCH: f64 = 1_500_000.0;
+const GOAL_INGEST: f64 = 100_000.0;
+const DAY: i64 = 86_400_000;
+const APP: &str = "bench";
+const FACETS: [&str; 6] = [
+    "brand",
+    "category",
+    "color",
+    "size",
+    "material",
+    "price_range",
+];
+const NAMES: [(EventType, &str); 3] = [
+    (EventType::View, "Product Viewed"),
+    (EventType::Click, "Product Clicked"),
+    (EventType::Conversion, "Purchase"),
+];
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Batch recompute of bulk-loaded events.
+    Batch,
+    /// Streaming ingest from concurrent clients.
+    Ingest,
+}
+
+#[derive(clap::Args)]
+pub struct EngineBenchArgs {
+    /// Which path to time.
+    #[arg(value_enum)]
+    mode: Mode,
+    /// The events layout: narrow or wide.
+    #[arg(long, default_value = "wide", value_parser = parse_schema)]
+    schema: Schema,
+    /// Events to load (batch) or ingest.
+    #[arg(long, default_value_t = 10_000_000)]
+    events: usize,
+    /// batch: the store in --data already holds the events of an earlier
+    /// run with the same --events (time the recompute alone).
+    #[arg(long)]
+    loaded: bool,
+    /// batch: recompute thread counts to run, one recompute each.
+    #[arg(long, value_delimiter = ',', default_value = "2")]
+    threads: Vec<usize>,
+    /// ingest: users the events are spread over.
+    #[arg(long, default_value_t = 10_000)]
+    users: u64,
+    /// ingest: days back event times spread over (1: live traffic; 80: a
+    /// backfill, about one event per user and day).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=80))]
+    days: u64,
+    /// ingest: concurrent clients, each sending its share in batches of
+    /// 1000.
+    #[arg(long, default_value_t = 4)]
+    clients: usize,
+    /// ingest: do not sync the log before a batch returns (not durable;
+    /// to see what syncing costs).
+    #[arg(long)]
+    no_sync: bool,
+}
+
+fn parse_schema(text: &str) -> Result<Schema, String> {
+    Schema::parse(text).map_err(|e| e.to_string())
+}
+
+fn strategy() -> anyhow::Result<Strategy> {
+    Ok(Strategy::from_json(&json!({
+        "eventsScoring":[{"eventName":"Product Viewed","eventType":"view","score":1},
+                         {"eventName":"Product Clicked","eventType":"click","score":10},
+                         {"eventName":"Purchase","eventType":"conversion","score":50}],
+        "facetsScoring":[{"facetName":"brand","score":100},{"facetName":"category","score":50}],
+        "personalizationImpact":75}))?)
+}
+
+/// Deterministic pseudo-random numbers (splitmix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// One value of each facet, as `(facet, value)`.
+    fn filters(&mut self) -> Vec<(String, String)> {
+        FACETS
+            .iter()
+            .map(|f| (f.to_string(), format!("{f}{}", self.next() % 30)))
+            .collect()
+    }
+}
+
+/// Run the benchmark on the embedded store in `data` (default: a temporary
+/// directory, removed afterwards).
+pub fn run(args: EngineBenchArgs, data: Option<&Path>) -> anyhow::Result<()> {
+    anyhow::ensure!(args.events > 0, "--events must be positive");
+    anyhow::ensure!(
+        !args.loaded || data.is_some(),
+        "--loaded needs --data: the directory an earlier run loaded"
+    );
+    let (dir, _tmp) = crate::data_dir(data)?;
+    let mut options = EmbeddedOptions::default();
+    options.sync_writes = args.mode == Mode::Ingest && !args.no_sync;
+    let store: Arc<dyn Store> = Arc::new(
+        EmbeddedStore::open_with(&dir, options)
+            .with_context(|| format!("opening the embedded store in {}", dir.display()))?,
+    );
+    let engine = Engine::open(store)?;
+    engine.configure_app(
+        APP,
+        AppConfig {
+            schema: args.schema,
+            retention_days: 90,
+        },
+    )?;
+    engine.set_strategy(APP, &strategy()?)?;
+    match args.mode {
+        Mode::Batch => batch(&engine, &args),
+        Mode::Ingest => ingest(&engine, &args),
+    }
+}
+
+fn batch(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
+    let app = engine.app(APP)?;
+    let now = engine.now_millis();
+    let n = args.events;
+    if !args.loaded {
+        let mut rng = Rng(42);
+        let users = n.div_ceil(100);
+        let t = Instant::now();
+        let mut entries = Vec::with_capacity(1000);
+        for u in 0..users {
+            for _ in 0..100.min(n - u * 100) {
+                let ts = now - 60_000 - (rng.next() % (89 * DAY as u64)) as i64;
+                let (ty, name) = NAMES[(rng.next() % 3) as usize];
+                let event = ScoredEvent {
+                    event_type: ty,
+                    event_name: name.into(),
+                    timestamp_millis: ts,
+                    counts: FacetCounts::from_pairs(&rng.filters()),
+                };
+                let user = format!("user{u:08}");
+                let key = EventKey::for_event(APP, &user, ts, &rng.next().to_be_bytes())?;
+                let key = app.event_key(key.encode()?.as_bytes());
+                entries.push(RowMutations::new(key, args.schema.mutations(&event)));
+                if entries.len() == 1000 {
+                    write(&app, &mut entries)?;
+                }
+            }
+        }
+        write(&app, &mut entries)?;
+        eprintln!(
+            "loaded {n} events of {users} users ({}) in {:.1} s",
+            args.schema.as_str(),
+            t.elapsed().as_secs_f64()
+        );
+    }
+    for &threads in &args.threads {
+        let progress = Progress::default();
+        let t = Instant::now();
+        let options = RecomputeOptions {
+            threads: threads.max(1),
+            shard: None,
+        };
+        let report = engine.recompute(APP, options, &progress)?;
+        let secs = t.elapsed().as_secs_f64();
+        let rate = report.events as f64 / secs;
+        println!(
+            "batch {} ({threads} threads): {} events, {} profiles, {} ranges in {secs:.2} s \
+             = {rate:.0} events/s (goal: >= {GOAL_BATCH:.0} events/s, wide)",
+            args.schema.as_str(),
+            report.events,
+            report.profiles,
+            report.ranges,
+        );
+    }
+    Ok(())
+}
+
+fn write(app: &affinity_engine::App, entries: &mut Vec<RowMutations>) -> anyhow::Result<()> {
+    if !entries.is_empty() {
+        for status in app.events.mutate_rows(entries)? {
+            status?;
+        }
+        entries.clear();
+    }
+    Ok(())
+}
+
+fn ingest(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.users > 0, "--users must be positive");
+    let now = engine.now_millis();
+    let limits = Limits {
+        now_millis: now,
+        max_age_millis: 89 * DAY,
+        max_skew_millis: 0,
+    };
+    let mut rng = Rng(42);
+    let events: Vec<Event> = (0..args.events)
+        .map(|_| {
+            let (ty, name) = NAMES[(rng.next() % 3) as usize];
+            let filters: Vec<String> = rng
+                .filters()
+                .into_iter()
+                .map(|(f, v)| format!("{f}:{v}"))
+                .collect();
+            let v = json!({"eventType": ty.as_str(), "eventName": name, "index": "products",
+                "userToken": format!("user{}", rng.next() % args.users),
+                "timestamp": now - 60_000 - (rng.next() % (args.days * DAY as u64)) as i64,
+                "filters": filters});
+            Event::from_json(&v, &limits)
+        })
+        .collect::<Result<_, _>>()?;
+    let clients = args.clients.max(1);
+    let share = events.len().div_ceil(clients).max(1);
+    let t = Instant::now();
+    let stored = std::thread::scope(|s| {
+        let handles: Vec<_> = events
+            .chunks(share)
+            .map(|part| {
+                s.spawn(move || -> anyhow::Result<usize> {
+                    let mut stored = 0;
+                    for chunk in part.chunks(1000) {
+                        stored += engine.ingest(APP, chunk)?.stored;
+                    }
+                    Ok(stored)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("an ingest client panicked")))
+            })
+            .sum::<anyhow::Result<usize>>()
+    })?;
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "ingest {} ({clients} clients, {} users, {} days{}): {stored} events in {secs:.2} s \
+         = {:.0} events/s (goal: >= {GOAL_INGEST:.0} events/s)",
+        args.schema.as_str(),
+        args.users,
+        args.days,
+        if args.no_sync { ", not synced" } else { "" },
+        stored as f64 / secs
+    );
+    Ok(())
+}

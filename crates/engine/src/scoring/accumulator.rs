@@ -1,0 +1,310 @@
+//! [`Accumulator`]: the one implementation of the formula (see
+//! [`crate::scoring`]), fed by every path.
+
+use rustc_hash::FxHashMap;
+
+use super::sorted::SortedScores;
+use super::{scale, Profile, ScoredEvent, MAX_VALUES_PER_FACET};
+use crate::event::EventType;
+use crate::strategy::Weights;
+
+/// Sums the raw scores of one user. Whole events go in by
+/// [`Accumulator::add_event`]; the batch and profile readers, which resolve
+/// a column's facet slot and weight once per scan, add `raw(facet, value)`
+/// directly ([`Accumulator::add_at`], [`Accumulator::add_utf8_at`]) and
+/// note scoring events' times themselves.
+#[derive(Debug)]
+pub(crate) struct Accumulator<'w> {
+    weights: &'w Weights,
+    /// `raw(facet, value)` by the facet's slot in the weights (empty until
+    /// the first count); values are UTF-8, kept as bytes so that a value
+    /// read as bytes is checked once, when first met.
+    raw: Vec<FxHashMap<Vec<u8>, i64>>,
+    last_event_millis: Option<i64>,
+}
+
+impl<'w> Accumulator<'w> {
+    pub(crate) fn new(weights: &'w Weights) -> Accumulator<'w> {
+        Accumulator {
+            weights,
+            raw: Vec::new(),
+            last_event_millis: None,
+        }
+    }
+
+    /// Count one distinct event, and note its time when it is a scoring
+    /// event.
+    pub(crate) fn add_event(&mut self, event: &ScoredEvent) {
+        self.add_counts(event, 1);
+        if event.is_scoring(self.weights) {
+            self.note_event_time(event.timestamp_millis);
+        }
+    }
+
+    /// Add an event's counts `times` times (negative to take them back)
+    /// without noting its time: the correction of an event counted other
+    /// than once.
+    pub(crate) fn add_counts(&mut self, event: &ScoredEvent, times: i64) {
+        for (f, v, n) in event.counts.iter() {
+            self.add_count(
+                event.event_type,
+                &event.event_name,
+                f,
+                v,
+                i64::from(n) * times,
+            );
+        }
+    }
+
+    /// Add `count` occurrences of `facet:value` in events of `(ty, name)`.
+    fn add_count(&mut self, ty: EventType, name: &str, facet: &str, value: &str, count: i64) {
+        let (Some(es), Some((slot, fs))) =
+            (self.weights.event(ty, name), self.weights.facet_slot(facet))
+        else {
+            return;
+        };
+        self.add_at(slot, value, i64::from(es) * i64::from(fs) * count);
+    }
+
+    /// Add `eventScore * facetScore * count`, computed by the caller, to
+    /// `raw(facet, value)` of the facet of slot `slot`
+    /// ([`Weights::facet_slot`]).
+    pub(crate) fn add_at(&mut self, slot: usize, value: &str, add: i64) {
+        // Text already: nothing to check.
+        let Ok(()) = self.add_new_checked(slot, value.as_bytes(), add, |_| {
+            Ok::<(), std::convert::Infallible>(())
+        });
+    }
+
+    /// [`Accumulator::add_at`] of a value given as bytes, which must be
+    /// UTF-8: checked only the first time the value is met (a scan meets
+    /// a heavy user's values thousands of times each).
+    pub(crate) fn add_utf8_at(
+        &mut self,
+        slot: usize,
+        value: &[u8],
+        add: i64,
+    ) -> Result<(), std::str::Utf8Error> {
+        self.add_new_checked(slot, value, add, |v| std::str::from_utf8(v).map(drop))
+    }
+
+    /// `raw(slot, value) += add`; a value not met before is kept only if
+    /// `check` passes it.
+    fn add_new_checked<E>(
+        &mut self,
+        slot: usize,
+        value: &[u8],
+        add: i64,
+        check: impl FnOnce(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let m = self.values_at(slot);
+        if let Some(r) = m.get_mut(value) {
+            *r += add;
+        } else {
+            check(value)?;
+            m.insert(value.to_vec(), add);
+        }
+        Ok(())
+    }
+
+    /// The values of slot `slot` (every slot's map made on first use).
+    fn values_at(&mut self, slot: usize) -> &mut FxHashMap<Vec<u8>, i64> {
+        if self.raw.is_empty() {
+            self.raw
+                .resize_with(self.weights.facet_names().len(), FxHashMap::default);
+        }
+        &mut self.raw[slot]
+    }
+
+    /// Note that a scoring event happened at `millis`.
+    pub(crate) fn note_event_time(&mut self, millis: i64) {
+        self.last_event_millis = Some(self.last_event_millis.map_or(millis, |l| l.max(millis)));
+    }
+
+    /// The profile, `None` without a scoring event.
+    pub(crate) fn finish(mut self, user_token: &str) -> Option<Profile> {
+        let (last_event_millis, scores) = self.take_sorted()?;
+        Some(scores.into_profile(user_token, last_event_millis))
+    }
+
+    /// The time of the latest scoring event and the scores, `None` without
+    /// a scoring event; leaves the accumulator empty, its maps' room kept,
+    /// for the next user of a scan.
+    pub(crate) fn take_sorted(&mut self) -> Option<(i64, SortedScores)> {
+        let Some(last_event_millis) = self.last_event_millis.take() else {
+            self.raw.iter_mut().for_each(FxHashMap::clear);
+            return None;
+        };
+        let names = self.weights.facet_names();
+        let mut kept: Vec<(String, RawValues)> = Vec::with_capacity(names.len());
+        for (facet, values) in names.iter().zip(&mut self.raw) {
+            let mut taken: RawValues = Vec::with_capacity(values.len());
+            taken.extend(values.drain().filter(|(_, r)| *r > 0));
+            if values.capacity() > 4096 {
+                // A heavy user's room would make every later user's drain
+                // walk it.
+                *values = FxHashMap::default();
+            }
+            if taken.len() > MAX_VALUES_PER_FACET {
+                // The kept values: the highest scores, ties to the smaller
+                // value (values are distinct: one order; bytes sort as
+                // their text does).
+                taken.select_nth_unstable_by(MAX_VALUES_PER_FACET - 1, |a, b| {
+                    b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0))
+                });
+                taken.truncate(MAX_VALUES_PER_FACET);
+            }
+            if !taken.is_empty() {
+                taken.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                kept.push((facet.clone(), taken));
+            }
+        }
+        kept.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let max = kept
+            .iter()
+            .flat_map(|(_, vs)| vs.iter().map(|v| v.1))
+            .max()
+            .unwrap_or(0);
+        let scores = kept
+            .into_iter()
+            .map(|(facet, values)| {
+                let values = values
+                    .into_iter()
+                    .map(|(v, r)| (utf8_string(v), scale(r, max)))
+                    .collect();
+                (facet, values)
+            })
+            .collect();
+        Some((last_event_millis, SortedScores(scores)))
+    }
+}
+
+/// One facet's values as the accumulator holds them: `(value as UTF-8
+/// bytes, raw score)`.
+type RawValues = Vec<(Vec<u8>, i64)>;
+
+/// A value the accumulator holds as text: every one was checked as it went
+/// in (by `&str` or by [`Accumulator::add_utf8_at`]), so the lossy branch
+/// never runs.
+fn utf8_string(value: Vec<u8>) -> String {
+    String::from_utf8(value).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scoring::FacetCounts;
+    use crate::strategy::Strategy;
+    use serde_json::json;
+
+    fn strategy() -> Strategy {
+        Strategy::from_json(
+            &json!({"eventsScoring":[{"eventName":"click","eventType":"click","score":10},
+            {"eventName":"buy","eventType":"conversion","score":50}],
+            "facetsScoring":[{"facetName":"brand","score":100},{"facetName":"color","score":10}],
+            "personalizationImpact":50}),
+        )
+        .unwrap()
+    }
+
+    /// An event of `(ty, name)` at `millis` with one count of each pair.
+    fn event(ty: EventType, name: &str, millis: i64, pairs: &[(&str, &str)]) -> ScoredEvent {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(f, v)| (f.to_string(), v.to_string()))
+            .collect();
+        ScoredEvent {
+            event_type: ty,
+            event_name: name.into(),
+            timestamp_millis: millis,
+            counts: FacetCounts::from_pairs(&pairs),
+        }
+    }
+
+    #[test]
+    fn an_accumulator_taken_from_starts_the_next_user_empty() {
+        let strategy = strategy();
+        let weights = strategy.weights();
+        let mut reused = Accumulator::new(&weights);
+        // A scoring user, then one with only an unscored count.
+        let apple = event(EventType::Click, "click", 100, &[("brand", "Apple")]);
+        reused.add_counts(&apple, 3);
+        reused.add_event(&event(
+            EventType::Click,
+            "click",
+            100,
+            &[("color", "Black")],
+        ));
+        assert!(reused.take_sorted().is_some());
+        reused.add_counts(
+            &event(EventType::Click, "click", 150, &[("brand", "Samsung")]),
+            0,
+        );
+        assert_eq!(reused.take_sorted(), None);
+        // The next user sees neither.
+        let mut fresh = Accumulator::new(&weights);
+        let samsung = event(EventType::Conversion, "buy", 200, &[("brand", "Samsung")]);
+        for acc in [&mut reused, &mut fresh] {
+            acc.add_event(&samsung);
+        }
+        let taken = reused.take_sorted();
+        assert_eq!(taken, fresh.take_sorted());
+        let (last, scores) = taken.unwrap();
+        assert_eq!(last, 200);
+        assert_eq!(
+            scores.0,
+            vec![("brand".to_string(), vec![("Samsung".to_string(), 20)])]
+        );
+    }
+
+    #[test]
+    fn events_note_their_time_only_when_they_score() {
+        let strategy = strategy();
+        let weights = strategy.weights();
+        let mut acc = Accumulator::new(&weights);
+        // Scored type, unscored facet; unscored type, scored facet.
+        acc.add_event(&event(EventType::Click, "click", 300, &[("size", "L")]));
+        acc.add_event(&event(EventType::View, "view", 400, &[("brand", "Apple")]));
+        assert_eq!(acc.take_sorted(), None);
+        acc.add_event(&event(
+            EventType::Click,
+            "click",
+            100,
+            &[("brand", "Apple")],
+        ));
+        acc.add_event(&event(EventType::Click, "click", 300, &[("size", "L")]));
+        // A correction counts but is not an event of its own.
+        acc.add_counts(
+            &event(EventType::Click, "click", 500, &[("brand", "Apple")]),
+            -1,
+        );
+        acc.add_counts(
+            &event(EventType::Click, "click", 500, &[("brand", "Apple")]),
+            2,
+        );
+        let (last, scores) = acc.take_sorted().unwrap();
+        assert_eq!(last, 100);
+        assert_eq!(
+            scores.0,
+            vec![("brand".to_string(), vec![("Apple".to_string(), 20)])]
+        );
+    }
+
+    #[test]
+    fn values_given_as_bytes_must_be_utf8_and_count_as_text() {
+        let strategy = strategy();
+        let weights = strategy.weights();
+        let (slot, _) = weights.facet_slot("brand").unwrap();
+        let mut acc = Accumulator::new(&weights);
+        assert!(acc.add_utf8_at(slot, b"Caf\xc3\xa9", 10).is_ok());
+        assert!(acc.add_utf8_at(slot, b"Caf\xc3\xa9", 5).is_ok());
+        assert!(acc.add_utf8_at(slot, b"bad \xff", 5).is_err());
+        acc.add_at(slot, "Café", 5);
+        acc.note_event_time(1);
+        let (_, scores) = acc.take_sorted().unwrap();
+        assert_eq!(
+            scores.0,
+            vec![("brand".to_string(), vec![("Café".to_string(), 20)])]
+        );
+    }
+}
