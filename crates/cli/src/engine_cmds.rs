@@ -1,6 +1,6 @@
-//! The engine's commands: catalog, strategy, ingest, recompute, profile,
-//! delete-user. Each opens the backend, calls one engine function and
-//! prints its result.
+//! The engine's commands: catalog, strategy, ingest, export, rebuild,
+//! maintain, profile, delete-user, migrate. Each opens the backend, calls
+//! one engine function and prints its result.
 
 use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::PathBuf;
@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use affinity_engine::{
-    AppConfig, Engine, MaintainOptions, Progress, RecomputeOptions, Schema, Strategy,
+    AppConfig, Engine, ExportOptions, MaintainOptions, Progress, RebuildOptions, Schema, Strategy,
 };
 use anyhow::{bail, Context};
 
@@ -78,11 +78,7 @@ pub enum StrategyCommand {
 pub fn strategy(cmd: StrategyCommand, backend: &BackendArgs) -> anyhow::Result<()> {
     match cmd {
         StrategyCommand::Set { app, file } => {
-            let mut text = String::new();
-            open_input(&file)?.read_to_string(&mut text)?;
-            let json: serde_json::Value = serde_json::from_str(&text)
-                .with_context(|| format!("{} is not JSON", file.display()))?;
-            let strategy = Strategy::from_json(&json)?;
+            let strategy = read_strategy(&file)?;
             let updated_at = open_engine(backend)?.set_strategy(&app.app, &strategy)?;
             println!(
                 "{}",
@@ -91,10 +87,7 @@ pub fn strategy(cmd: StrategyCommand, backend: &BackendArgs) -> anyhow::Result<(
                     "updatedAt": affinity_rowkey::time::format_seconds(updated_at)?,
                 })
             );
-            eprintln!(
-                "run `affinity recompute --app {}` to rescore every profile",
-                app.app
-            );
+            eprintln!("profile reads score with it from now on");
         }
         StrategyCommand::Get { app } => match open_engine(backend)?.strategy(&app.app)? {
             Some(strategy) => println!("{}", serde_json::to_string_pretty(&strategy.to_json())?),
@@ -102,6 +95,15 @@ pub fn strategy(cmd: StrategyCommand, backend: &BackendArgs) -> anyhow::Result<(
         },
     }
     Ok(())
+}
+
+/// A strategy (the Algolia strategy JSON) from `FILE` or `-`.
+fn read_strategy(file: &PathBuf) -> anyhow::Result<Strategy> {
+    let mut text = String::new();
+    open_input(file)?.read_to_string(&mut text)?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))?;
+    Ok(Strategy::from_json(&json)?)
 }
 
 #[derive(clap::Args)]
@@ -160,20 +162,24 @@ pub fn ingest(args: IngestArgs, backend: &BackendArgs) -> anyhow::Result<()> {
 }
 
 #[derive(clap::Args)]
-pub struct RecomputeArgs {
+pub struct ExportArgs {
     #[command(flatten)]
     app: AppArgs,
-    /// Take only shard I of N (`I/N`, 0-based), so N processes split a job.
+    /// Score under this strategy (the Algolia strategy JSON, or `-`)
+    /// instead of the current one: a candidate's effect on everyone,
+    /// without setting it.
+    #[arg(long, value_name = "FILE")]
+    strategy: Option<PathBuf>,
+    /// Where the profiles go, one JSON line each (`-`: stdout).
+    #[arg(long, value_name = "FILE", default_value = "-")]
+    out: PathBuf,
+    /// Take only shard I of N (`I/N`, 0-based), so N processes split the
+    /// users.
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
     shard: Option<(usize, usize)>,
     /// Scanning threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
-    /// Run as the named, restartable job: every process given the same
-    /// name (e.g. the N `--shard` processes) shares one split, and a rerun
-    /// after a crash skips the ranges already done.
-    #[arg(long, value_name = "NAME")]
-    job: Option<String>,
 }
 
 fn parse_shard(text: &str) -> Result<(usize, usize), String> {
@@ -192,26 +198,97 @@ fn parse_shard(text: &str) -> Result<(usize, usize), String> {
     Ok((i, n))
 }
 
-pub fn recompute(args: RecomputeArgs, backend: &BackendArgs) -> anyhow::Result<()> {
+pub fn export(args: ExportArgs, backend: &BackendArgs) -> anyhow::Result<()> {
+    let engine = open_engine(backend)?;
+    let candidate = args.strategy.as_ref().map(read_strategy).transpose()?;
+    let to_stdout = args.out.as_os_str() == "-";
+    let out: Box<dyn Write + Send> = if to_stdout {
+        Box::new(std::io::stdout())
+    } else {
+        let file = std::fs::File::create(&args.out)
+            .with_context(|| format!("creating {}", args.out.display()))?;
+        Box::new(file)
+    };
+    let out = std::sync::Mutex::new(std::io::BufWriter::new(out));
+    let sink = |_user: &str, json: &[u8]| -> std::io::Result<()> {
+        let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
+        out.write_all(json)?;
+        out.write_all(b"\n")
+    };
+    let progress = Progress::default();
+    let options = ExportOptions {
+        threads: args.threads.max(1),
+        shard: args.shard,
+    };
+    let report = with_progress(&progress, || {
+        engine.export(&args.app.app, options, candidate.as_ref(), &sink, &progress)
+    })?;
+    out.into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .flush()
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    let secs = progress.snapshot().elapsed.as_secs_f64();
+    let strategy = match report.strategy_version {
+        Some(v) => format!(
+            "the current strategy, updated at {}",
+            affinity_rowkey::time::format_seconds(v)?
+        ),
+        None => "the candidate strategy".to_string(),
+    };
+    let summary = format!(
+        "exported {} profiles from {} events in {secs:.2} s ({:.0} events/s, {} ranges, {strategy})",
+        report.profiles,
+        report.events,
+        report.events as f64 / secs.max(1e-9),
+        report.ranges,
+    );
+    // The profiles alone on stdout, when they go there.
+    if to_stdout {
+        eprintln!("{summary}");
+    } else {
+        println!("{summary}");
+    }
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct RebuildArgs {
+    #[command(flatten)]
+    app: AppArgs,
+    /// Take only shard I of N (`I/N`, 0-based), so N processes split the
+    /// work (give them the same `--job`).
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    shard: Option<(usize, usize)>,
+    /// Parallel threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Run as the named, restartable job: every process given the same
+    /// name shares one split, and a rerun skips the ranges already done.
+    #[arg(long, value_name = "NAME")]
+    job: Option<String>,
+}
+
+pub fn rebuild(args: RebuildArgs, backend: &BackendArgs) -> anyhow::Result<()> {
     let engine = open_engine(backend)?;
     let progress = Progress::default();
-    let options = RecomputeOptions {
+    let options = RebuildOptions {
         threads: args.threads.max(1),
         shard: args.shard,
     };
     let report = with_progress(&progress, || match &args.job {
-        Some(job) => engine.recompute_job(&args.app.app, options, job, &progress),
-        None => engine.recompute(&args.app.app, options, &progress),
+        Some(job) => engine.rebuild_job(&args.app.app, options, job, &progress),
+        None => engine.rebuild(&args.app.app, options, &progress),
     })?;
-    let snap = progress.snapshot();
+    let secs = progress.snapshot().elapsed.as_secs_f64();
     println!(
-        "recomputed {} profiles from {} events in {:.2} s ({:.0} events/s, {} ranges, strategy version {})",
-        report.profiles,
+        "rebuilt {} users from {} events in {secs:.2} s: the state of {} events restored, \
+         {} days marked for reads ({:.0} events/s, {} ranges)",
+        report.users,
         report.events,
-        snap.elapsed.as_secs_f64(),
-        report.events as f64 / snap.elapsed.as_secs_f64().max(1e-9),
+        report.restored,
+        report.markers,
+        report.events as f64 / secs.max(1e-9),
         report.ranges,
-        report.strategy_version
     );
     Ok(())
 }

@@ -32,7 +32,7 @@ enum Command {
     /// Look inside any backend, like `cbt`: create tables, write and read cells.
     Table(table::TableArgs),
     /// The walk-through: a generated shop through the real engine on the
-    /// embedded store, profiles, a strategy change and the batch recompute.
+    /// embedded store, profiles, a candidate strategy exported, then set.
     Demo(demo::DemoArgs),
     /// Serve the HTTP API (Algolia Insights and Personalization shapes).
     Serve(serve::ServeArgs),
@@ -44,8 +44,12 @@ enum Command {
     Strategy(engine_cmds::StrategyCommand),
     /// Ingest Insights events (JSON lines) into the events table and profiles.
     Ingest(engine_cmds::IngestArgs),
-    /// Recompute every profile of an application with its current strategy.
-    Recompute(engine_cmds::RecomputeArgs),
+    /// Every user's profile scored from the events table, under the current
+    /// or a candidate strategy, as JSON lines (a batch job, shardable).
+    Export(engine_cmds::ExportArgs),
+    /// Re-derive profile state from the events table: restores what is
+    /// missing, never double counts (a batch job: shardable, restartable).
+    Rebuild(engine_cmds::RebuildArgs),
     /// Fold closed days into every user's rollup and drop expired days from
     /// it, so profile reads stay fast however long the history (a batch
     /// job: shardable, restartable; `affinity serve` runs it on a schedule).
@@ -85,7 +89,8 @@ fn main() {
         Command::Catalog(cmd) => engine_cmds::catalog(cmd, backend),
         Command::Strategy(cmd) => engine_cmds::strategy(cmd, backend),
         Command::Ingest(args) => engine_cmds::ingest(args, backend),
-        Command::Recompute(args) => engine_cmds::recompute(args, backend),
+        Command::Export(args) => engine_cmds::export(args, backend),
+        Command::Rebuild(args) => engine_cmds::rebuild(args, backend),
         Command::Maintain(args) => engine_cmds::maintain(args, backend),
         Command::Profile(args) => engine_cmds::profile(args, backend),
         Command::DeleteUser(args) => engine_cmds::delete_user(args, backend),

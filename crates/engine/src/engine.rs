@@ -10,10 +10,11 @@
 //! - `events.<app>`: the application's events (see [`crate::schema`]);
 //!   families `view`, `click`, `conversion` and `e`, all with GC max-age =
 //!   the retention.
-//! - `profiles.<app>`: row `user` holds the batch profile (family `b`),
-//!   rows `user,DAY` the streaming state (families `n`, `i`, `t`, see
-//!   [`crate::state`]); rows `~job,<name>` and `~migrate` the state of
-//!   recompute jobs and of a migration (no user token contains `~`).
+//! - `profiles.<app>`: rows `user,DAY` the profile state (families `n`,
+//!   `i`, `t`, see [`crate::state`]), row `user,!` the user's rollup (see
+//!   [`crate::rollup`]); rows `~job,<name>` and `~migrate` the state of
+//!   batch jobs and of a migration (family `b`; no user token contains
+//!   `~`).
 //! - `trends.<app>`: one row per (event, located object), keyed by place
 //!   and time, for regional trends (see [`crate::trends`]).
 //!
@@ -226,7 +227,7 @@ impl Engine {
                     GcRule::MaxAge(Duration::from_millis(7 * DAY_MILLIS as u64)),
                 ]),
             )
-            .with_family("b", one)
+            .with_family(crate::job::JOBS_FAMILY, one)
     }
 
     fn open_tables(&self, app: &str, settings: AppSettings) -> Result<App> {

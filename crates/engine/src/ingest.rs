@@ -33,11 +33,14 @@
 //!   atomic and commutative.
 //!
 //! A profile read reflects an event as soon as its ingestion returns.
+//!
+//! Steps (2) and (3) are `Engine::write_state`, which a rebuild
+//! (`rebuild.rs`) also calls, for stored events whose state is missing.
 
 use std::io::BufRead;
 
 use affinity_model::{limits, Mutation, RowMutations};
-use affinity_rowkey::composite::{event_hash, event_key_text};
+use affinity_rowkey::composite::{event_hash, event_key_text, EventKey};
 
 use crate::arena::Arena;
 use crate::csv;
@@ -52,14 +55,49 @@ use crate::state::{
 
 /// Events per batch of [`Engine::ingest_json_lines`] (the API's limit).
 pub const BATCH_EVENTS: usize = 1000;
-/// An event ready to store.
+/// An event ready to store (or, for a rebuild, stored already).
 #[derive(Debug)]
-struct Prepared<'e> {
-    user: &'e str,
-    /// The logical key of its event row.
+pub(crate) struct Prepared {
+    /// The logical key of its event row, `app,user,time,suffix`.
     key: String,
+    /// Where the user token is in `key`.
+    user: std::ops::Range<usize>,
     id: EventId,
     event: ScoredEvent,
+}
+
+impl Prepared {
+    /// The event stored at logical key `key`, decoded as `event`.
+    pub(crate) fn stored(key: &[u8], event: ScoredEvent) -> Result<Prepared> {
+        let bad = |reason: &str| {
+            Error::corrupt(
+                "event key",
+                format!("{}: {reason}", String::from_utf8_lossy(key)),
+            )
+        };
+        let text = std::str::from_utf8(key).map_err(|_| bad("not utf-8"))?;
+        let parsed = EventKey::parse(text)?;
+        let suffix = parsed.suffix.as_deref().ok_or_else(|| bad("no suffix"))?;
+        let suffix = u64::from_str_radix(suffix, 16).map_err(|_| bad("suffix not hex"))?;
+        let start = parsed.app_id.len() + 1;
+        Ok(Prepared {
+            key: text.to_string(),
+            user: start..start + parsed.user_token.len(),
+            id: EventId {
+                timestamp_millis: parsed.timestamp_millis,
+                suffix,
+            },
+            event,
+        })
+    }
+
+    pub(crate) fn user(&self) -> &str {
+        &self.key[self.user.clone()]
+    }
+
+    pub(crate) fn id(&self) -> &EventId {
+        &self.id
+    }
 }
 
 /// What an ingestion did.
@@ -189,12 +227,12 @@ impl Engine {
         })
     }
 
-    fn prepare<'e>(
+    fn prepare(
         &self,
         app: &App,
-        events: &'e [Event],
+        events: &[Event],
         report: &mut IngestReport,
-    ) -> Result<Vec<Prepared<'e>>> {
+    ) -> Result<Vec<Prepared>> {
         let now = self.now_millis();
         // Back to the retention; the part of the oldest day that already
         // left the window is stored but never counts.
@@ -221,9 +259,10 @@ impl Engine {
                 resolved.counts
             };
             let hash = event_hash(&e.content());
+            let user = e.identity();
             out.push(Prepared {
-                user: e.identity(),
-                key: event_key_text(&app.id, e.identity(), e.timestamp_millis, hash)?,
+                user: app.id.len() + 1..app.id.len() + 1 + user.len(),
+                key: event_key_text(&app.id, user, e.timestamp_millis, hash)?,
                 id: EventId {
                     timestamp_millis: e.timestamp_millis,
                     suffix: hash,
@@ -270,16 +309,31 @@ impl Engine {
         }
         drop(entries);
         self.write_trends(&app, events)?;
-        // Every state add of this batch is stamped with today: the day it
-        // arrived (see `docs/design/profiles.md`).
+        self.write_state(&app, &unique, &mut arena)?;
+        report.stored = unique.len();
+        Ok(report)
+    }
+
+    /// Write the profile state of `events` (stored already, in key order,
+    /// each once): step 2 and 3 of the protocol (see the module docs).
+    /// Ingestion calls it for each batch, a rebuild for the stored events
+    /// whose state is missing.
+    pub(crate) fn write_state(
+        &self,
+        app: &App,
+        events: &[Prepared],
+        arena: &mut Arena,
+    ) -> Result<()> {
+        // Every state add is stamped with today: the day it arrived (see
+        // `docs/design/profiles.md`).
         let arrival = self.now_millis().div_euclid(DAY_MILLIS);
-        let days = || unique.chunk_by(|a, b| a.user == b.user && a.id.day() == b.id.day());
+        let days = || events.chunk_by(|a, b| a.user() == b.user() && a.id.day() == b.id.day());
         // Late events (of a day before today) are announced on the user's
         // rollup row before their state is written, so a reader that sees
         // the state also sees the marker.
         let mut marks: Vec<RowMutations> = Vec::new();
         for day in days().filter(|d| d[0].id.day() < arrival) {
-            let user = day[0].user;
+            let user = day[0].user();
             let mark = Mutation::add_to_cell(
                 MARKS_FAMILY,
                 day_qualifier(day[0].id.day()),
@@ -300,8 +354,9 @@ impl Engine {
         }
         let state: Vec<RowMutations> = days()
             .map(|day| {
-                let key = arena.take(|out| push_state_row_key(out, day[0].user, day[0].id.day()));
-                RowMutations::new(key, state_mutations(day, arrival, &mut arena))
+                let key =
+                    arena.take(|out| push_state_row_key(out, day[0].user(), day[0].id.day()));
+                RowMutations::new(key, state_mutations(day, arrival, arena))
             })
             .collect();
         for chunk in requests(&state) {
@@ -309,8 +364,7 @@ impl Engine {
                 status?;
             }
         }
-        report.stored = unique.len();
-        Ok(report)
+        Ok(())
     }
 
     /// Ingest JSON lines (one Insights event per line, blank lines

@@ -1,15 +1,24 @@
-//! Persistent recompute jobs: a named job stores its split and the ranges
-//! it has finished, in row `~job,<name>` of `profiles.<app>` (no user token
-//! contains `~`), so N shard processes share one split and a job restarted
-//! after a crash skips the ranges already written. A recompute writes
-//! absolute profiles, never increments, so redoing a range that was cut
-//! short never double counts.
+//! Named batch jobs (maintenance, rebuild): a named job stores its split
+//! and the ranges it has finished in row `~job,<name>` of
+//! `profiles.<app>` (no user token contains `~`), so N shard processes
+//! share one split and a job restarted after a crash skips the ranges
+//! already done. Redoing a range that was cut short never double counts: a
+//! fold commits per user and skips users already folded, and a rebuild
+//! writes only the state that is missing.
+//!
+//! The rows live in family [`JOBS_FAMILY`] (`b`), which holds nothing else
+//! but the migration's checkpoint (`~migrate`); before rebuilds and
+//! exports, batch recomputes stored profiles there in rows `user`, which
+//! stores written then may still hold (a user's deletion removes them).
 
 use affinity_model::{Mutation, RowFilter, RowRange};
 use serde_json::Value;
 
 use crate::engine::App;
 use crate::error::{Error, Result};
+
+/// The family of the rows of jobs and of a migration's checkpoint.
+pub(crate) const JOBS_FAMILY: &str = "b";
 
 fn job_row(name: &str) -> Result<Vec<u8>> {
     if name.is_empty() || name.len() > 200 {
@@ -71,7 +80,7 @@ fn ranges_from_json(value: &Value) -> Result<Vec<RowRange>> {
 pub(crate) fn plan(app: &App, name: &str, fresh: Vec<RowRange>) -> Result<Vec<RowRange>> {
     let row = job_row(name)?;
     let split = RowFilter::Chain(vec![
-        RowFilter::exact_family("b"),
+        RowFilter::exact_family(JOBS_FAMILY),
         RowFilter::exact_qualifier(b"split"),
         RowFilter::CellsPerColumnLimit(1),
     ]);
@@ -80,7 +89,7 @@ pub(crate) fn plan(app: &App, name: &str, fresh: Vec<RowRange>) -> Result<Vec<Ro
         &row,
         Some(&split),
         &[],
-        &[Mutation::set_cell("b", "split", 0, json)],
+        &[Mutation::set_cell(JOBS_FAMILY, "split", 0, json)],
     )?;
     let stored = app
         .profiles
@@ -93,7 +102,7 @@ pub(crate) fn plan(app: &App, name: &str, fresh: Vec<RowRange>) -> Result<Vec<Ro
 /// Indexes of the job's finished ranges.
 pub(crate) fn done(app: &App, name: &str) -> Result<std::collections::BTreeSet<usize>> {
     let filter = RowFilter::Chain(vec![
-        RowFilter::exact_family("b"),
+        RowFilter::exact_family(JOBS_FAMILY),
         RowFilter::CellsPerColumnLimit(1),
     ]);
     let mut out = std::collections::BTreeSet::new();
@@ -110,12 +119,12 @@ pub(crate) fn done(app: &App, name: &str) -> Result<std::collections::BTreeSet<u
     Ok(out)
 }
 
-/// Mark range `index` finished (after its profiles are written).
+/// Mark range `index` finished (after its work is written).
 pub(crate) fn mark_done(app: &App, name: &str, index: usize) -> Result<()> {
     app.profiles.mutate_row(
         &job_row(name)?,
         &[Mutation::set_cell(
-            "b",
+            JOBS_FAMILY,
             format!("done,{index}"),
             0,
             Vec::new(),

@@ -11,14 +11,12 @@
 //! the application once. A fold commits per user, so a maintenance cut
 //! short and run again only redoes users it had not reached.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
-use affinity_model::{
-    prefix_successor, Bytes, ReadRowsRequest, RowFilter, RowRange, RowSet,
-};
+use affinity_model::{prefix_successor, Bytes, ReadRowsRequest, RowFilter, RowRange, RowSet};
 
-use crate::batch::{visit_rows, Progress};
+use crate::batch::{run_ranges, visit_rows, Progress};
 use crate::engine::{App, Engine};
 use crate::error::{Error, Result};
 use crate::rollup::FoldOutcome;
@@ -53,6 +51,7 @@ pub struct MaintainReport {
     /// Users another fold or a deletion got to first (nothing written;
     /// the next maintenance folds them).
     pub conflicts: u64,
+    /// Key ranges run (a named job skips those it finished before).
     pub ranges: usize,
 }
 
@@ -129,8 +128,8 @@ impl Engine {
         self.run_maintain(app, options, None, progress)
     }
 
-    /// [`Engine::maintain`] as the persistent job `job` (see
-    /// [`crate::job`]): every process given the name (the N shards of an
+    /// [`Engine::maintain`] as the persistent job `job` (see `job.rs`):
+    /// every process given the name (the N shards of an
     /// indexed job) shares one split, and a rerun skips finished ranges.
     pub fn maintain_job(
         &self,
@@ -150,98 +149,57 @@ impl Engine {
         progress: &Progress,
     ) -> Result<MaintainReport> {
         let app = self.app(app)?;
-        let (i, n) = options.shard.unwrap_or((0, 1));
-        if n == 0 || i >= n {
-            return Err(Error::InvalidArgument {
-                name: "shard",
-                reason: format!("{i}/{n}: need 0 <= I < N"),
-            });
-        }
-        let mut ranges = user_ranges(&app)?;
-        let mut finished = std::collections::BTreeSet::new();
-        if let Some(name) = job {
-            ranges = crate::job::plan(&app, name, ranges)?;
-            finished = crate::job::done(&app, name)?;
-        }
-        let total = ranges.len();
-        let mine: Vec<(usize, RowRange)> = ranges
-            .into_iter()
-            .enumerate()
-            .skip(i)
-            .step_by(n)
-            .collect();
-        progress.ranges_total.store(mine.len(), Ordering::Relaxed);
-        let mine: Vec<(usize, RowRange)> = mine
-            .into_iter()
-            .filter(|(k, _)| !finished.contains(k))
-            .collect();
-        progress.ranges_done.store(
-            progress.ranges_total.load(Ordering::Relaxed) - mine.len(),
-            Ordering::Relaxed,
-        );
-        let report = Mutex::new(MaintainReport {
-            ranges: mine.len(),
-            ..MaintainReport::default()
-        });
-        let conflicts = AtomicU64::new(0);
-        let queue = Mutex::new(mine.into_iter());
-        let results: Vec<Result<()>> = std::thread::scope(|s| {
-            let workers: Vec<_> = (0..options.threads.clamp(1, total.max(1)))
-                .map(|_| {
-                    s.spawn(|| -> Result<()> {
-                        loop {
-                            let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
-                            let Some((index, range)) = next else { return Ok(()) };
-                            let mut local = MaintainReport::default();
-                            let mut cursor = range.start.clone();
-                            while let Some(user) = next_user(&app, &range, &cursor)? {
-                                match self.fold_user(&app, &user)? {
-                                    FoldOutcome::UpToDate => {}
-                                    FoldOutcome::Folded { rows_read } => {
-                                        local.folded += 1;
-                                        local.rows_read += rows_read as u64;
-                                        progress
-                                            .events
-                                            .fetch_add(rows_read as u64, Ordering::Relaxed);
-                                    }
-                                    FoldOutcome::Conflict => {
-                                        conflicts.fetch_add(1, Ordering::Relaxed);
-                                    }
-                                }
-                                local.users += 1;
-                                progress.users.fetch_add(1, Ordering::Relaxed);
-                                let prefix = format!("{user},");
-                                match prefix_successor(prefix.as_bytes()) {
-                                    Some(after) => cursor = std::ops::Bound::Included(Bytes::from(after)),
-                                    None => break,
-                                }
-                            }
-                            if let Some(name) = job {
-                                crate::job::mark_done(&app, name, index)?;
-                            }
-                            progress.ranges_done.fetch_add(1, Ordering::Relaxed);
-                            let mut total = report.lock().unwrap_or_else(|p| p.into_inner());
-                            total.users += local.users;
-                            total.folded += local.folded;
-                            total.rows_read += local.rows_read;
-                        }
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .map(|w| {
-                    w.join().unwrap_or_else(|_| {
-                        Err(Error::Worker("a maintenance thread panicked".into()))
-                    })
-                })
-                .collect()
-        });
-        for r in results {
-            r?;
-        }
+        let report = Mutex::new(MaintainReport::default());
+        let ranges = run_ranges(
+            &app,
+            user_ranges(&app)?,
+            options.threads,
+            options.shard,
+            job,
+            progress,
+            |range| {
+                let local = self.maintain_range(&app, &range, progress)?;
+                let mut total = report.lock().unwrap_or_else(|p| p.into_inner());
+                total.users += local.users;
+                total.folded += local.folded;
+                total.rows_read += local.rows_read;
+                total.conflicts += local.conflicts;
+                Ok(())
+            },
+        )?;
         let mut report = report.into_inner().unwrap_or_else(|p| p.into_inner());
-        report.conflicts = conflicts.load(Ordering::Relaxed);
+        report.ranges = ranges.run;
         Ok(report)
+    }
+
+    /// Fold the users of one range, one after the other.
+    fn maintain_range(
+        &self,
+        app: &App,
+        range: &RowRange,
+        progress: &Progress,
+    ) -> Result<MaintainReport> {
+        let mut local = MaintainReport::default();
+        let mut cursor = range.start.clone();
+        while let Some(user) = next_user(app, range, &cursor)? {
+            match self.fold_user(app, &user)? {
+                FoldOutcome::UpToDate => {}
+                FoldOutcome::Folded { rows_read } => {
+                    local.folded += 1;
+                    local.rows_read += rows_read as u64;
+                    progress
+                        .events
+                        .fetch_add(rows_read as u64, Ordering::Relaxed);
+                }
+                FoldOutcome::Conflict => local.conflicts += 1,
+            }
+            local.users += 1;
+            progress.users.fetch_add(1, Ordering::Relaxed);
+            match prefix_successor(format!("{user},").as_bytes()) {
+                Some(after) => cursor = std::ops::Bound::Included(Bytes::from(after)),
+                None => break,
+            }
+        }
+        Ok(local)
     }
 }

@@ -155,7 +155,7 @@ impl Engine {
         };
         let mut out =
             Vec::with_capacity(64 + scores.0.iter().map(|(_, v)| 16 * v.len()).sum::<usize>());
-        scores.write_profile_json(&mut out, user, last_event_millis, None)?;
+        scores.write_profile_json(&mut out, user, last_event_millis)?;
         Ok(Some(out))
     }
 
@@ -522,10 +522,11 @@ fn physical(app: &App, range: &RowRange) -> RowSet {
     )
 }
 
-/// Keys of a user's rows in `profiles.<app>`: the batch profile `user` and
-/// the state rows `user,DAY`.
-/// (not the rollup row `user,!`: a deletion keeps it as the tombstone,
-/// which expires within a week).
+/// Keys of a user's rows in `profiles.<app>`: the day rows `user,DAY`,
+/// and the row `user` where stores written before exports replaced batch
+/// recomputes may hold the user's batch profile. Not the rollup row
+/// `user,!`: a deletion keeps it as the tombstone, which expires within a
+/// week.
 fn profile_row_keys(table: &dyn Table, user: &str) -> Result<Vec<affinity_model::Bytes>> {
     let mut rows = RowSet::from_keys([user.as_bytes().to_vec()]);
     // `user,!` sorts before every day row `user,DDDDDDDD`.

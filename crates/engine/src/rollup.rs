@@ -126,6 +126,11 @@ pub(crate) fn deletion_value(state: u8, millis: i64, nonce: u64) -> Vec<u8> {
     out
 }
 
+/// When the deletion whose cell holds `value` started (ms).
+pub(crate) fn deletion_started(value: &[u8]) -> Result<i64> {
+    be_i64(value.get(1..9).unwrap_or_default(), "deletion cell")
+}
+
 /// A filter keeping `column`'s newest cell unless its value is exactly
 /// `value`.
 fn other_than(column: RowFilter, value: &[u8]) -> RowFilter {

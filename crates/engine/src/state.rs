@@ -144,8 +144,8 @@ pub fn day_micros(day: i64) -> i64 {
 }
 
 /// The state row of a user's day: `user,DDDDDDDD` (the day number,
-/// zero-padded, so a user's days sort in order after the user's
-/// batch-profile row `user`).
+/// zero-padded, so a user's days sort in order, after their rollup row
+/// `user,!`).
 pub fn state_row_key(user: &str, day: i64) -> String {
     let mut key = String::with_capacity(user.len() + 9);
     push_state_row_key(&mut key, user, day);
