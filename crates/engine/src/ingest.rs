@@ -47,7 +47,7 @@ use crate::csv;
 use crate::engine::{App, Engine, DAY_MILLIS};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventType, Limits, MAX_SKEW_MILLIS};
-use crate::rollup::{day_qualifier, rollup_key, MARKS_FAMILY};
+use crate::rollup::{day_qualifier, rollup_key, LINKS_FAMILY, MARKS_FAMILY, MEMBERS_FAMILY};
 use crate::scoring::{FacetCounts, ScoredEvent};
 use crate::state::{
     day_micros, push_state_row_key, EventId, COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY,
@@ -309,9 +309,61 @@ impl Engine {
         }
         drop(entries);
         self.write_trends(&app, events)?;
+        self.write_links(&app, events)?;
         self.write_state(&app, &unique, &mut arena)?;
         report.stored = unique.len();
         Ok(report)
+    }
+
+    /// Link each event's anonymous `userToken` to its
+    /// `authenticatedUserToken` (both rows blind, stamped with the event's
+    /// time, so a retry writes the same cells; see
+    /// `docs/design/identity.md`).
+    fn write_links(&self, app: &App, events: &[Event]) -> Result<()> {
+        let mut links: Vec<(&str, &str, i64)> = events
+            .iter()
+            .filter_map(|e| {
+                let auth = e.authenticated_user_token.as_deref()?;
+                (auth != e.user_token).then_some((e.user_token.as_str(), auth, e.timestamp_millis))
+            })
+            .collect();
+        if links.is_empty() {
+            return Ok(());
+        }
+        links.sort_unstable();
+        links.dedup();
+        let entries: Vec<RowMutations> = links
+            .iter()
+            .flat_map(|(anonymous, identity, millis)| {
+                let ts = millis.max(&0) * 1000;
+                [
+                    RowMutations::new(
+                        rollup_key(anonymous),
+                        vec![Mutation::set_cell(
+                            LINKS_FAMILY,
+                            identity.to_string(),
+                            ts,
+                            Vec::new(),
+                        )],
+                    ),
+                    RowMutations::new(
+                        rollup_key(identity),
+                        vec![Mutation::set_cell(
+                            MEMBERS_FAMILY,
+                            anonymous.to_string(),
+                            ts,
+                            Vec::new(),
+                        )],
+                    ),
+                ]
+            })
+            .collect();
+        for chunk in requests(&entries) {
+            for status in app.profiles.mutate_rows(chunk)? {
+                status?;
+            }
+        }
+        Ok(())
     }
 
     /// Write the profile state of `events` (stored already, in key order,
@@ -354,8 +406,7 @@ impl Engine {
         }
         let state: Vec<RowMutations> = days()
             .map(|day| {
-                let key =
-                    arena.take(|out| push_state_row_key(out, day[0].user(), day[0].id.day()));
+                let key = arena.take(|out| push_state_row_key(out, day[0].user(), day[0].id.day()));
                 RowMutations::new(key, state_mutations(day, arrival, arena))
             })
             .collect();

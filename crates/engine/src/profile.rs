@@ -33,15 +33,16 @@ use crate::batch::visit_rows;
 use crate::engine::{App, Engine, DAY_MILLIS, SLACK_DAYS};
 use crate::error::{Error, Result};
 use crate::event::EventType;
+use crate::rollup::{
+    arrival_day, deletion_value, read_rollup, read_rollups, rollup_key, row_day, Arrivals, Rollup,
+    DELETED, DELETING, LATEST_FAMILY, LINKS_FAMILY, MARKS_FAMILY, MEMBERS_FAMILY, TOMBSTONE_FAMILY,
+    TOTALS_FAMILY, WATERMARK_FAMILY,
+};
 use crate::schema::{decode_row, since};
 use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedScores};
 use crate::state::{
     parse_counter_qualifier, parse_last_qualifier, state_row_key, EventId, COUNTERS_FAMILY,
     IDS_FAMILY, LAST_FAMILY,
-};
-use crate::rollup::{
-    arrival_day, deletion_value, read_rollup, rollup_key, row_day, Arrivals, DELETED, DELETING,
-    LATEST_FAMILY, MARKS_FAMILY, TOMBSTONE_FAMILY, TOTALS_FAMILY, WATERMARK_FAMILY,
 };
 use crate::strategy::{Strategy, Weights};
 
@@ -159,8 +160,10 @@ impl Engine {
         Ok(Some(out))
     }
 
-    /// The time of the user's latest scoring event and their sorted
-    /// scores under `strategy`, from the profile state.
+    /// The time of the latest scoring event and the sorted scores under
+    /// `strategy` of `user`'s identity (the user, or the identity an
+    /// anonymous token belongs to, with every member: see
+    /// `docs/design/identity.md`), from the profile state.
     fn scores_with(
         &self,
         app: &str,
@@ -171,17 +174,37 @@ impl Engine {
         let weights = strategy.weights();
         let mut acc = Accumulator::new(&weights);
         let window = app.config.window_start_day(self.now_millis());
-        let rollup = read_rollup(&app, user)?;
+        let mut any_state = false;
+        for (member, rollup) in self.identity(&app, user, window)? {
+            any_state |= self.add_member(&app, &member, rollup, window, &weights, &mut acc)?;
+        }
+        if !any_state {
+            return Ok(None);
+        }
+        Ok(acc.take_sorted())
+    }
+
+    /// Add one member's profile state to `acc`; `false` when it has none.
+    fn add_member(
+        &self,
+        app: &App,
+        user: &str,
+        rollup: Rollup,
+        window: i64,
+        weights: &Weights,
+        acc: &mut Accumulator<'_>,
+    ) -> Result<bool> {
         let folded = match rollup.watermark {
             Some(w) if w.lo < window - i64::from(SLACK_DAYS) || w.lo > window => {
                 // Too old to correct (or from a clock ahead of ours).
-                return self.scores_from_events(&app, user, &weights, window);
+                self.add_from_events(app, user, window, acc)?;
+                return Ok(true);
             }
             w => w,
         };
         let h = folded.map_or(window - 1, |w| w.h);
         let mut any_state = folded.is_some();
-        let mut counters = CounterColumns::new(&weights);
+        let mut counters = CounterColumns::new(weights);
         let note_latest = |acc: &mut Accumulator<'_>, q: &[u8], micros: i64| -> Result<()> {
             if micros >= window * DAY_MICROS {
                 let (ty, name, facet) = parse_last_qualifier(q)?;
@@ -193,10 +216,10 @@ impl Engine {
         };
         if folded.is_some() {
             for (q, n) in &rollup.totals {
-                counters.add(q, *n, &mut acc)?;
+                counters.add(q, *n, acc)?;
             }
             for (q, t) in &rollup.latest {
-                note_latest(&mut acc, q, *t)?;
+                note_latest(acc, q, *t)?;
             }
         }
         let marked: Vec<i64> = rollup
@@ -217,12 +240,12 @@ impl Engine {
             let whole_ids = marked.binary_search(&day).is_ok();
             for cell in row.cells {
                 if cell.family == LAST_FAMILY {
-                    note_latest(&mut acc, cell.qualifier, cell.timestamp_micros)?;
+                    note_latest(acc, cell.qualifier, cell.timestamp_micros)?;
                     continue;
                 }
                 let n = decode_sum(cell.value)?;
                 if cell.family == COUNTERS_FAMILY {
-                    counters.add(cell.qualifier, n, &mut acc)?;
+                    counters.add(cell.qualifier, n, acc)?;
                 } else if cell.family == IDS_FAMILY && n != 1 && !whole_ids {
                     // The filter leaves only these (see `state_read_filter`).
                     corrections.push((EventId::from_qualifier(cell.qualifier)?, 1 - n));
@@ -257,14 +280,17 @@ impl Engine {
                     match cell.family {
                         COUNTERS_FAMILY if day < window && arrival <= h => {
                             // Expired: the rollup holds it; take it out.
-                            counters.add(cell.qualifier, -decode_sum(cell.value)?, &mut acc)?;
+                            counters.add(cell.qualifier, -decode_sum(cell.value)?, acc)?;
                         }
                         COUNTERS_FAMILY if day >= window && day <= h && arrival > h => {
-                            counters.add(cell.qualifier, decode_sum(cell.value)?, &mut acc)?;
+                            counters.add(cell.qualifier, decode_sum(cell.value)?, acc)?;
                         }
                         IDS_FAMILY => {
                             let id: [u8; 16] = cell.qualifier.try_into().map_err(|_| {
-                                Error::corrupt("event id qualifier", format!("{:?}", cell.qualifier))
+                                Error::corrupt(
+                                    "event id qualifier",
+                                    format!("{:?}", cell.qualifier),
+                                )
                             })?;
                             ids.entry(id).or_default().add(
                                 arrival,
@@ -274,7 +300,7 @@ impl Engine {
                             );
                         }
                         LAST_FAMILY if day >= window && day <= h => {
-                            note_latest(&mut acc, cell.qualifier, cell.timestamp_micros)?;
+                            note_latest(acc, cell.qualifier, cell.timestamp_micros)?;
                         }
                         _ => {}
                     }
@@ -300,38 +326,124 @@ impl Engine {
                 Ok(())
             })?;
         }
-        if !any_state && marked.is_empty() {
-            return Ok(None);
-        }
         for (id, times) in corrections {
-            if let Some(e) = self.stored_event(&app, user, &id)? {
+            if let Some(e) = self.stored_event(app, user, &id)? {
                 acc.add_counts(&e, times);
             }
         }
-        Ok(acc.take_sorted())
+        Ok(any_state || !marked.is_empty())
     }
 
-    /// Scores from the events table alone: for a user whose rollup is too
-    /// old to correct (maintenance has not run for days), exact and slow.
-    fn scores_from_events(
+    /// A member's events from the events table alone: for a user whose
+    /// rollup is too old to correct (maintenance has not run for days),
+    /// exact and slow.
+    fn add_from_events(
         &self,
         app: &App,
         user: &str,
-        weights: &Weights,
         window: i64,
-    ) -> Result<Option<(i64, SortedScores)>> {
-        let mut acc = Accumulator::new(weights);
+        acc: &mut Accumulator<'_>,
+    ) -> Result<()> {
         // Events are at most an hour ahead of the clock.
         let end = self.now_millis() + DAY_MILLIS;
         for e in self.user_events(app, user, window * DAY_MILLIS, end)? {
             acc.add_event(&e);
         }
-        Ok(acc.take_sorted())
+        Ok(())
     }
 
-    /// Delete every event and the profile of a user (GDPR).
+    /// The members of `token`'s identity with their rollup rows: the
+    /// identity first (`token` itself, or the identity its first link in
+    /// the window names), then every anonymous token whose first link names
+    /// it (`docs/design/identity.md`). A token with no link costs nothing
+    /// beyond its own rollup row, which the read needs anyway.
+    pub(crate) fn identity(
+        &self,
+        app: &App,
+        token: &str,
+        window: i64,
+    ) -> Result<Vec<(String, Rollup)>> {
+        let window_micros = window * DAY_MICROS;
+        let own = read_rollup(app, token)?;
+        let (owner, owner_rollup, mut found) = match own.owner(window_micros) {
+            Some(owner) if owner != token => {
+                let owner = owner.to_string();
+                let rollup = read_rollup(app, &owner)?;
+                // Its member cell may be missing (a crash between the two
+                // link writes): the link alone makes `token` a member.
+                (owner, rollup, vec![(token.to_string(), own)])
+            }
+            _ => (token.to_string(), own, Vec::new()),
+        };
+        let candidates: Vec<&str> = owner_rollup
+            .candidates(window_micros)
+            .into_iter()
+            .filter(|c| *c != owner && found.iter().all(|(f, _)| f != c))
+            .collect();
+        let rollups = read_rollups(app, &candidates)?;
+        for (candidate, rollup) in candidates.iter().zip(rollups) {
+            if rollup.owner(window_micros) == Some(owner.as_str()) {
+                found.push((candidate.to_string(), rollup));
+            }
+        }
+        let mut out = Vec::with_capacity(found.len() + 1);
+        out.push((owner, owner_rollup));
+        out.extend(found);
+        Ok(out)
+    }
+
+    /// Delete every event and the profile of a user (GDPR). For an
+    /// identity, also every anonymous token that belongs to it and the
+    /// links; for an anonymous token, its own data and links (see
+    /// `docs/design/identity.md`).
     pub fn delete_user(&self, app: &str, user: &str) -> Result<Deleted> {
         let app = self.app(app)?;
+        let window = app.config.window_start_day(self.now_millis());
+        let identity = self.identity(&app, user, window)?;
+        let doomed: Vec<String> = if identity.first().is_some_and(|(owner, _)| owner == user) {
+            identity.into_iter().map(|(member, _)| member).collect()
+        } else {
+            vec![user.to_string()]
+        };
+        // Links from the other side: anonymous tokens that named a deleted
+        // identity (and are not deleted with it) and identities that list a
+        // deleted anonymous token stop doing so.
+        let mut unlink: Vec<RowMutations> = Vec::new();
+        for member in &doomed {
+            let rollup = read_rollup(&app, member)?;
+            for (other, _) in &rollup.members {
+                if !doomed.contains(other) {
+                    unlink.push(RowMutations::new(
+                        rollup_key(other),
+                        vec![Mutation::delete_column(LINKS_FAMILY, member.clone())],
+                    ));
+                }
+            }
+            for (other, _) in &rollup.links {
+                if !doomed.contains(other) {
+                    unlink.push(RowMutations::new(
+                        rollup_key(other),
+                        vec![Mutation::delete_column(MEMBERS_FAMILY, member.clone())],
+                    ));
+                }
+            }
+        }
+        for chunk in unlink.chunks(1000) {
+            for status in app.profiles.mutate_rows(chunk)? {
+                status?;
+            }
+        }
+        let mut deleted = Deleted::default();
+        for member in doomed {
+            let one = self.delete_one(&app, &member)?;
+            deleted.event_rows += one.event_rows;
+            deleted.profile_rows += one.profile_rows;
+        }
+        Ok(deleted)
+    }
+
+    /// Delete one token's events, profile state and links.
+    fn delete_one(&self, app: &App, user: &str) -> Result<Deleted> {
         // First the tombstone: a fold that read the user before this point
         // finds it changed and writes nothing back, and folds skip the user
         // until the deletion is done. The late markers stay until the day
@@ -354,7 +466,7 @@ impl Engine {
         app.profiles.mutate_row(rollup.as_bytes(), &tombstone)?;
         let range = user_prefix(&app.id, user)?;
         let request =
-            ReadRowsRequest::new(physical(&app, &range)).with_filter(RowFilter::Chain(vec![
+            ReadRowsRequest::new(physical(app, &range)).with_filter(RowFilter::Chain(vec![
                 RowFilter::CellsPerRowLimit(1),
                 RowFilter::StripValue,
             ]));
@@ -371,6 +483,12 @@ impl Engine {
             &[
                 Mutation::DeleteFromFamily {
                     family: MARKS_FAMILY.into(),
+                },
+                Mutation::DeleteFromFamily {
+                    family: LINKS_FAMILY.into(),
+                },
+                Mutation::DeleteFromFamily {
+                    family: MEMBERS_FAMILY.into(),
                 },
                 Mutation::set_cell(
                     TOMBSTONE_FAMILY,
@@ -397,9 +515,13 @@ impl Engine {
             .count();
         let rollup = app.profiles.read_row(
             rollup_key(user).as_bytes(),
-            Some(&RowFilter::FamilyNameRegex(format!("[^{TOMBSTONE_FAMILY}]"))),
+            Some(&RowFilter::FamilyNameRegex(format!(
+                "[^{TOMBSTONE_FAMILY}]"
+            ))),
         )?;
-        Ok(events + profile_row_keys(app.profiles.as_ref(), user)?.len() + usize::from(rollup.is_some()))
+        Ok(events
+            + profile_row_keys(app.profiles.as_ref(), user)?.len()
+            + usize::from(rollup.is_some()))
     }
 }
 

@@ -30,9 +30,7 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use affinity_model::{
-    Bytes, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowSet,
-};
+use affinity_model::{Bytes, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowSet};
 use rustc_hash::FxHashMap;
 
 use crate::arena::Arena;
@@ -123,10 +121,7 @@ impl Held {
 
 /// The state rows of a batch's users: each user's rollup row (watermark,
 /// markers, tombstone) and the id cells of the days the batch holds.
-fn held_state(
-    app: &App,
-    events: &[Prepared],
-) -> Result<FxHashMap<Vec<u8>, Held>> {
+fn held_state(app: &App, events: &[Prepared]) -> Result<FxHashMap<Vec<u8>, Held>> {
     let mut rows = RowSet::default();
     for run in events.chunk_by(|a, b| a.user() == b.user()) {
         let user = run[0].user();
@@ -158,9 +153,12 @@ fn held_state(
         app.profiles.as_ref(),
         &ReadRowsRequest::new(rows).with_filter(filter),
         |row| {
-            let (user, rest) = row
-                .key
-                .split_at(row.key.iter().position(|b| *b == b',').unwrap_or(row.key.len()));
+            let (user, rest) = row.key.split_at(
+                row.key
+                    .iter()
+                    .position(|b| *b == b',')
+                    .unwrap_or(row.key.len()),
+            );
             if out.last().is_none_or(|(u, _)| u.as_slice() != user) {
                 out.push((user.to_vec(), Held::default()));
             }
@@ -238,9 +236,10 @@ impl Engine {
             progress,
             |range| {
                 let done = rebuild.range(range)?;
-                for (total, n) in totals
-                    .iter()
-                    .zip([done.events, done.users, done.restored, done.markers])
+                for (total, n) in
+                    totals
+                        .iter()
+                        .zip([done.events, done.users, done.restored, done.markers])
                 {
                     total.fetch_add(n, Ordering::Relaxed);
                 }

@@ -49,6 +49,13 @@ pub const WATERMARK_FAMILY: &str = "w";
 pub const MARKS_FAMILY: &str = "m";
 /// The deletion tombstone.
 pub const TOMBSTONE_FAMILY: &str = "x";
+/// Links of an anonymous token to authenticated identities (see
+/// `docs/design/identity.md`): qualifier the identity, timestamp the
+/// linking event's time.
+pub const LINKS_FAMILY: &str = "L";
+/// Anonymous tokens linked to this identity: qualifier the token,
+/// timestamp the linking event's time.
+pub const MEMBERS_FAMILY: &str = "M";
 
 /// An arrival day is closed (no state add of it is written any more) this
 /// long after it ends: clocks agree within half of it, and a state write
@@ -109,6 +116,11 @@ pub struct Rollup {
     pub marks: Vec<(i64, i64)>,
     /// The deletion cell as read (see the module docs).
     pub deletion: Option<Vec<u8>>,
+    /// `(identity, linking event's time in µs)` of every link cell.
+    pub links: Vec<(String, i64)>,
+    /// `(anonymous token, linking event's time in µs)` of every member
+    /// cell.
+    pub members: Vec<(String, i64)>,
 }
 
 /// The deletion cell's first byte while a deletion runs.
@@ -180,6 +192,17 @@ impl Rollup {
                     })?;
                     out.marks.push((day, arrival_day(cell.timestamp_micros)));
                 }
+                LINKS_FAMILY | MEMBERS_FAMILY => {
+                    let token = String::from_utf8(cell.qualifier.to_vec()).map_err(|_| {
+                        Error::corrupt("identity link", format!("{:?}", cell.qualifier))
+                    })?;
+                    let list = if cell.family == LINKS_FAMILY {
+                        &mut out.links
+                    } else {
+                        &mut out.members
+                    };
+                    list.push((token, cell.timestamp_micros));
+                }
                 TOMBSTONE_FAMILY if cell.qualifier == b"deletion" && out.deletion.is_none() => {
                     out.deletion = Some(cell.value.to_vec())
                 }
@@ -190,6 +213,31 @@ impl Rollup {
             out.watermark = Some(Watermark { h, lo });
         }
         Ok(out)
+    }
+
+    /// The identity this (anonymous) token belongs to at window start
+    /// `window_micros`: the first link within the window wins (ties: the
+    /// smaller identity).
+    pub(crate) fn owner(&self, window_micros: i64) -> Option<&str> {
+        self.links
+            .iter()
+            .filter(|(_, t)| *t >= window_micros)
+            .min_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)))
+            .map(|(owner, _)| owner.as_str())
+    }
+
+    /// Anonymous tokens linked to this identity within the window (each
+    /// once; their own rollup says whether they belong to it).
+    pub(crate) fn candidates(&self, window_micros: i64) -> Vec<&str> {
+        let mut out: Vec<&str> = self
+            .members
+            .iter()
+            .filter(|(_, t)| *t >= window_micros)
+            .map(|(m, _)| m.as_str())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// Event days with a late marker that arrived after `h`.
@@ -213,6 +261,28 @@ pub(crate) fn read_rollup(app: &App, user: &str) -> Result<Rollup> {
     let mut out = Rollup::default();
     visit_rows(app.profiles.as_ref(), &request, |row| {
         out = Rollup::decode(&row)?;
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// The rollup rows of `users` (in one read), `Rollup::default()` for a user
+/// without one; in the order of `users`.
+pub(crate) fn read_rollups(app: &App, users: &[&str]) -> Result<Vec<Rollup>> {
+    let mut out = vec![Rollup::default(); users.len()];
+    if users.is_empty() {
+        return Ok(out);
+    }
+    let keys: Vec<Vec<u8>> = users.iter().map(|u| rollup_key(u).into_bytes()).collect();
+    let request = ReadRowsRequest::new(RowSet::from_keys(keys));
+    visit_rows(app.profiles.as_ref(), &request, |row| {
+        let user = row
+            .key
+            .strip_suffix(b",!")
+            .ok_or_else(|| Error::corrupt("rollup key", format!("{:?}", row.key)))?;
+        if let Some(i) = users.iter().position(|u| u.as_bytes() == user) {
+            out[i] = Rollup::decode(&row)?;
+        }
         Ok(())
     })?;
     Ok(out)
@@ -284,7 +354,11 @@ impl Engine {
         let window = app.config.window_start_day(now);
         let h_new = closed_through(now);
         let rollup = read_rollup(app, user)?;
-        if rollup.deletion.as_ref().is_some_and(|d| d.first() == Some(&DELETING)) {
+        if rollup
+            .deletion
+            .as_ref()
+            .is_some_and(|d| d.first() == Some(&DELETING))
+        {
             // A deletion is running: its rows are going, fold later.
             return Ok(None);
         }
@@ -484,7 +558,12 @@ impl Engine {
             Mutation::DeleteFromFamily {
                 family: WATERMARK_FAMILY.into(),
             },
-            Mutation::set_cell(WATERMARK_FAMILY, "h", stamp, plan.new.h.to_be_bytes().to_vec()),
+            Mutation::set_cell(
+                WATERMARK_FAMILY,
+                "h",
+                stamp,
+                plan.new.h.to_be_bytes().to_vec(),
+            ),
             Mutation::set_cell(
                 WATERMARK_FAMILY,
                 "lo",
@@ -512,9 +591,9 @@ impl Engine {
                 time_range: TimestampRange::new(0, (plan.new.h + 1) * DAY_MICROS),
             });
         }
-        let matched = app
-            .profiles
-            .check_and_mutate_row(key.as_bytes(), Some(&predicate), &[], &write)?;
+        let matched =
+            app.profiles
+                .check_and_mutate_row(key.as_bytes(), Some(&predicate), &[], &write)?;
         Ok(!matched)
     }
 
