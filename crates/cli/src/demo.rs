@@ -221,7 +221,13 @@ pub fn run(args: DemoArgs, data: Option<PathBuf>) -> anyhow::Result<()> {
     };
     let progress = Progress::default();
     let report = with_progress(&progress, || {
-        engine.export(APP, ExportOptions::default(), Some(&second), &sink, &progress)
+        engine.export(
+            APP,
+            ExportOptions::default(),
+            Some(&second),
+            &sink,
+            &progress,
+        )
     })?;
     println!(
         "   exported {} profiles from {} events in {:.2} s",

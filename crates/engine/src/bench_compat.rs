@@ -4,10 +4,10 @@
 //! an export whose profiles are dropped, and a "batch profile" the profile
 //! a read answers.
 
+use crate::batch::Progress;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::export::{ExportOptions, ExportReport};
-use crate::batch::Progress;
 use crate::scoring::Profile;
 
 /// [`ExportOptions`] under its old name.

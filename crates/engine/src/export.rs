@@ -184,7 +184,6 @@ impl<'w> RowScorer<'w> {
     }
 }
 
-
 /// What one range's scan found.
 #[derive(Default)]
 struct Found {

@@ -354,8 +354,7 @@ impl Engine {
         }
         let state: Vec<RowMutations> = days()
             .map(|day| {
-                let key =
-                    arena.take(|out| push_state_row_key(out, day[0].user(), day[0].id.day()));
+                let key = arena.take(|out| push_state_row_key(out, day[0].user(), day[0].id.day()));
                 RowMutations::new(key, state_mutations(day, arrival, arena))
             })
             .collect();

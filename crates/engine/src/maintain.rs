@@ -92,7 +92,11 @@ fn user_ranges(app: &App) -> Result<Vec<RowRange>> {
 }
 
 /// The first user whose rows start at or after `cursor` within `range`.
-fn next_user(app: &App, range: &RowRange, cursor: &std::ops::Bound<Bytes>) -> Result<Option<String>> {
+fn next_user(
+    app: &App,
+    range: &RowRange,
+    cursor: &std::ops::Bound<Bytes>,
+) -> Result<Option<String>> {
     let request = ReadRowsRequest::new(RowSet::from_range(RowRange {
         start: cursor.clone(),
         end: range.end.clone(),

@@ -160,8 +160,10 @@ impl Engine {
                 .events
                 .fetch_add(pending.len() as u64, Ordering::Relaxed);
             pending.clear();
-            app.profiles
-                .mutate_row(CHECKPOINT_ROW, &[Mutation::set_cell(JOBS_FAMILY, "after", 0, last)])?;
+            app.profiles.mutate_row(
+                CHECKPOINT_ROW,
+                &[Mutation::set_cell(JOBS_FAMILY, "after", 0, last)],
+            )?;
             Ok(())
         };
         for row in app.events.read_rows(&request)? {

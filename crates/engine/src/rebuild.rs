@@ -10,11 +10,11 @@
 //! - an event whose id is in its day row is left alone: its state is
 //!   there;
 //! - the others get their state written exactly as ingestion writes it
-//!   ([`Engine::write_state`]: a late event's marker first, adds stamped
+//!   (`Engine::write_state`: a late event's marker first, adds stamped
 //!   with today's arrival day);
-//! - a day whose ids arrived on several days (or after the rollup's
-//!   watermark, for a folded day) but has no marker since the watermark, as
-//!   after a lost rollup row, gets one, so reads look at it whole again.
+//! - a day with a late add (one that arrived after the event's day) not
+//!   folded into the rollup yet, but without the late marker ingestion
+//!   wrote for it (as after a lost rollup row), gets a marker again.
 //!
 //! So a rebuild restores state that is missing and never double counts: an
 //! event added by an ingestion racing with the rebuild has two adds, which
@@ -22,18 +22,17 @@
 //! It cannot take state out: state of events no longer in the events table,
 //! or a rollup whose day rows were lost (their events are added again). To
 //! start over, delete `profiles.<app>` while nothing ingests, then rebuild.
-//! Users deleted while the rebuild runs are skipped (their rollup row holds
-//! a newer tombstone); a deletion racing with the moment a user's state is
-//! written may leave that state, as a racing ingestion may
-//! ([`Engine::user_row_count`] shows it). Regional trends are not rebuilt.
+//! Users being deleted, or deleted after the rebuild started, are skipped
+//! (their rollup row holds the tombstone); a deletion racing with the
+//! moment a user's state is written may leave that state, as a racing
+//! ingestion may ([`Engine::user_row_count`] shows it). Regional trends
+//! are not rebuilt.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use affinity_model::{
-    Bytes, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowSet,
-};
-use rustc_hash::FxHashMap;
+use affinity_model::{Bytes, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::arena::Arena;
 use crate::batch::{event_ranges, event_user, run_ranges, visit_rows, Progress};
@@ -41,11 +40,11 @@ use crate::engine::{App, Engine, DAY_MILLIS};
 use crate::error::{Error, Result};
 use crate::ingest::Prepared;
 use crate::rollup::{
-    arrival_day, day_qualifier, deletion_started, rollup_key, Rollup, MARKS_FAMILY,
-    TOMBSTONE_FAMILY, WATERMARK_FAMILY,
+    arrival_day, day_qualifier, deletion_started, rollup_key, row_day, Rollup, DELETING,
+    MARKS_FAMILY, TOMBSTONE_FAMILY, WATERMARK_FAMILY,
 };
 use crate::schema::{decode_row_ref, since};
-use crate::state::{day_micros, state_row_key, EventId, IDS_FAMILY};
+use crate::state::{day_micros, state_row_key, IDS_FAMILY};
 
 /// Events restored together: one read of their users' state, then one
 /// write of what is missing.
@@ -97,36 +96,36 @@ struct Done {
 #[derive(Default)]
 struct Held {
     rollup: Rollup,
-    /// Event id -> (arrival days with an add, the latest of them).
-    ids: FxHashMap<[u8; 16], (u32, i64)>,
+    /// The ids with an add.
+    ids: FxHashSet<[u8; 16]>,
+    /// Event day -> the latest arrival of a late add to it (one that
+    /// arrived after the event's day).
+    late: BTreeMap<i64, i64>,
 }
 
 impl Held {
-    /// Days that need a late marker and have none after the watermark `h`:
-    /// a reader sees an event added on two arrival days as two events
-    /// unless a marker makes it read the day whole, and skips a folded
-    /// day's adds since `h` without one.
-    fn unmarked_days(&self, h: i64) -> Result<BTreeSet<i64>> {
-        let mut out = BTreeSet::new();
-        for (id, (arrivals, latest)) in &self.ids {
-            let day = EventId::from_qualifier(id)?.day();
-            if (day <= h && *latest > h) || (day > h && *arrivals > 1) {
-                out.insert(day);
-            }
+    /// Days with a late add after the watermark `h` and no marker since
+    /// it arrived, as after a lost rollup row: ingestion marks every late
+    /// add (see `ingest.rs`), and without the marker a read counts an
+    /// event added on two arrival days twice, and skips the add once a
+    /// fold's watermark passes the day.
+    fn unmarked_days(&self, h: i64) -> BTreeSet<i64> {
+        let mut marked: BTreeMap<i64, i64> = BTreeMap::new();
+        for (day, arrival) in &self.rollup.marks {
+            let latest = marked.entry(*day).or_insert(*arrival);
+            *latest = (*latest).max(*arrival);
         }
-        for day in self.rollup.marked_after(h) {
-            out.remove(&day);
-        }
-        Ok(out)
+        self.late
+            .iter()
+            .filter(|(day, arrival)| **arrival > h && marked.get(day).is_none_or(|m| m < arrival))
+            .map(|(day, _)| *day)
+            .collect()
     }
 }
 
 /// The state rows of a batch's users: each user's rollup row (watermark,
 /// markers, tombstone) and the id cells of the days the batch holds.
-fn held_state(
-    app: &App,
-    events: &[Prepared],
-) -> Result<FxHashMap<Vec<u8>, Held>> {
+fn held_state(app: &App, events: &[Prepared]) -> Result<FxHashMap<Vec<u8>, Held>> {
     let mut rows = RowSet::default();
     for run in events.chunk_by(|a, b| a.user() == b.user()) {
         let user = run[0].user();
@@ -158,9 +157,12 @@ fn held_state(
         app.profiles.as_ref(),
         &ReadRowsRequest::new(rows).with_filter(filter),
         |row| {
-            let (user, rest) = row
-                .key
-                .split_at(row.key.iter().position(|b| *b == b',').unwrap_or(row.key.len()));
+            let (user, rest) = row.key.split_at(
+                row.key
+                    .iter()
+                    .position(|b| *b == b',')
+                    .unwrap_or(row.key.len()),
+            );
             if out.last().is_none_or(|(u, _)| u.as_slice() != user) {
                 out.push((user.to_vec(), Held::default()));
             }
@@ -171,14 +173,19 @@ fn held_state(
                 held.rollup = Rollup::decode(&row)?;
                 return Ok(());
             }
+            let user = std::str::from_utf8(user)
+                .map_err(|_| Error::corrupt("state row key", format!("{:?}", row.key)))?;
+            let day = row_day(row.key, user)?;
             for cell in row.cells.iter().filter(|c| c.family == IDS_FAMILY) {
                 let id: [u8; 16] = cell.qualifier.try_into().map_err(|_| {
                     Error::corrupt("event id qualifier", format!("{:?}", cell.qualifier))
                 })?;
+                held.ids.insert(id);
                 let arrival = arrival_day(cell.timestamp_micros);
-                let (arrivals, latest) = held.ids.entry(id).or_insert((0, arrival));
-                *arrivals += 1;
-                *latest = (*latest).max(arrival);
+                if arrival > day {
+                    let latest = held.late.entry(day).or_insert(arrival);
+                    *latest = (*latest).max(arrival);
+                }
             }
             Ok(())
         },
@@ -238,9 +245,10 @@ impl Engine {
             progress,
             |range| {
                 let done = rebuild.range(range)?;
-                for (total, n) in totals
-                    .iter()
-                    .zip([done.events, done.users, done.restored, done.markers])
+                for (total, n) in
+                    totals
+                        .iter()
+                        .zip([done.events, done.users, done.restored, done.markers])
                 {
                     total.fetch_add(n, Ordering::Relaxed);
                 }
@@ -314,15 +322,16 @@ impl Rebuild<'_> {
             let user = run[0].user();
             let h = held.get(user.as_bytes()).unwrap_or(&none);
             if let Some(value) = &h.rollup.deletion {
-                if deletion_started(value)? >= self.started {
-                    // Deleted since the rebuild started: keeps nothing of it.
+                if value.first() == Some(&DELETING) || deletion_started(value)? > self.started {
+                    // Being deleted, or deleted since the rebuild started:
+                    // keeps nothing of it.
                     keep.extend(run.iter().map(|_| false));
                     continue;
                 }
             }
             let missing: Vec<bool> = run
                 .iter()
-                .map(|e| !h.ids.contains_key(&e.id().qualifier()))
+                .map(|e| !h.ids.contains(&e.id().qualifier()))
                 .collect();
             // The days `write_state` marks anyway (late missing events).
             let marked_by_write: BTreeSet<i64> = run
@@ -333,7 +342,7 @@ impl Rebuild<'_> {
                 .collect();
             let watermark = h.rollup.watermark.map_or(self.window - 1, |w| w.h);
             let unmarked: Vec<Mutation> = h
-                .unmarked_days(watermark)?
+                .unmarked_days(watermark)
                 .difference(&marked_by_write)
                 .map(|day| {
                     Mutation::add_to_cell(MARKS_FAMILY, day_qualifier(*day), day_micros(arrival), 1)
