@@ -316,7 +316,7 @@ impl Engine {
 
     /// Scores from the events table alone: for a user whose rollup is too
     /// old to correct (maintenance has not run for days), exact and slow.
-    fn scores_from_events(
+    pub(crate) fn scores_from_events(
         &self,
         app: &App,
         user: &str,
