@@ -12,9 +12,9 @@
 //! - the others get their state written exactly as ingestion writes it
 //!   (`Engine::write_state`: a late event's marker first, adds stamped
 //!   with today's arrival day);
-//! - a day with a late add (one that arrived after the event's day) not
-//!   folded into the rollup yet, but without the late marker ingestion
-//!   wrote for it (as after a lost rollup row), gets a marker again.
+//! - a late add (arrived on day `A`, after its event's day `D`) not folded
+//!   into the rollup yet, but without the marker `m:D @A` ingestion wrote
+//!   for it (as after a lost rollup row), gets its marker again.
 //!
 //! So a rebuild restores state that is missing and never double counts: an
 //! event added by an ingestion racing with the rebuild has two adds, which
@@ -28,8 +28,9 @@
 //! ingestion may ([`Engine::user_row_count`] shows it). Regional trends
 //! are not rebuilt.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 
 use affinity_model::{Bytes, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowSet};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -77,19 +78,28 @@ pub struct RebuildReport {
     pub users: u64,
     /// Events whose state was missing, and written.
     pub restored: u64,
-    /// Late markers written for days whose state was there but unmarked.
+    /// Late markers written again for late adds that had lost theirs.
     pub markers: u64,
     /// Key ranges run (a named job skips those it finished before).
     pub ranges: usize,
 }
 
-/// What one range or batch did.
-#[derive(Debug, Clone, Copy, Default)]
+/// What one range (or all of them) did.
+#[derive(Default)]
 struct Done {
     events: u64,
     users: u64,
     restored: u64,
     markers: u64,
+}
+
+impl Done {
+    fn add(&mut self, other: &Done) {
+        self.events += other.events;
+        self.users += other.users;
+        self.restored += other.restored;
+        self.markers += other.markers;
+    }
 }
 
 /// What the state holds of one user's days in a batch.
@@ -98,27 +108,23 @@ struct Held {
     rollup: Rollup,
     /// The ids with an add.
     ids: FxHashSet<[u8; 16]>,
-    /// Event day -> the latest arrival of a late add to it (one that
-    /// arrived after the event's day).
-    late: BTreeMap<i64, i64>,
+    /// `(event day, arrival day)` of the late adds (arrived after the
+    /// event's day).
+    late: BTreeSet<(i64, i64)>,
 }
 
 impl Held {
-    /// Days with a late add after the watermark `h` and no marker since
-    /// it arrived, as after a lost rollup row: ingestion marks every late
-    /// add (see `ingest.rs`), and without the marker a read counts an
-    /// event added on two arrival days twice, and skips the add once a
-    /// fold's watermark passes the day.
-    fn unmarked_days(&self, h: i64) -> BTreeSet<i64> {
-        let mut marked: BTreeMap<i64, i64> = BTreeMap::new();
-        for (day, arrival) in &self.rollup.marks {
-            let latest = marked.entry(*day).or_insert(*arrival);
-            *latest = (*latest).max(*arrival);
-        }
+    /// Late adds that arrived after the watermark `h` without their
+    /// marker `m:D @A` (as after a lost rollup row), as `(D, A)`.
+    /// Ingestion marks every late add (see `ingest.rs`): without it a read
+    /// counts an event added on two arrival days twice, and a fold passing
+    /// `A` skips the add.
+    fn unmarked(&self, h: i64) -> Vec<(i64, i64)> {
+        let marked: BTreeSet<&(i64, i64)> = self.rollup.marks.iter().collect();
         self.late
             .iter()
-            .filter(|(day, arrival)| **arrival > h && marked.get(day).is_none_or(|m| m < arrival))
-            .map(|(day, _)| *day)
+            .filter(|late| late.1 > h && !marked.contains(late))
+            .copied()
             .collect()
     }
 }
@@ -183,8 +189,7 @@ fn held_state(app: &App, events: &[Prepared]) -> Result<FxHashMap<Vec<u8>, Held>
                 held.ids.insert(id);
                 let arrival = arrival_day(cell.timestamp_micros);
                 if arrival > day {
-                    let latest = held.late.entry(day).or_insert(arrival);
-                    *latest = (*latest).max(arrival);
+                    held.late.insert((day, arrival));
                 }
             }
             Ok(())
@@ -235,7 +240,7 @@ impl Engine {
             started,
             progress,
         };
-        let totals = [(); 4].map(|()| AtomicU64::new(0));
+        let total = Mutex::new(Done::default());
         let ranges = run_ranges(
             &app,
             event_ranges(&app)?,
@@ -245,22 +250,16 @@ impl Engine {
             progress,
             |range| {
                 let done = rebuild.range(range)?;
-                for (total, n) in
-                    totals
-                        .iter()
-                        .zip([done.events, done.users, done.restored, done.markers])
-                {
-                    total.fetch_add(n, Ordering::Relaxed);
-                }
+                total.lock().unwrap_or_else(|p| p.into_inner()).add(&done);
                 Ok(())
             },
         )?;
-        let [events, users, restored, markers] = totals.map(AtomicU64::into_inner);
+        let total = total.into_inner().unwrap_or_else(|p| p.into_inner());
         Ok(RebuildReport {
-            events,
-            users,
-            restored,
-            markers,
+            events: total.events,
+            users: total.users,
+            restored: total.restored,
+            markers: total.markers,
             ranges: ranges.run,
         })
     }
@@ -333,19 +332,21 @@ impl Rebuild<'_> {
                 .iter()
                 .map(|e| !h.ids.contains(&e.id().qualifier()))
                 .collect();
-            // The days `write_state` marks anyway (late missing events).
-            let marked_by_write: BTreeSet<i64> = run
+            // The days `write_state` marks today anyway (late missing
+            // events).
+            let marked_by_write: BTreeSet<(i64, i64)> = run
                 .iter()
                 .zip(&missing)
                 .filter(|(e, m)| **m && e.id().day() < arrival)
-                .map(|(e, _)| e.id().day())
+                .map(|(e, _)| (e.id().day(), arrival))
                 .collect();
             let watermark = h.rollup.watermark.map_or(self.window - 1, |w| w.h);
             let unmarked: Vec<Mutation> = h
-                .unmarked_days(watermark)
-                .difference(&marked_by_write)
-                .map(|day| {
-                    Mutation::add_to_cell(MARKS_FAMILY, day_qualifier(*day), day_micros(arrival), 1)
+                .unmarked(watermark)
+                .into_iter()
+                .filter(|late| !marked_by_write.contains(late))
+                .map(|(day, at)| {
+                    Mutation::add_to_cell(MARKS_FAMILY, day_qualifier(day), day_micros(at), 1)
                 })
                 .collect();
             if !unmarked.is_empty() {
