@@ -154,7 +154,7 @@ pub(crate) fn visit_rows(
 }
 
 /// Check a shard `(i, n)`.
-pub(crate) fn check_shard(shard: Option<(usize, usize)>) -> Result<(usize, usize)> {
+fn check_shard(shard: Option<(usize, usize)>) -> Result<(usize, usize)> {
     let (i, n) = shard.unwrap_or((0, 1));
     if n == 0 || i >= n {
         return Err(Error::InvalidArgument {

@@ -1,8 +1,8 @@
 //! The removed batch recompute's API, kept only so `crates/bench` builds
 //! until it moves to [`Engine::export`] and the read path; remove it with
 //! that change. Batch profiles are no longer stored: a "recompute" here is
-//! an export whose profiles are dropped, and a "batch profile" the profile
-//! a read answers.
+//! an export whose profiles are dropped, and a "batch profile" the user's
+//! profile scored from the events table (what a recompute stored).
 
 use crate::batch::Progress;
 use crate::engine::Engine;
@@ -28,14 +28,16 @@ impl Engine {
         self.export(app, options, None, &drop, progress)
     }
 
-    /// The profile a read answers, with the current strategy's version.
+    /// The user's profile scored from the events table under the current
+    /// strategy, with its version.
     #[doc(hidden)]
     pub fn batch_profile(&self, app: &str, user: &str) -> Result<Option<(Profile, i64)>> {
         let Some((strategy, version)) = self.strategy_version(app)? else {
             return Ok(None);
         };
-        Ok(self
-            .profile_with(app, user, &strategy)?
-            .map(|profile| (profile, version)))
+        let handle = self.app(app)?;
+        let window = handle.config.window_start_day(self.now_millis());
+        let scores = self.scores_from_events(&handle, user, &strategy.weights(), window)?;
+        Ok(scores.map(|(last, scores)| (scores.into_profile(user, last), version)))
     }
 }

@@ -334,6 +334,20 @@ impl Engine {
         Ok(any_state || !marked.is_empty())
     }
 
+    /// Scores from the events table alone (one token, no identity), for
+    /// checks and benchmarks: exact and slow.
+    pub(crate) fn scores_from_events(
+        &self,
+        app: &App,
+        user: &str,
+        weights: &Weights,
+        window: i64,
+    ) -> Result<Option<(i64, SortedScores)>> {
+        let mut acc = Accumulator::new(weights);
+        self.add_from_events(app, user, window, &mut acc)?;
+        Ok(acc.take_sorted())
+    }
+
     /// A member's events from the events table alone: for a user whose
     /// rollup is too old to correct (maintenance has not run for days),
     /// exact and slow.

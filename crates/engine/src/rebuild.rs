@@ -10,11 +10,11 @@
 //! - an event whose id is in its day row is left alone: its state is
 //!   there;
 //! - the others get their state written exactly as ingestion writes it
-//!   ([`Engine::write_state`]: a late event's marker first, adds stamped
+//!   (`Engine::write_state`: a late event's marker first, adds stamped
 //!   with today's arrival day);
-//! - a day whose ids arrived on several days (or after the rollup's
-//!   watermark, for a folded day) but has no marker since the watermark, as
-//!   after a lost rollup row, gets one, so reads look at it whole again.
+//! - a late add (arrived on day `A`, after its event's day `D`) not folded
+//!   into the rollup yet, but without the marker `m:D @A` ingestion wrote
+//!   for it (as after a lost rollup row), gets its marker again.
 //!
 //! So a rebuild restores state that is missing and never double counts: an
 //! event added by an ingestion racing with the rebuild has two adds, which
@@ -22,16 +22,18 @@
 //! It cannot take state out: state of events no longer in the events table,
 //! or a rollup whose day rows were lost (their events are added again). To
 //! start over, delete `profiles.<app>` while nothing ingests, then rebuild.
-//! Users deleted while the rebuild runs are skipped (their rollup row holds
-//! a newer tombstone); a deletion racing with the moment a user's state is
-//! written may leave that state, as a racing ingestion may
-//! ([`Engine::user_row_count`] shows it). Regional trends are not rebuilt.
+//! Users being deleted, or deleted after the rebuild started, are skipped
+//! (their rollup row holds the tombstone); a deletion racing with the
+//! moment a user's state is written may leave that state, as a racing
+//! ingestion may ([`Engine::user_row_count`] shows it). Regional trends
+//! are not rebuilt.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 
 use affinity_model::{Bytes, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowSet};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::arena::Arena;
 use crate::batch::{event_ranges, event_user, run_ranges, visit_rows, Progress};
@@ -39,11 +41,11 @@ use crate::engine::{App, Engine, DAY_MILLIS};
 use crate::error::{Error, Result};
 use crate::ingest::Prepared;
 use crate::rollup::{
-    arrival_day, day_qualifier, deletion_started, rollup_key, Rollup, MARKS_FAMILY,
-    TOMBSTONE_FAMILY, WATERMARK_FAMILY,
+    arrival_day, day_qualifier, deletion_started, rollup_key, row_day, Rollup, DELETING,
+    MARKS_FAMILY, TOMBSTONE_FAMILY, WATERMARK_FAMILY,
 };
 use crate::schema::{decode_row_ref, since};
-use crate::state::{day_micros, state_row_key, EventId, IDS_FAMILY};
+use crate::state::{day_micros, state_row_key, IDS_FAMILY};
 
 /// Events restored together: one read of their users' state, then one
 /// write of what is missing.
@@ -76,14 +78,14 @@ pub struct RebuildReport {
     pub users: u64,
     /// Events whose state was missing, and written.
     pub restored: u64,
-    /// Late markers written for days whose state was there but unmarked.
+    /// Late markers written again for late adds that had lost theirs.
     pub markers: u64,
     /// Key ranges run (a named job skips those it finished before).
     pub ranges: usize,
 }
 
-/// What one range or batch did.
-#[derive(Debug, Clone, Copy, Default)]
+/// What one range (or all of them) did.
+#[derive(Default)]
 struct Done {
     events: u64,
     users: u64,
@@ -91,31 +93,39 @@ struct Done {
     markers: u64,
 }
 
+impl Done {
+    fn add(&mut self, other: &Done) {
+        self.events += other.events;
+        self.users += other.users;
+        self.restored += other.restored;
+        self.markers += other.markers;
+    }
+}
+
 /// What the state holds of one user's days in a batch.
 #[derive(Default)]
 struct Held {
     rollup: Rollup,
-    /// Event id -> (arrival days with an add, the latest of them).
-    ids: FxHashMap<[u8; 16], (u32, i64)>,
+    /// The ids with an add.
+    ids: FxHashSet<[u8; 16]>,
+    /// `(event day, arrival day)` of the late adds (arrived after the
+    /// event's day).
+    late: BTreeSet<(i64, i64)>,
 }
 
 impl Held {
-    /// Days that need a late marker and have none after the watermark `h`:
-    /// a reader sees an event added on two arrival days as two events
-    /// unless a marker makes it read the day whole, and skips a folded
-    /// day's adds since `h` without one.
-    fn unmarked_days(&self, h: i64) -> Result<BTreeSet<i64>> {
-        let mut out = BTreeSet::new();
-        for (id, (arrivals, latest)) in &self.ids {
-            let day = EventId::from_qualifier(id)?.day();
-            if (day <= h && *latest > h) || (day > h && *arrivals > 1) {
-                out.insert(day);
-            }
-        }
-        for day in self.rollup.marked_after(h) {
-            out.remove(&day);
-        }
-        Ok(out)
+    /// Late adds that arrived after the watermark `h` without their
+    /// marker `m:D @A` (as after a lost rollup row), as `(D, A)`.
+    /// Ingestion marks every late add (see `ingest.rs`): without it a read
+    /// counts an event added on two arrival days twice, and a fold passing
+    /// `A` skips the add.
+    fn unmarked(&self, h: i64) -> Vec<(i64, i64)> {
+        let marked: BTreeSet<&(i64, i64)> = self.rollup.marks.iter().collect();
+        self.late
+            .iter()
+            .filter(|late| late.1 > h && !marked.contains(late))
+            .copied()
+            .collect()
     }
 }
 
@@ -169,14 +179,18 @@ fn held_state(app: &App, events: &[Prepared]) -> Result<FxHashMap<Vec<u8>, Held>
                 held.rollup = Rollup::decode(&row)?;
                 return Ok(());
             }
+            let user = std::str::from_utf8(user)
+                .map_err(|_| Error::corrupt("state row key", format!("{:?}", row.key)))?;
+            let day = row_day(row.key, user)?;
             for cell in row.cells.iter().filter(|c| c.family == IDS_FAMILY) {
                 let id: [u8; 16] = cell.qualifier.try_into().map_err(|_| {
                     Error::corrupt("event id qualifier", format!("{:?}", cell.qualifier))
                 })?;
+                held.ids.insert(id);
                 let arrival = arrival_day(cell.timestamp_micros);
-                let (arrivals, latest) = held.ids.entry(id).or_insert((0, arrival));
-                *arrivals += 1;
-                *latest = (*latest).max(arrival);
+                if arrival > day {
+                    held.late.insert((day, arrival));
+                }
             }
             Ok(())
         },
@@ -226,7 +240,7 @@ impl Engine {
             started,
             progress,
         };
-        let totals = [(); 4].map(|()| AtomicU64::new(0));
+        let total = Mutex::new(Done::default());
         let ranges = run_ranges(
             &app,
             event_ranges(&app)?,
@@ -236,22 +250,16 @@ impl Engine {
             progress,
             |range| {
                 let done = rebuild.range(range)?;
-                for (total, n) in
-                    totals
-                        .iter()
-                        .zip([done.events, done.users, done.restored, done.markers])
-                {
-                    total.fetch_add(n, Ordering::Relaxed);
-                }
+                total.lock().unwrap_or_else(|p| p.into_inner()).add(&done);
                 Ok(())
             },
         )?;
-        let [events, users, restored, markers] = totals.map(AtomicU64::into_inner);
+        let total = total.into_inner().unwrap_or_else(|p| p.into_inner());
         Ok(RebuildReport {
-            events,
-            users,
-            restored,
-            markers,
+            events: total.events,
+            users: total.users,
+            restored: total.restored,
+            markers: total.markers,
             ranges: ranges.run,
         })
     }
@@ -313,29 +321,32 @@ impl Rebuild<'_> {
             let user = run[0].user();
             let h = held.get(user.as_bytes()).unwrap_or(&none);
             if let Some(value) = &h.rollup.deletion {
-                if deletion_started(value)? >= self.started {
-                    // Deleted since the rebuild started: keeps nothing of it.
+                if value.first() == Some(&DELETING) || deletion_started(value)? > self.started {
+                    // Being deleted, or deleted since the rebuild started:
+                    // keeps nothing of it.
                     keep.extend(run.iter().map(|_| false));
                     continue;
                 }
             }
             let missing: Vec<bool> = run
                 .iter()
-                .map(|e| !h.ids.contains_key(&e.id().qualifier()))
+                .map(|e| !h.ids.contains(&e.id().qualifier()))
                 .collect();
-            // The days `write_state` marks anyway (late missing events).
-            let marked_by_write: BTreeSet<i64> = run
+            // The days `write_state` marks today anyway (late missing
+            // events).
+            let marked_by_write: BTreeSet<(i64, i64)> = run
                 .iter()
                 .zip(&missing)
                 .filter(|(e, m)| **m && e.id().day() < arrival)
-                .map(|(e, _)| e.id().day())
+                .map(|(e, _)| (e.id().day(), arrival))
                 .collect();
             let watermark = h.rollup.watermark.map_or(self.window - 1, |w| w.h);
             let unmarked: Vec<Mutation> = h
-                .unmarked_days(watermark)?
-                .difference(&marked_by_write)
-                .map(|day| {
-                    Mutation::add_to_cell(MARKS_FAMILY, day_qualifier(*day), day_micros(arrival), 1)
+                .unmarked(watermark)
+                .into_iter()
+                .filter(|late| !marked_by_write.contains(late))
+                .map(|(day, at)| {
+                    Mutation::add_to_cell(MARKS_FAMILY, day_qualifier(day), day_micros(at), 1)
                 })
                 .collect();
             if !unmarked.is_empty() {

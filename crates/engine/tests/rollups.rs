@@ -1,8 +1,9 @@
 //! Exactness of profile reads with rollups, at every moment: random
 //! sequences of ingestion (late events, retries on the same and on later
 //! days), clock moves (days leaving the window), maintenance (whole, cut
-//! short, two maintainers racing) and deletions, with every user's profile
-//! compared with the naive reference after every step. On the in-memory
+//! short, two maintainers racing), deletions and rebuilds (after state was
+//! lost, or not), with every user's profile compared with the naive
+//! reference after every step. On the in-memory
 //! store (GC on the test's clock), the embedded store and the Bigtable
 //! emulator (both collect garbage on the real clock: lazily, as far as the
 //! test's clock is concerned).
@@ -12,7 +13,9 @@ mod common;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use affinity_engine::{AppConfig, Engine, Event, MaintainOptions, Progress, Schema};
+use affinity_engine::{
+    AppConfig, Engine, Event, MaintainOptions, Progress, RebuildOptions, Schema,
+};
 use affinity_model::Store;
 use common::*;
 use proptest::prelude::*;
@@ -43,6 +46,10 @@ enum Op {
     DeleteDuringFold(u8),
     /// Delete a user.
     Delete(u8),
+    /// Lose the profile rows of the users in the mask (all of them, or
+    /// the rollup row alone), then rebuild; a second rebuild writes
+    /// nothing.
+    LoseAndRebuild { mask: u8, rollup_only: bool },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -63,6 +70,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(user, hours, second_first)| Op::Race { user, hours, second_first }),
         1 => (0u8..4).prop_map(Op::DeleteDuringFold),
         1 => (0u8..4).prop_map(Op::Delete),
+        1 => (any::<u8>(), any::<bool>())
+            .prop_map(|(mask, rollup_only)| Op::LoseAndRebuild { mask, rollup_only }),
     ]
 }
 
@@ -205,6 +214,29 @@ fn run(store: Arc<dyn Store>, clock: FakeClock, ops: &[Op]) -> Result<(), TestCa
                 }
             }
             Op::Delete(u) => world.delete(&user(*u)),
+            Op::LoseAndRebuild { mask, rollup_only } => {
+                let loss = if *rollup_only {
+                    Loss::Rollup
+                } else {
+                    Loss::User
+                };
+                for u in (0..4u8).filter(|u| mask & (1 << u) != 0) {
+                    lose_state(&world.engine, APP, &user(u), loss);
+                }
+                let options = RebuildOptions::default();
+                let first = world
+                    .engine
+                    .rebuild(APP, options, &Progress::default())
+                    .unwrap();
+                if mask & 0xf == 0 {
+                    prop_assert_eq!((first.restored, first.markers), (0, 0));
+                }
+                let again = world
+                    .engine
+                    .rebuild(APP, options, &Progress::default())
+                    .unwrap();
+                prop_assert_eq!((again.restored, again.markers), (0, 0));
+            }
         }
         world.check(step, op)?;
     }
@@ -258,4 +290,64 @@ proptest! {
         let now = real_now();
         run(store, FakeClock::new(now - now % DAY + hour * 3_600_000), &ops)?;
     }
+}
+
+/// Maintenance as a named job: shards cover every user once, a restarted
+/// job skips the ranges it finished, and reads stay exact.
+#[test]
+fn a_named_maintenance_shares_its_split_and_resumes_where_it_stopped() {
+    let start = 1_700_000_000_000 - 1_700_000_000_000 % DAY + 10 * 3_600_000;
+    let clock = FakeClock::new(start);
+    let engine = Engine::with_clock(clock.memory_store(), clock.engine_clock()).unwrap();
+    engine
+        .configure_app(
+            APP,
+            AppConfig {
+                schema: Schema::Narrow,
+                retention_days: RETENTION_DAYS,
+            },
+        )
+        .unwrap();
+    engine.set_strategy(APP, &strategy()).unwrap();
+    let mut values = Vec::new();
+    for u in 0..60 {
+        let mut v = event_json(0, 0, start - u * 60_000, &[u as u8], false);
+        v["userToken"] = serde_json::json!(format!("bulk-{u:02}"));
+        values.push(v);
+    }
+    let events = parse_all(&values, start);
+    engine.ingest(APP, &events).unwrap();
+    // The next day, yesterday's arrivals are closed: every user folds.
+    clock.set(start + DAY);
+    let job = |shard| MaintainOptions { threads: 2, shard };
+    let first = engine
+        .maintain_job(APP, job(Some((0, 2))), "m1", &Progress::default())
+        .unwrap();
+    assert!(first.ranges > 1);
+    assert!(first.folded > 0 && first.folded < 60);
+    let progress = Progress::default();
+    let rest = engine
+        .maintain_job(APP, job(None), "m1", &progress)
+        .unwrap();
+    let snap = progress.snapshot();
+    assert_eq!(snap.ranges_done, snap.ranges_total);
+    assert_eq!(first.ranges + rest.ranges, snap.ranges_total);
+    assert_eq!(
+        (first.users + rest.users, first.folded + rest.folded),
+        (60, 60)
+    );
+    let users: Vec<String> = (0..60).map(|u| format!("bulk-{u:02}")).collect();
+    assert_eq!(
+        streaming_profiles(&engine, APP, &users),
+        reference_profiles(APP, &events, start + DAY, i64::from(RETENTION_DAYS) * DAY)
+    );
+    let again = engine
+        .maintain_job(APP, job(None), "m1", &Progress::default())
+        .unwrap();
+    assert_eq!((again.ranges, again.users), (0, 0));
+    // A fresh maintenance finds every rollup up to date.
+    let fresh = engine
+        .maintain(APP, MaintainOptions::default(), &Progress::default())
+        .unwrap();
+    assert_eq!((fresh.users, fresh.folded), (60, 0));
 }

@@ -1,6 +1,6 @@
 //! Affinity's HTTP API: Algolia Insights- and Personalization-compatible
 //! JSON over HTTP (see `shared/API.md`), with Affinity's additions
-//! (catalog objects, recompute jobs, health, Prometheus metrics and the
+//! (catalog objects, maintenance jobs, health, Prometheus metrics and the
 //! OpenAPI document at `/openapi.json`).
 //!
 //! This crate is the transport only: authentication (`x-algolia-*`

@@ -1,5 +1,5 @@
 //! Prometheus metrics: events ingested and rejected, requests and their
-//! latency per route, and the progress of recompute jobs, rendered in the
+//! latency per route, and the progress of maintenance jobs, rendered in the
 //! Prometheus text format at `/metrics`.
 
 use std::collections::BTreeMap;

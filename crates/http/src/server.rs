@@ -10,7 +10,7 @@
 //! | `DELETE /1/profiles/{userToken}` | admin |
 //! | `POST /1/indexes/{indexName}/objects` | admin |
 //! | `GET/PUT/DELETE /1/indexes/{indexName}/objects/{objectID}` | search, profiles / admin |
-//! | `GET /1/jobs`, `GET /1/jobs/{jobID}` (recompute progress) | profiles |
+//! | `GET /1/jobs`, `GET /1/jobs/{jobID}` (maintenance progress) | profiles |
 //! | `GET /1/trends` (regional trends) | search, profiles |
 //! | `GET /health`, `/metrics`, `/openapi.json` | none |
 //!
