@@ -45,7 +45,10 @@ fn parse_every(text: &str) -> Result<Every, String> {
     if text == "off" {
         return Ok(Every(None));
     }
-    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let (number, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
     let n: u64 = number
         .parse()
         .map_err(|_| format!("{text:?} is not a period such as 30s, 15m or 1h, or off"))?;
@@ -53,7 +56,11 @@ fn parse_every(text: &str) -> Result<Every, String> {
         "s" => n,
         "m" => n * 60,
         "h" => n * 3600,
-        _ => return Err(format!("{text:?} is not a period such as 30s, 15m or 1h, or off")),
+        _ => {
+            return Err(format!(
+                "{text:?} is not a period such as 30s, 15m or 1h, or off"
+            ))
+        }
     };
     if secs == 0 {
         return Err("the period must be more than 0 (or off)".into());
@@ -109,7 +116,8 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
         println!("affinity serve: http://{addr} on the {backend}");
         affinity_http::serve(
             listener,
-            State::with_inline_reads(engine, keys, inline_reads).with_maintenance(args.maintain_every.0),
+            State::with_inline_reads(engine, keys, inline_reads)
+                .with_maintenance(args.maintain_every.0),
             affinity_http::shutdown_signal(),
         )
         .await

@@ -77,14 +77,15 @@ pub mod trends;
 
 pub use batch::{Progress, ProgressSnapshot, RecomputeOptions, RecomputeReport};
 pub use engine::{
-    window_start_day, validate_app, App, AppConfig, AppSettings, Clock, Engine, DAY_MILLIS, DEFAULT_RETENTION_DAYS,
+    validate_app, window_start_day, App, AppConfig, AppSettings, Clock, Engine, DAY_MILLIS,
+    DEFAULT_RETENTION_DAYS,
 };
 pub use error::{Error, Result};
 pub use event::{Event, EventType, Limits, API_MAX_AGE_MILLIS, MAX_SKEW_MILLIS};
 pub use ingest::{IngestReport, BATCH_EVENTS};
+pub use maintain::{MaintainOptions, MaintainReport};
 pub use migrate::Verification;
 pub use profile::Deleted;
-pub use maintain::{MaintainOptions, MaintainReport};
 pub use schema::Schema;
 pub use scoring::Profile;
 pub use strategy::{Strategy, Weights};

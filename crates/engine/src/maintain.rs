@@ -14,9 +14,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use affinity_model::{
-    prefix_successor, Bytes, ReadRowsRequest, RowFilter, RowRange, RowSet,
-};
+use affinity_model::{prefix_successor, Bytes, ReadRowsRequest, RowFilter, RowRange, RowSet};
 
 use crate::batch::{visit_rows, Progress};
 use crate::engine::{App, Engine};
@@ -93,7 +91,11 @@ fn user_ranges(app: &App) -> Result<Vec<RowRange>> {
 }
 
 /// The first user whose rows start at or after `cursor` within `range`.
-fn next_user(app: &App, range: &RowRange, cursor: &std::ops::Bound<Bytes>) -> Result<Option<String>> {
+fn next_user(
+    app: &App,
+    range: &RowRange,
+    cursor: &std::ops::Bound<Bytes>,
+) -> Result<Option<String>> {
     let request = ReadRowsRequest::new(RowSet::from_range(RowRange {
         start: cursor.clone(),
         end: range.end.clone(),
@@ -164,12 +166,8 @@ impl Engine {
             finished = crate::job::done(&app, name)?;
         }
         let total = ranges.len();
-        let mine: Vec<(usize, RowRange)> = ranges
-            .into_iter()
-            .enumerate()
-            .skip(i)
-            .step_by(n)
-            .collect();
+        let mine: Vec<(usize, RowRange)> =
+            ranges.into_iter().enumerate().skip(i).step_by(n).collect();
         progress.ranges_total.store(mine.len(), Ordering::Relaxed);
         let mine: Vec<(usize, RowRange)> = mine
             .into_iter()
@@ -191,7 +189,9 @@ impl Engine {
                     s.spawn(|| -> Result<()> {
                         loop {
                             let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
-                            let Some((index, range)) = next else { return Ok(()) };
+                            let Some((index, range)) = next else {
+                                return Ok(());
+                            };
                             let mut local = MaintainReport::default();
                             let mut cursor = range.start.clone();
                             while let Some(user) = next_user(&app, &range, &cursor)? {
@@ -212,7 +212,9 @@ impl Engine {
                                 progress.users.fetch_add(1, Ordering::Relaxed);
                                 let prefix = format!("{user},");
                                 match prefix_successor(prefix.as_bytes()) {
-                                    Some(after) => cursor = std::ops::Bound::Included(Bytes::from(after)),
+                                    Some(after) => {
+                                        cursor = std::ops::Bound::Included(Bytes::from(after))
+                                    }
                                     None => break,
                                 }
                             }

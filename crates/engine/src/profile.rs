@@ -33,15 +33,15 @@ use crate::batch::visit_rows;
 use crate::engine::{App, Engine, DAY_MILLIS, SLACK_DAYS};
 use crate::error::{Error, Result};
 use crate::event::EventType;
+use crate::rollup::{
+    arrival_day, deletion_value, read_rollup, rollup_key, row_day, Arrivals, DELETED, DELETING,
+    LATEST_FAMILY, MARKS_FAMILY, TOMBSTONE_FAMILY, TOTALS_FAMILY, WATERMARK_FAMILY,
+};
 use crate::schema::{decode_row, since};
 use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedScores};
 use crate::state::{
     parse_counter_qualifier, parse_last_qualifier, state_row_key, EventId, COUNTERS_FAMILY,
     IDS_FAMILY, LAST_FAMILY,
-};
-use crate::rollup::{
-    arrival_day, deletion_value, read_rollup, rollup_key, row_day, Arrivals, DELETED, DELETING,
-    LATEST_FAMILY, MARKS_FAMILY, TOMBSTONE_FAMILY, TOTALS_FAMILY, WATERMARK_FAMILY,
 };
 use crate::strategy::{Strategy, Weights};
 
@@ -264,7 +264,10 @@ impl Engine {
                         }
                         IDS_FAMILY => {
                             let id: [u8; 16] = cell.qualifier.try_into().map_err(|_| {
-                                Error::corrupt("event id qualifier", format!("{:?}", cell.qualifier))
+                                Error::corrupt(
+                                    "event id qualifier",
+                                    format!("{:?}", cell.qualifier),
+                                )
                             })?;
                             ids.entry(id).or_default().add(
                                 arrival,
@@ -397,9 +400,13 @@ impl Engine {
             .count();
         let rollup = app.profiles.read_row(
             rollup_key(user).as_bytes(),
-            Some(&RowFilter::FamilyNameRegex(format!("[^{TOMBSTONE_FAMILY}]"))),
+            Some(&RowFilter::FamilyNameRegex(format!(
+                "[^{TOMBSTONE_FAMILY}]"
+            ))),
         )?;
-        Ok(events + profile_row_keys(app.profiles.as_ref(), user)?.len() + usize::from(rollup.is_some()))
+        Ok(events
+            + profile_row_keys(app.profiles.as_ref(), user)?.len()
+            + usize::from(rollup.is_some()))
     }
 }
 

@@ -279,7 +279,11 @@ impl Engine {
         let window = app.config.window_start_day(now);
         let h_new = closed_through(now);
         let rollup = read_rollup(app, user)?;
-        if rollup.deletion.as_ref().is_some_and(|d| d.first() == Some(&DELETING)) {
+        if rollup
+            .deletion
+            .as_ref()
+            .is_some_and(|d| d.first() == Some(&DELETING))
+        {
             // A deletion is running: its rows are going, fold later.
             return Ok(None);
         }
@@ -479,7 +483,12 @@ impl Engine {
             Mutation::DeleteFromFamily {
                 family: WATERMARK_FAMILY.into(),
             },
-            Mutation::set_cell(WATERMARK_FAMILY, "h", stamp, plan.new.h.to_be_bytes().to_vec()),
+            Mutation::set_cell(
+                WATERMARK_FAMILY,
+                "h",
+                stamp,
+                plan.new.h.to_be_bytes().to_vec(),
+            ),
             Mutation::set_cell(
                 WATERMARK_FAMILY,
                 "lo",
@@ -507,9 +516,9 @@ impl Engine {
                 time_range: TimestampRange::new(0, (plan.new.h + 1) * DAY_MICROS),
             });
         }
-        let matched = app
-            .profiles
-            .check_and_mutate_row(key.as_bytes(), Some(&predicate), &[], &write)?;
+        let matched =
+            app.profiles
+                .check_and_mutate_row(key.as_bytes(), Some(&predicate), &[], &write)?;
         Ok(!matched)
     }
 

@@ -34,7 +34,11 @@ enum Op {
     FoldSome(u8),
     /// Two maintainers prepare folds of one user, the clock moving
     /// `hours` in between, and commit in either order.
-    Race { user: u8, hours: u32, second_first: bool },
+    Race {
+        user: u8,
+        hours: u32,
+        second_first: bool,
+    },
     /// A fold prepared, then the user deleted, then the fold committed.
     DeleteDuringFold(u8),
     /// Delete a user.

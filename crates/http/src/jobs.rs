@@ -164,7 +164,10 @@ impl Jobs {
             "# HELP affinity_jobs_running Maintenance jobs running.\n# TYPE affinity_jobs_running gauge\naffinity_jobs_running {running}"
         );
         let gauges = [
-            ("affinity_job_rows_read", "Day rows a maintenance job has read."),
+            (
+                "affinity_job_rows_read",
+                "Day rows a maintenance job has read.",
+            ),
             ("affinity_job_users", "Users a maintenance job has visited."),
             (
                 "affinity_job_ranges_done",

@@ -108,7 +108,10 @@ async fn maintenance_runs_on_a_schedule_and_changes_no_profile() {
     let now = first.engine.now_millis();
     let events: Vec<Value> = (0..30)
         .map(|i| {
-            let mut e = click(&format!("m{}", i % 10), if i % 3 == 0 { "Apple" } else { "Sony" });
+            let mut e = click(
+                &format!("m{}", i % 10),
+                if i % 3 == 0 { "Apple" } else { "Sony" },
+            );
             e["timestamp"] = json!(now - 2 * 86_400_000 - i);
             e
         })
@@ -139,9 +142,18 @@ async fn maintenance_runs_on_a_schedule_and_changes_no_profile() {
     let (status, after) = parts(server.admin(Method::GET, path).send().await.unwrap()).await;
     assert_eq!((status, &after), (200, &before));
     // Another application does not see the job.
-    let r = server.as_key(Method::GET, &format!("/1/jobs/{id}"), OTHER_APP, OTHER_ADMIN);
+    let r = server.as_key(
+        Method::GET,
+        &format!("/1/jobs/{id}"),
+        OTHER_APP,
+        OTHER_ADMIN,
+    );
     assert_eq!(parts(r.send().await.unwrap()).await.0, 404);
-    let r = server.admin(Method::GET, "/1/jobs/999").send().await.unwrap();
+    let r = server
+        .admin(Method::GET, "/1/jobs/999")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(parts(r).await.0, 404);
     let metrics = server
         .bare(Method::GET, "/metrics")
@@ -152,7 +164,9 @@ async fn maintenance_runs_on_a_schedule_and_changes_no_profile() {
         .await
         .unwrap();
     assert!(
-        metrics.contains(&format!("affinity_job_users{{app=\"app1\",job=\"{id}\"}} 10")),
+        metrics.contains(&format!(
+            "affinity_job_users{{app=\"app1\",job=\"{id}\"}} 10"
+        )),
         "{metrics}"
     );
     server.stop().await;

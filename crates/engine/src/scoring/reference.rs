@@ -128,8 +128,22 @@ mod tests {
                 T + 300,
                 &[("brand", "Apple")],
             ), // not in strategy
-            ev("u", "4", EventType::Click, "click", T - 1, &[("brand", "Old")]), // expired
-            ev("v", "5", EventType::Click, "click", T + 150, &[("size", "L")]),  // no scored facet
+            ev(
+                "u",
+                "4",
+                EventType::Click,
+                "click",
+                T - 1,
+                &[("brand", "Old")],
+            ), // expired
+            ev(
+                "v",
+                "5",
+                EventType::Click,
+                "click",
+                T + 150,
+                &[("size", "L")],
+            ), // no scored facet
         ];
         let out = profiles(&events, &strategy(), T + 1000, crate::engine::DAY_MILLIS);
         assert_eq!(out.len(), 1);
