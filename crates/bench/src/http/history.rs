@@ -149,12 +149,13 @@ pub fn report(mix: &Mix, preload: &Preload, done: &Maintained) -> (String, Value
         None => String::new(),
     };
     let history_line = format!(
-        "history: {} days before today, {} users ({heavy} heavy at ~{} events/day, {} light at ~{}/day): {events} events in {:.1} s = {rate:.0} events/s (in process, Engine::ingest on each day's clock, {} threads){settled}",
+        "history: {} days before today, {} users ({heavy} heavy at ~{} events/day, {} light at ~{}/day, facet values {}): {events} events in {:.1} s = {rate:.0} events/s (in process, Engine::ingest on each day's clock, {} threads){settled}",
         preload.days,
         mix.users(),
         mix.heavy_per_day,
         mix.users() - heavy,
         mix.light_per_day,
+        mix.values(),
         preload.seconds,
         preload.threads,
     );

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use affinity_engine::{Event, DAY_MILLIS};
 
 use super::HttpBenchArgs;
-use crate::days::{draw, Drawn};
+use crate::days::{draw, Drawn, FACETS};
 
 /// Keys of the draws, so no two ask the same question of the seed.
 const HEAVY: u64 = 1;
@@ -24,6 +24,51 @@ const COUNT: u64 = 2;
 const EVENT: u64 = 3;
 const TIME: u64 = 4;
 const VISITOR: u64 = 5;
+const SKEW: u64 = 6;
+const FAVOURITES: u64 = 7;
+
+/// Facet values drawn by Zipf rank (`--value-skew`, the exponent) instead
+/// of uniformly; each user's ranks start at their own values, so users
+/// have favourites rather than all sharing the same top values.
+struct Skew {
+    exponent: f64,
+    /// Per facet, the cumulative share of ranks `0..=k`.
+    cdf: Vec<Vec<f64>>,
+}
+
+impl Skew {
+    fn new(exponent: f64) -> Skew {
+        let cdf = FACETS
+            .iter()
+            .map(|(_, _, n)| {
+                let weights: Vec<f64> = (1..=*n).map(|k| (k as f64).powf(-exponent)).collect();
+                let total: f64 = weights.iter().sum();
+                let mut sum = 0.0;
+                weights
+                    .iter()
+                    .map(|w| {
+                        sum += w / total;
+                        sum
+                    })
+                    .collect()
+            })
+            .collect();
+        Skew { exponent, cdf }
+    }
+
+    /// The value of `facet` at uniform `u` (0..1) for a user whose
+    /// favourite is `first`.
+    fn value(&self, facet: usize, u: f64, first: u64) -> u64 {
+        let cdf = &self.cdf[facet];
+        let rank = cdf.partition_point(|c| *c < u).min(cdf.len() - 1) as u64;
+        (first + rank) % cdf.len() as u64
+    }
+}
+
+/// Uniform in 0..1 from a hash's top 53 bits.
+fn unit(h: u64) -> f64 {
+    (h >> 11) as f64 / (1u64 << 53) as f64
+}
 
 /// A user's class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +93,7 @@ pub struct Mix {
     pub heavy_per_day: f64,
     pub light_per_day: f64,
     pub visitors: usize,
+    skew: Option<Skew>,
 }
 
 impl Mix {
@@ -70,6 +116,15 @@ impl Mix {
             heavy_per_day: args.heavy_per_day,
             light_per_day: args.light_per_day,
             visitors: args.visitors,
+            skew: (args.value_skew > 0.0).then(|| Skew::new(args.value_skew)),
+        }
+    }
+
+    /// How facet values are drawn, for the report.
+    pub fn values(&self) -> String {
+        match &self.skew {
+            Some(skew) => format!("Zipf {} from each user's favourites", skew.exponent),
+            None => "uniform".to_string(),
         }
     }
 
@@ -101,7 +156,7 @@ impl Mix {
             Class::Light => self.light_per_day,
         };
         let h = draw(self.seed, &[COUNT, user as u64, day as u64]);
-        let spread = 0.75 + 0.5 * (h >> 11) as f64 / (1u64 << 53) as f64;
+        let spread = 0.75 + 0.5 * unit(h);
         ((rate * spread).round() as usize).max(1)
     }
 
@@ -109,7 +164,14 @@ impl Mix {
     /// milliseconds of the day.
     pub fn event(&self, user: usize, day: i64, j: usize, span: i64) -> (Drawn, i64) {
         let key = [user as u64, day as u64, j as u64];
-        let drawn = Drawn::from_hash(draw(self.seed, &[EVENT, key[0], key[1], key[2]]));
+        let mut drawn = Drawn::from_hash(draw(self.seed, &[EVENT, key[0], key[1], key[2]]));
+        if let Some(skew) = &self.skew {
+            for (f, value) in drawn.values.iter_mut().enumerate() {
+                let u = unit(draw(self.seed, &[SKEW, key[0], key[1], key[2], f as u64]));
+                let first = draw(self.seed, &[FAVOURITES, key[0], f as u64]);
+                *value = skew.value(f, u, first);
+            }
+        }
         let offset = draw(self.seed, &[TIME, key[0], key[1], key[2]]) % span.max(1) as u64;
         (drawn, day * DAY_MILLIS + offset as i64)
     }
@@ -255,6 +317,43 @@ mod tests {
             let mean = counts.iter().sum::<usize>() as f64 / counts.len() as f64;
             assert!((mean - rate).abs() < rate * 0.1, "{class:?}: {mean}");
         }
+    }
+
+    #[test]
+    fn skewed_values_are_each_users_favourites() {
+        // A heavy user's brands over ten days: uniform, nearly all 300 of
+        // them, none above 2%; Zipf 1, fewer, the favourite above 10%.
+        let brands = |m: &Mix| {
+            let user = m.members(Class::Heavy)[0] as usize;
+            let mut counts = std::collections::BTreeMap::new();
+            for day in DAY..DAY + 10 {
+                for j in 0..m.events_on(user, day) {
+                    *counts
+                        .entry(m.event(user, day, j, 1000).0.values[0])
+                        .or_insert(0) += 1;
+                }
+            }
+            let total: usize = counts.values().sum();
+            let top = *counts.values().max().unwrap() as f64 / total as f64;
+            (counts.len(), top, counts.keys().max().copied())
+        };
+        let (uniform, top, last) = brands(&mix(&[]));
+        assert!(uniform > 280 && top < 0.02, "{uniform} {top}");
+        assert!(last < Some(300));
+        let (skewed, top, last) = brands(&mix(&["--value-skew", "1"]));
+        assert!(skewed + 50 < uniform && top > 0.1, "{skewed} {top}");
+        assert!(last < Some(300));
+        // Two heavy users' favourites differ.
+        let m = mix(&["--value-skew", "1"]);
+        let favourite = |user: u32| {
+            let mut counts = [0; 300];
+            for j in 0..m.events_on(user as usize, DAY) {
+                counts[m.event(user as usize, DAY, j, 1000).0.values[0] as usize] += 1;
+            }
+            (0..300).max_by_key(|v| counts[*v]).unwrap()
+        };
+        let heavy = m.members(Class::Heavy);
+        assert_ne!(favourite(heavy[0]), favourite(heavy[1]));
     }
 
     #[test]

@@ -93,6 +93,11 @@ pub struct HttpBenchArgs {
     /// once the users' events of today are sent.
     #[arg(long, default_value_t = 100_000)]
     visitors: usize,
+    /// With history: draw the users' facet values by Zipf rank with this
+    /// exponent, from each user's own favourites (0: uniform over each
+    /// facet's values, the most distinct counters a user can have).
+    #[arg(long, default_value_t = 0.0)]
+    value_skew: f64,
     /// With history: the seed the users' classes and events are drawn from.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -169,6 +174,7 @@ pub fn run(args: HttpBenchArgs, backend: &BenchBackend) -> anyhow::Result<()> {
         "--heavy-per-day and --light-per-day must be positive"
     );
     anyhow::ensure!(args.visitors > 0, "--visitors must be positive");
+    anyhow::ensure!(args.value_skew >= 0.0, "--value-skew must not be negative");
     anyhow::ensure!(args.seconds > 0, "--seconds must be positive");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

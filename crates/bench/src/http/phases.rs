@@ -90,8 +90,7 @@ pub async fn bench(
         Some(mix) => {
             let (reads, classes) = read_classes(args, &target, mix).await;
             figures.classes = classes;
-            let single = single_client(args, &target, mix).await;
-            figures.single = single;
+            figures.single = single_client(args, &target, mix).await;
             if let Some(local) = &local {
                 let (store, mix) = (Arc::clone(&local.store), Arc::clone(mix));
                 let probes = tokio::task::spawn_blocking(move || classes::probe(store, &mix))
