@@ -24,6 +24,7 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+mod days;
 mod engine;
 mod geo;
 mod http;

@@ -1,8 +1,9 @@
 //! `affinity bench engine` end to end through the real binary: a small
 //! batch run loads and recomputes every event (again with `--loaded`, once
 //! per thread count), an ingest run stores every event and leaves profiles
-//! that score what was ingested, and `--loaded` needs `--data`. The figures
-//! are read from the printed line and checked against each other.
+//! that score what was ingested, a maintain run folds every event it loaded
+//! (alone and on top of earlier days), and `--loaded` needs `--data`. The
+//! figures are read from the printed line and checked against each other.
 
 mod common;
 
@@ -130,4 +131,109 @@ fn loaded_needs_a_data_directory() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--loaded needs --data"), "{err}");
+}
+
+/// The `maintain` line of an output: (users, rollups written, day rows
+/// read, conflicts, events folded), its rates checked against its time.
+fn maintain_line(out: &str) -> (f64, f64, f64, f64, f64) {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("maintain "))
+        .unwrap_or_else(|| panic!("no maintain line: {out}"));
+    let figures = (
+        figure(line, "users,"),
+        figure(line, "rollups"),
+        figure(line, "day"),
+        figure(line, "conflicts,"),
+        figure(line, "events"),
+    );
+    let seconds = figure(line, "s");
+    assert!(seconds >= 0.0 && figure(line, "users/s,") > 0.0, "{line}");
+    // `N events folded in S s = R users/s, E events folded/s`
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let per_s = words
+        .iter()
+        .position(|w| *w == "folded/s")
+        .map(|at| words[at - 2].parse::<f64>().expect("a rate"))
+        .unwrap_or_else(|| panic!("no folded/s in {line:?}"));
+    assert!(
+        (figures.4 / per_s - seconds).abs() <= 0.0051,
+        "{} events / {per_s} events/s is not {seconds} s: {line}",
+        figures.4
+    );
+    figures
+}
+
+/// The number of users with events the `loaded` line names.
+fn loaded_users(out: &str) -> (f64, f64) {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("loaded "))
+        .unwrap_or_else(|| panic!("no loaded line: {out}"));
+    (figure(line, "events"), figure(line, "users"))
+}
+
+#[test]
+fn maintain_folds_every_event_it_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ok(
+        dir.path(),
+        &[
+            "bench", "engine", "maintain", "--events", "2000", "--users", "200",
+        ],
+    );
+    let (loaded, with_events) = loaded_users(&out);
+    assert_eq!(loaded, 2000.0, "{out}");
+    assert!(with_events > 150.0 && with_events <= 200.0, "{out}");
+    let (users, written, rows, conflicts, folded) = maintain_line(&out);
+    // Every user with an event got a rollup from their one day row, and
+    // the rollups hold every event loaded.
+    assert_eq!(
+        (users, written, rows),
+        (with_events, with_events, with_events),
+        "{out}"
+    );
+    assert_eq!(conflicts, 0.0, "{out}");
+    assert_eq!(folded, 2000.0, "{out}");
+    assert!(out.contains("rollups: "), "{out}");
+}
+
+#[test]
+fn maintain_adds_a_day_to_the_rollups_of_earlier_days() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ok(
+        dir.path(),
+        &[
+            "bench", "engine", "maintain", "--events", "2000", "--users", "100", "--days", "2",
+        ],
+    );
+    assert!(out.contains("earlier days: 2 x 2000 events"), "{out}");
+    let (loaded, with_events) = loaded_users(&out);
+    assert_eq!((loaded, with_events), (2000.0, 100.0), "{out}");
+    // 20 events a user a day: every user has a rollup and a new day row.
+    let (users, written, rows, conflicts, folded) = maintain_line(&out);
+    assert_eq!(
+        (users, written, rows, conflicts),
+        (100.0, 100.0, 100.0, 0.0),
+        "{out}"
+    );
+    assert_eq!(folded, 2000.0, "{out}");
+    let line = out.lines().find(|l| l.starts_with("rollups: ")).unwrap();
+    assert_eq!(figure(line, "events"), 6000.0, "{line}");
+    assert_eq!(figure(line, "before"), 4000.0, "{line}");
+}
+
+#[test]
+fn maintain_days_stay_within_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = common::fails(
+        dir.path(),
+        &[
+            "bench", "engine", "maintain", "--events", "10", "--days", "89",
+        ],
+    );
+    assert!(
+        err.contains("--days must be within 0 and 88, got 89"),
+        "{err}"
+    );
 }

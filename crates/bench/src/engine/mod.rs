@@ -10,8 +10,14 @@
 //!   of 1000 from `--clients` concurrent clients, with synced writes (the
 //!   streaming path: events table, trends, profile state).
 //!
+//! - `maintain`: bulk-loads a closed day of events (1M over 100k users, 4
+//!   filters), on top of `--days` earlier days already folded, then times
+//!   `Engine::maintain` folding that day into the rollups (`maintain.rs`).
+//!
 //! With `--data DIR`, `batch --loaded` reruns the recompute on events an
 //! earlier run with the same `--events` left there.
+
+mod maintain;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -52,6 +58,8 @@ pub enum Mode {
     Batch,
     /// Streaming ingest from concurrent clients.
     Ingest,
+    /// Maintenance folding a closed day into the rollups.
+    Maintain,
 }
 
 #[derive(clap::Args)]
@@ -62,25 +70,30 @@ pub struct EngineBenchArgs {
     /// The events layout: narrow or wide.
     #[arg(long, default_value = "wide", value_parser = parse_schema)]
     schema: Schema,
-    /// Events to load (batch) or ingest.
-    #[arg(long, default_value_t = 10_000_000)]
-    events: usize,
+    /// Events to load (batch, default 10M), ingest (default 10M) or load
+    /// on the day maintained (maintain, default 1M).
+    #[arg(long)]
+    events: Option<usize>,
     /// batch: the store in --data already holds the events of an earlier
     /// run with the same --events (time the recompute alone).
     #[arg(long)]
     loaded: bool,
-    /// batch: recompute thread counts to run, one recompute each.
+    /// batch: recompute thread counts to run, one recompute each;
+    /// maintain: the maintenance's threads (one count).
     #[arg(long, value_delimiter = ',', default_value = "2")]
     threads: Vec<usize>,
-    /// ingest: users the events are spread over.
-    #[arg(long, default_value_t = 10_000)]
-    users: u64,
-    /// ingest: days back event times spread over (1: live traffic; 80: a
-    /// backfill, about one event per user and day).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=80))]
-    days: u64,
+    /// ingest, maintain: users the events are spread over (default 10000
+    /// for ingest, 100000 for maintain).
+    #[arg(long)]
+    users: Option<u64>,
+    /// ingest: days back event times spread over (1..=80, default 1: live
+    /// traffic; 80: a backfill, about one event per user and day);
+    /// maintain: earlier days loaded and folded before the day maintained
+    /// (0..=88, default 0).
+    #[arg(long)]
+    days: Option<u64>,
     /// ingest: concurrent clients, each sending its share in batches of
-    /// 1000.
+    /// 1000; maintain: threads loading the events.
     #[arg(long, default_value_t = 4)]
     clients: usize,
     /// ingest: do not sync the log before a batch returns (not durable;
@@ -126,19 +139,23 @@ impl Rng {
 /// Run the benchmark on the embedded store in `data` (default: a temporary
 /// directory, removed afterwards).
 pub fn run(args: EngineBenchArgs, data: Option<&Path>) -> anyhow::Result<()> {
-    anyhow::ensure!(args.events > 0, "--events must be positive");
+    anyhow::ensure!(args.events() > 0, "--events must be positive");
     anyhow::ensure!(
         !args.loaded || data.is_some(),
         "--loaded needs --data: the directory an earlier run loaded"
     );
+    anyhow::ensure!(
+        !args.loaded || args.mode == Mode::Batch,
+        "--loaded is an option of batch only"
+    );
     let (dir, _tmp) = crate::data_dir(data)?;
     let mut options = EmbeddedOptions::default();
     options.sync_writes = args.mode == Mode::Ingest && !args.no_sync;
-    let store: Arc<dyn Store> = Arc::new(
+    let store = Arc::new(
         EmbeddedStore::open_with(&dir, options)
             .with_context(|| format!("opening the embedded store in {}", dir.display()))?,
     );
-    let engine = Engine::open(store)?;
+    let engine = Engine::open(Arc::clone(&store) as Arc<dyn Store>)?;
     engine.configure_app(
         APP,
         AppConfig {
@@ -150,13 +167,48 @@ pub fn run(args: EngineBenchArgs, data: Option<&Path>) -> anyhow::Result<()> {
     match args.mode {
         Mode::Batch => batch(&engine, &args),
         Mode::Ingest => ingest(&engine, &args),
+        Mode::Maintain => maintain::run(&engine, &store, &args),
+    }
+}
+
+impl EngineBenchArgs {
+    fn events(&self) -> usize {
+        let default = match self.mode {
+            Mode::Maintain => 1_000_000,
+            Mode::Batch | Mode::Ingest => 10_000_000,
+        };
+        self.events.unwrap_or(default)
+    }
+
+    fn users(&self) -> u64 {
+        let default = match self.mode {
+            Mode::Maintain => 100_000,
+            Mode::Batch | Mode::Ingest => 10_000,
+        };
+        self.users.unwrap_or(default)
+    }
+
+    /// `--days` within its mode's bounds.
+    fn days(&self) -> anyhow::Result<u64> {
+        let (default, bounds) = match self.mode {
+            Mode::Maintain => (0, 0..=88),
+            Mode::Batch | Mode::Ingest => (1, 1..=80),
+        };
+        let days = self.days.unwrap_or(default);
+        anyhow::ensure!(
+            bounds.contains(&days),
+            "--days must be within {} and {}, got {days}",
+            bounds.start(),
+            bounds.end()
+        );
+        Ok(days)
     }
 }
 
 fn batch(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
     let app = engine.app(APP)?;
     let now = engine.now_millis();
-    let n = args.events;
+    let n = args.events();
     if !args.loaded {
         let mut rng = Rng(42);
         let users = n.div_ceil(100);
@@ -221,7 +273,8 @@ fn write(app: &affinity_engine::App, entries: &mut Vec<RowMutations>) -> anyhow:
 }
 
 fn ingest(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.users > 0, "--users must be positive");
+    let (users, days) = (args.users(), args.days()?);
+    anyhow::ensure!(users > 0, "--users must be positive");
     let now = engine.now_millis();
     let limits = Limits {
         now_millis: now,
@@ -229,7 +282,7 @@ fn ingest(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
         max_skew_millis: 0,
     };
     let mut rng = Rng(42);
-    let events: Vec<Event> = (0..args.events)
+    let events: Vec<Event> = (0..args.events())
         .map(|_| {
             let (ty, name) = NAMES[(rng.next() % 3) as usize];
             let filters: Vec<String> = rng
@@ -238,8 +291,8 @@ fn ingest(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
                 .map(|(f, v)| format!("{f}:{v}"))
                 .collect();
             let v = json!({"eventType": ty.as_str(), "eventName": name, "index": "products",
-                "userToken": format!("user{}", rng.next() % args.users),
-                "timestamp": now - 60_000 - (rng.next() % (args.days * DAY as u64)) as i64,
+                "userToken": format!("user{}", rng.next() % users),
+                "timestamp": now - 60_000 - (rng.next() % (days * DAY as u64)) as i64,
                 "filters": filters});
             Event::from_json(&v, &limits)
         })
@@ -273,8 +326,8 @@ fn ingest(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
         "ingest {} ({clients} clients, {} users, {} days{}): {stored} events in {secs:.2} s \
          = {:.0} events/s (goal: >= {GOAL_INGEST:.0} events/s)",
         args.schema.as_str(),
-        args.users,
-        args.days,
+        users,
+        days,
         if args.no_sync { ", not synced" } else { "" },
         stored as f64 / secs
     );
