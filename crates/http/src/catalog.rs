@@ -17,7 +17,8 @@ use serde_json::{json, Value};
 
 use crate::auth::{Acl, Caller};
 use crate::error::{blocking, Error, Result, MAX_BATCH_EVENTS};
-use crate::state::{Body, State};
+use crate::body::Body;
+use crate::state::State;
 use crate::time::iso;
 
 fn check_index(index: &str) -> Result<()> {

@@ -11,7 +11,8 @@ use serde_json::{json, Value};
 
 use crate::auth::{Acl, Caller};
 use crate::error::{blocking, Error, Result, MAX_BATCH_EVENTS};
-use crate::state::{Body, State};
+use crate::body::Body;
+use crate::state::State;
 
 /// Check a user token of a path: `[a-zA-Z0-9_=/+-]{1,129}`.
 pub fn check_user_token(token: &str) -> Result<()> {

@@ -39,6 +39,7 @@
 //! ```
 
 mod auth;
+mod body;
 mod catalog;
 mod config;
 mod error;

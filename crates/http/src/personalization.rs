@@ -12,7 +12,8 @@ use serde_json::{json, Value};
 use crate::auth::{Acl, Caller};
 use crate::error::{blocking, Error, Result};
 use crate::insights::check_user_token;
-use crate::state::{Body, State};
+use crate::body::Body;
+use crate::state::State;
 use crate::time::iso;
 
 /// `GET /1/strategies/personalization`.

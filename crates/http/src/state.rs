@@ -1,17 +1,13 @@
-//! What every handler shares, and the request body extractor.
+//! What every handler shares.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use affinity_engine::{Engine, Strategy};
-use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
-use axum::http::header::CONTENT_LENGTH;
-use serde_json::Value;
 
 use crate::auth::Keys;
-use crate::error::{Error, Result, MAX_BODY_BYTES};
+use crate::error::Result;
 use crate::jobs::Jobs;
 use crate::metrics::Metrics;
 
@@ -90,47 +86,5 @@ impl State {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(app);
-    }
-}
-
-/// A request body of at most [`MAX_BODY_BYTES`]: a declared length over
-/// the limit is refused before a byte is read, a streamed one as soon as
-/// it passes the limit.
-pub struct Body(pub Bytes);
-
-impl<S: Send + Sync> FromRequest<S> for Body {
-    type Rejection = Error;
-
-    async fn from_request(req: Request, state: &S) -> Result<Body> {
-        if let Some(len) = req
-            .headers()
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok())
-        {
-            if len > MAX_BODY_BYTES as u64 {
-                return Err(Error::TooLarge {
-                    len: len.to_string(),
-                });
-            }
-        }
-        match Bytes::from_request(req, state).await {
-            Ok(bytes) => Ok(Body(bytes)),
-            Err(rejection) if rejection.status().as_u16() == 413 => Err(Error::TooLarge {
-                len: format!("over {MAX_BODY_BYTES}"),
-            }),
-            Err(rejection) => Err(Error::InvalidJson {
-                reason: rejection.body_text(),
-            }),
-        }
-    }
-}
-
-impl Body {
-    /// The body as JSON.
-    pub fn json(&self) -> Result<Value> {
-        serde_json::from_slice(&self.0).map_err(|e| Error::InvalidJson {
-            reason: e.to_string(),
-        })
     }
 }
