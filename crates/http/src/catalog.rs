@@ -5,8 +5,9 @@
 //!   replace up to 1000 objects (all validated before any is stored);
 //! - `PUT /1/indexes/{indexName}/objects/{objectID}`: add or replace one;
 //! - `GET /1/indexes/{indexName}/objects/{objectID}`;
-//! - `DELETE /1/indexes/{indexName}/objects/{objectID}`: 501, the engine
-//!   has no deletion of catalog objects yet.
+//! - `DELETE /1/indexes/{indexName}/objects/{objectID}`: delete one (an
+//!   event resolves its objects when ingested, so counted events keep
+//!   what they resolved to).
 
 use std::sync::Arc;
 
@@ -127,10 +128,22 @@ pub async fn get_object(
     .await
 }
 
-/// `DELETE /1/indexes/{indexName}/objects/{objectID}`: not supported yet.
-pub async fn delete_object(caller: Caller) -> Result<Json<Value>> {
+/// `DELETE /1/indexes/{indexName}/objects/{objectID}`: deleted (or
+/// already absent); events already counted keep what they resolved to.
+pub async fn delete_object(
+    Shared(state): Shared<Arc<State>>,
+    caller: Caller,
+    Path((index, object_id)): Path<(String, String)>,
+) -> Result<Json<Value>> {
     caller.require(Acl::Admin)?;
-    Err(Error::NotImplemented {
-        message: "Deleting catalog objects is not supported yet: replace the object instead".into(),
+    check_index(&index)?;
+    blocking(move || {
+        state
+            .engine
+            .delete_objects(&caller.app, &index, &[object_id.as_str()])?;
+        Ok(Json(
+            json!({"objectID": object_id, "deletedAt": iso(state.engine.now_millis())}),
+        ))
     })
+    .await
 }

@@ -109,6 +109,27 @@ impl Error {
         }
     }
 
+    /// A short, stable name of what went wrong: the field at fault for
+    /// validation errors, else the kind (`invalid_json`, `too_large`, ...).
+    pub fn code(&self) -> &'static str {
+        if let Some(field) = self.field() {
+            return field;
+        }
+        match self {
+            Error::Unauthorized => "unauthorized",
+            Error::Forbidden { .. } => "forbidden",
+            Error::TooLarge { .. } => "too_large",
+            Error::UnsupportedEncoding { .. } => "unsupported_encoding",
+            Error::BadEncoding { .. } => "bad_encoding",
+            Error::InvalidJson { .. } | Error::Engine(affinity_engine::Error::Json { .. }) => {
+                "invalid_json"
+            }
+            Error::NotFound { .. } => "not_found",
+            e if e.status().is_server_error() => "server_error",
+            _ => "invalid_request",
+        }
+    }
+
     /// The field at fault, for validation errors.
     pub fn field(&self) -> Option<&'static str> {
         match self {

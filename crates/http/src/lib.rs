@@ -42,6 +42,7 @@ mod auth;
 mod body;
 mod catalog;
 mod config;
+mod debug;
 mod error;
 mod insights;
 mod jobs;
@@ -54,6 +55,7 @@ mod time;
 mod trends;
 
 pub use auth::{Acl, ApiKey, Keys};
+pub use debug::{Entry, EventLog, Filter, Rejection, RequestOrigin, DEFAULT_DEBUG_EVENTS};
 pub use config::{AppEntry, Config, KeyEntry};
 pub use error::{Error, Result, MAX_BATCH_EVENTS, MAX_BODY_BYTES};
 pub use jobs::{Job, JobState, Jobs};

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use affinity_engine::{Engine, Strategy};
 
 use crate::auth::Keys;
+use crate::debug::EventLog;
 use crate::error::Result;
 use crate::jobs::Jobs;
 use crate::metrics::Metrics;
@@ -18,6 +19,8 @@ pub struct State {
     pub keys: Keys,
     pub metrics: Metrics,
     pub jobs: Jobs,
+    /// The events debugger's recent events (see [`crate::debug`]).
+    pub debug: EventLog,
     /// Strategies read for profile requests, with when they were read.
     strategies: Mutex<HashMap<String, CachedStrategy>>,
     /// Run profile reads on the async workers instead of handing them to
@@ -50,6 +53,7 @@ impl State {
             keys,
             metrics: Metrics::default(),
             jobs: Jobs::default(),
+            debug: EventLog::default(),
             strategies: Mutex::default(),
             inline_reads,
             maintain_every: None,
@@ -61,6 +65,15 @@ impl State {
     pub fn with_maintenance(mut self: Arc<State>, every: Option<Duration>) -> Arc<State> {
         if let Some(state) = Arc::get_mut(&mut self) {
             state.maintain_every = every;
+        }
+        self
+    }
+
+    /// This state, keeping the last `events` events per application for
+    /// the debugger (0: none).
+    pub fn with_debug_events(mut self: Arc<State>, events: usize) -> Arc<State> {
+        if let Some(state) = Arc::get_mut(&mut self) {
+            state.debug = EventLog::new(events);
         }
         self
     }
