@@ -20,7 +20,8 @@ use tokio::sync::watch;
 /// Events kept per application unless configured otherwise.
 pub const DEFAULT_DEBUG_EVENTS: usize = 1000;
 
-/// Where a request came from, as its headers and connection say.
+/// Where a request came from, as its headers and connection say, and how
+/// its body was sent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RequestOrigin {
     pub origin: Option<String>,
@@ -28,6 +29,8 @@ pub struct RequestOrigin {
     pub user_agent: Option<String>,
     pub remote_addr: Option<String>,
     pub forwarded_for: Option<String>,
+    pub content_type: Option<String>,
+    pub content_encoding: Option<String>,
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for RequestOrigin {
@@ -45,6 +48,8 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestOrigin {
             referer: header("referer"),
             user_agent: header("user-agent"),
             forwarded_for: header("x-forwarded-for"),
+            content_type: header("content-type"),
+            content_encoding: header("content-encoding"),
             remote_addr: parts
                 .extensions
                 .get::<ConnectInfo<SocketAddr>>()
@@ -56,7 +61,8 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestOrigin {
 impl RequestOrigin {
     fn to_json(&self) -> Value {
         json!({"origin": self.origin, "referer": self.referer, "userAgent": self.user_agent,
-               "remoteAddr": self.remote_addr, "forwardedFor": self.forwarded_for})
+               "remoteAddr": self.remote_addr, "forwardedFor": self.forwarded_for,
+               "contentType": self.content_type, "contentEncoding": self.content_encoding})
     }
 }
 
