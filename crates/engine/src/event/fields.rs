@@ -102,7 +102,7 @@ fn user_token_ok(token: &str) -> bool {
 pub(super) fn timestamp(obj: &Fields, limits: &Limits) -> Result<i64> {
     let millis = match obj.get("timestamp") {
         None | Some(Value::Null) => limits.now_millis,
-        Some(v) => v.as_i64().ok_or_else(|| {
+        Some(v) => as_integer(v).ok_or_else(|| {
             Error::event(
                 "timestamp",
                 "Timestamp must be milliseconds since the epoch",
@@ -193,17 +193,15 @@ pub(super) fn positions(
     };
     let mut out = Vec::with_capacity(items.len());
     for item in items {
-        let p = item
-            .as_u64()
-            .filter(|p| *p >= 1 && *p <= u64::from(u32::MAX));
+        let p = as_integer(item).filter(|p| *p >= 1 && *p <= i64::from(u32::MAX));
         let p =
             p.ok_or_else(|| Error::event("positions", "Positions must be positive integers"))?;
         out.push(p as u32);
     }
-    if event_type != EventType::Click || query_id.is_none() {
+    if event_type != EventType::Click || query_id.is_none() || object_ids.is_empty() {
         return Err(Error::event(
             "positions",
-            "Positions are only allowed for clicks after a search, with a queryID",
+            "Positions are only allowed for clicks on objectIDs after a search, with a queryID",
         ));
     }
     if out.len() != object_ids.len() {
@@ -230,6 +228,12 @@ pub(super) fn object_data(
     let items = data
         .as_array()
         .ok_or_else(|| Error::event("objectData", "ObjectData must be an array of objects"))?;
+    if object_ids.is_empty() {
+        return Err(Error::event(
+            "objectData",
+            "ObjectData is only allowed with ObjectIDs",
+        ));
+    }
     if items.len() != object_ids.len() {
         return Err(Error::event(
             "objectData",
@@ -250,7 +254,7 @@ pub(super) fn object_data(
         }
         if item
             .get("quantity")
-            .is_some_and(|q| q.as_i64().and_then(|q| i32::try_from(q).ok()).is_none())
+            .is_some_and(|q| as_integer(q).and_then(|q| i32::try_from(q).ok()).is_none())
         {
             return Err(Error::event(
                 "objectData",
@@ -327,6 +331,17 @@ fn conversion_only(
             format!("{field} is only allowed for conversion events"),
         )),
         Some(v) => Ok(Some(v.clone())),
+    }
+}
+
+/// An integer as JSON Schema counts them: `2` and `2.0` alike.
+fn as_integer(v: &Value) -> Option<i64> {
+    match v.as_i64() {
+        Some(n) => Some(n),
+        None => v
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && (-9.2e18..9.2e18).contains(f))
+            .map(|f| f as i64),
     }
 }
 
