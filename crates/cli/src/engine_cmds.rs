@@ -76,7 +76,7 @@ pub fn catalog(cmd: CatalogCommand, backend: &BackendArgs) -> anyhow::Result<()>
             let ids: Vec<&str> = object_ids.iter().map(String::as_str).collect();
             engine.delete_objects(&app.app, &index, &ids)?;
             println!(
-                "deleted {} objects from index {index} of app {}",
+                "deleted {} object ids from index {index} of app {}",
                 ids.len(),
                 app.app
             );

@@ -135,7 +135,7 @@ fn print_entry(entry: &Value, json: bool) {
     let about = ["objectIDs", "filters"]
         .iter()
         .find_map(|k| event[*k].as_array())
-        .map(|items| items.iter().map(|i| s(i)).collect::<Vec<_>>().join(","))
+        .map(|items| items.iter().map(&s).collect::<Vec<_>>().join(","))
         .unwrap_or_else(|| "-".into());
     let request = &entry["request"];
     let from = [&request["origin"], &request["remoteAddr"]]

@@ -87,7 +87,9 @@ fn main() {
             .and_then(|()| demo::run(args, backend.data.clone())),
         Command::Serve(args) => serve::run(args, backend),
         Command::Catalog(cmd) => engine_cmds::catalog(cmd, backend),
-        Command::Events(cmd) => backend.refuse("events", true, true).and_then(|()| events::run(cmd)),
+        Command::Events(cmd) => backend
+            .refuse("events", true, true)
+            .and_then(|()| events::run(cmd)),
         Command::Strategy(cmd) => engine_cmds::strategy(cmd, backend),
         Command::Ingest(args) => engine_cmds::ingest(args, backend),
         Command::Recompute(args) => engine_cmds::recompute(args, backend),

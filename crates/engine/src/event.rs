@@ -382,7 +382,13 @@ mod tests {
                 ("a%25b".into(), "c+d".into()),
             ]
         );
-        for bad in ["discount:10%", "brand:%zz", "brand:%+1", "brand%3", "a:%C3%28"] {
+        for bad in [
+            "discount:10%",
+            "brand:%zz",
+            "brand:%+1",
+            "brand%3",
+            "a:%C3%28",
+        ] {
             let e = filters(json!([bad])).unwrap_err();
             assert_eq!(e.field(), Some("filters"));
             assert!(e.to_string().contains("malformed percent-encoding"), "{e}");
@@ -417,12 +423,37 @@ mod tests {
             Event::from_json(&v, &Limits::api(NOW)).unwrap_err()
         };
         let cases = [
-            ("objectData", json!([{"price": 1}]), "objectData", "same length"),
+            (
+                "objectData",
+                json!([{"price": 1}]),
+                "objectData",
+                "same length",
+            ),
             ("objectData", json!([{}, 3]), "objectData", "ObjectData[1]"),
-            ("objectData", json!([{"price": true}, {}]), "objectData", "price"),
-            ("objectData", json!([{"quantity": 1.5}, {}]), "objectData", "quantity"),
-            ("objectData", json!([{"quantity": 1u64 << 40}, {}]), "objectData", "quantity"),
-            ("objectData", json!([{}, {"queryID": "q"}]), "objectData", "queryID"),
+            (
+                "objectData",
+                json!([{"price": true}, {}]),
+                "objectData",
+                "price",
+            ),
+            (
+                "objectData",
+                json!([{"quantity": 1.5}, {}]),
+                "objectData",
+                "quantity",
+            ),
+            (
+                "objectData",
+                json!([{"quantity": 1u64 << 40}, {}]),
+                "objectData",
+                "quantity",
+            ),
+            (
+                "objectData",
+                json!([{}, {"queryID": "q"}]),
+                "objectData",
+                "queryID",
+            ),
             ("currency", json!("eur"), "currency", "ISO 4217"),
             ("currency", json!("EURO"), "currency", "ISO 4217"),
             ("currency", Value::Null, "currency", "required"),

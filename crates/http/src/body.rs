@@ -107,9 +107,7 @@ impl Body {
             Encoding::Deflate if is_zlib(bytes) => {
                 inflate(ZlibDecoder::new(bytes), self.encoding).map(Into::into)
             }
-            Encoding::Deflate => {
-                inflate(DeflateDecoder::new(bytes), self.encoding).map(Into::into)
-            }
+            Encoding::Deflate => inflate(DeflateDecoder::new(bytes), self.encoding).map(Into::into),
         }
     }
 

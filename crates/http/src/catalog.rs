@@ -17,8 +17,8 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::auth::{Acl, Caller};
-use crate::error::{blocking, Error, Result, MAX_BATCH_EVENTS};
 use crate::body::Body;
+use crate::error::{blocking, Error, Result, MAX_BATCH_EVENTS};
 use crate::state::State;
 use crate::time::iso;
 

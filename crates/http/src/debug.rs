@@ -298,8 +298,20 @@ mod tests {
     fn keeps_the_newest_entries_per_app_and_filters_them() {
         let log = EventLog::new(3);
         let origin = Arc::new(RequestOrigin::default());
-        log.record("a", 1, None, vec![event("u1", "x"), event("u2", "y")], Arc::clone(&origin));
-        log.record("a", 2, rejected("eventType"), vec![event("u1", "y")], Arc::clone(&origin));
+        log.record(
+            "a",
+            1,
+            None,
+            vec![event("u1", "x"), event("u2", "y")],
+            Arc::clone(&origin),
+        );
+        log.record(
+            "a",
+            2,
+            rejected("eventType"),
+            vec![event("u1", "y")],
+            Arc::clone(&origin),
+        );
         log.record("a", 3, None, vec![event("u3", "x")], Arc::clone(&origin));
         log.record("b", 3, None, vec![event("u9", "x")], origin);
         let all = Filter {

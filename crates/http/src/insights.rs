@@ -13,9 +13,9 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::auth::{Acl, Caller};
-use crate::error::{blocking, Error, Result, MAX_BATCH_EVENTS};
 use crate::body::Body;
 use crate::debug::{Filter, Rejection, RequestOrigin};
+use crate::error::{blocking, Error, Result, MAX_BATCH_EVENTS};
 use crate::state::State;
 
 /// Check a user token of a path: `[a-zA-Z0-9_=/+-]{1,129}`.
@@ -82,9 +82,13 @@ pub async fn post_events(
             code: e.code().to_string(),
             message,
         };
-        state
-            .debug
-            .record(&caller.app, received, Some(rejection), events, Arc::clone(&origin));
+        state.debug.record(
+            &caller.app,
+            received,
+            Some(rejection),
+            events,
+            Arc::clone(&origin),
+        );
         Err(e)
     };
     if let Err(e) = caller.require(Acl::Events) {

@@ -55,8 +55,8 @@ mod time;
 mod trends;
 
 pub use auth::{Acl, ApiKey, Keys};
-pub use debug::{Entry, EventLog, Filter, Rejection, RequestOrigin, DEFAULT_DEBUG_EVENTS};
 pub use config::{AppEntry, Config, KeyEntry};
+pub use debug::{Entry, EventLog, Filter, Rejection, RequestOrigin, DEFAULT_DEBUG_EVENTS};
 pub use error::{Error, Result, MAX_BATCH_EVENTS, MAX_BODY_BYTES};
 pub use jobs::{Job, JobState, Jobs};
 pub use metrics::Metrics;

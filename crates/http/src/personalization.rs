@@ -10,9 +10,9 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::auth::{Acl, Caller};
+use crate::body::Body;
 use crate::error::{blocking, Error, Result};
 use crate::insights::check_user_token;
-use crate::body::Body;
 use crate::state::State;
 use crate::time::iso;
 

@@ -167,7 +167,10 @@ async fn page_server() -> String {
     )
     .unwrap();
     let router = axum::Router::new()
-        .route("/", get(move || async move { ([(CONTENT_TYPE, "text/html")], page) }))
+        .route(
+            "/",
+            get(move || async move { ([(CONTENT_TYPE, "text/html")], page) }),
+        )
         .route(
             "/search-insights-browser.mjs",
             get(move || async move { ([(CONTENT_TYPE, "text/javascript")], module) }),
@@ -185,10 +188,7 @@ fn browser_sends_events_from_another_origin() {
         assert_eq!(parts(server.set_strategy().await).await.0, 200);
         let origin = page_server().await;
         assert_ne!(origin, server.base, "two origins");
-        let url = format!(
-            "{origin}/?api={}&app={APP}&key={EVENTS_KEY}",
-            server.base
-        );
+        let url = format!("{origin}/?api={}&app={APP}&key={EVENTS_KEY}", server.base);
         let chromium = chromium();
         let out = tokio::task::spawn_blocking(move || {
             node("run-page.mjs", &[&url, &chromium.to_string_lossy()])
@@ -203,7 +203,13 @@ fn browser_sends_events_from_another_origin() {
         assert_eq!(results["beacon"], true, "{out}");
         assert_eq!(results["searchInsights"], true, "{out}");
 
-        let users = ["fetch-headers", "fetch-credentials", "xhr", "beacon", "search-insights"];
+        let users = [
+            "fetch-headers",
+            "fetch-credentials",
+            "xhr",
+            "beacon",
+            "search-insights",
+        ];
         let entries = arrived(&server, &users).await;
         for user in users {
             let entry = entries
@@ -213,12 +219,21 @@ fn browser_sends_events_from_another_origin() {
             assert_eq!(entry["status"], "accepted", "{entry}");
             assert_eq!(entry["request"]["origin"], origin.as_str(), "{entry}");
             assert!(
-                entry["request"]["userAgent"].as_str().unwrap().contains("Chrome"),
+                entry["request"]["userAgent"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Chrome"),
                 "{entry}"
             );
         }
-        let beacon = entries.iter().find(|e| e["event"]["userToken"] == "beacon").unwrap();
-        assert!(beacon["request"]["contentType"].as_str().unwrap().starts_with("text/plain"));
+        let beacon = entries
+            .iter()
+            .find(|e| e["event"]["userToken"] == "beacon")
+            .unwrap();
+        assert!(beacon["request"]["contentType"]
+            .as_str()
+            .unwrap()
+            .starts_with("text/plain"));
         assert!(
             entries.iter().all(|e| e["status"] == "accepted"),
             "{entries:?}"
@@ -229,7 +244,10 @@ fn browser_sends_events_from_another_origin() {
             .find(|e| e["event"]["userToken"] == "search-insights")
             .unwrap();
         assert_eq!(si["event"]["filters"], json!(["brand%3AApple%20Inc"]));
-        assert_eq!(brand_scores(&server, "search-insights").await, json!({"Apple Inc": 20}));
+        assert_eq!(
+            brand_scores(&server, "search-insights").await,
+            json!({"Apple Inc": 20})
+        );
         assert_eq!(brand_scores(&server, "beacon").await, json!({"Apple": 20}));
         server.stop().await;
     });
@@ -264,7 +282,10 @@ fn algolia_js_client_sends_gzip_batches() {
         assert_eq!(small["event"]["objectData"][0]["price"], 10.5);
         let rejected = entries.iter().find(|e| e["status"] == "rejected").unwrap();
         assert_eq!(rejected["rejection"]["code"], "currency", "{rejected}");
-        assert_eq!(brand_scores(&server, "js-gzip-0").await, json!({"Apple": 20}));
+        assert_eq!(
+            brand_scores(&server, "js-gzip-0").await,
+            json!({"Apple": 20})
+        );
         server.stop().await;
     });
 }

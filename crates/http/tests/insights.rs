@@ -48,12 +48,37 @@ async fn compressed_bodies_under_any_content_type_are_accepted_within_the_limits
     let mut raw = DeflateEncoder::new(Vec::new(), Compression::default());
     raw.write_all(&batch(&[click("raw", "Apple")])).unwrap();
     let cases = [
-        ("plain", None, Some("application/json"), batch(&[click("plain", "Apple")])),
-        ("beacon", None, Some("text/plain;charset=UTF-8"), batch(&[click("beacon", "Apple")])),
+        (
+            "plain",
+            None,
+            Some("application/json"),
+            batch(&[click("plain", "Apple")]),
+        ),
+        (
+            "beacon",
+            None,
+            Some("text/plain;charset=UTF-8"),
+            batch(&[click("beacon", "Apple")]),
+        ),
         ("none", None, None, batch(&[click("none", "Apple")])),
-        ("form", None, Some("application/x-www-form-urlencoded"), batch(&[click("form", "Apple")])),
-        ("gz", Some("gzip"), Some("application/json"), gzip(&batch(&[click("gz", "Apple")]))),
-        ("zlib", Some("deflate"), Some("text/plain"), zlib.finish().unwrap()),
+        (
+            "form",
+            None,
+            Some("application/x-www-form-urlencoded"),
+            batch(&[click("form", "Apple")]),
+        ),
+        (
+            "gz",
+            Some("gzip"),
+            Some("application/json"),
+            gzip(&batch(&[click("gz", "Apple")])),
+        ),
+        (
+            "zlib",
+            Some("deflate"),
+            Some("text/plain"),
+            zlib.finish().unwrap(),
+        ),
         ("raw", Some("Deflate"), None, raw.finish().unwrap()),
     ];
     for (user, encoding, content_type, body) in cases {
@@ -67,7 +92,11 @@ async fn compressed_bodies_under_any_content_type_are_accepted_within_the_limits
         let (status, body) = parts(r.send().await.unwrap()).await;
         assert_eq!(status, 200, "{user}: {body}");
         let (status, p) = profile(&server, user).await;
-        assert_eq!((status, &p["scores"]["brand"]), (200, &json!({"Apple": 20})), "{user}");
+        assert_eq!(
+            (status, &p["scores"]["brand"]),
+            (200, &json!({"Apple": 20})),
+            "{user}"
+        );
     }
 
     // A compressed bomb: 64 MiB of JSON whitespace in about 64 KiB.
@@ -82,7 +111,10 @@ async fn compressed_bodies_under_any_content_type_are_accepted_within_the_limits
         .body(bomb);
     let (status, body) = parts(r.send().await.unwrap()).await;
     assert_eq!(status, 413, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("decompressed"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("decompressed"),
+        "{body}"
+    );
     assert!(started.elapsed() < Duration::from_secs(10));
     // Just under the limit once decompressed is fine.
     let mut padded = batch(&[click("padded", "Apple")]);
@@ -122,7 +154,10 @@ async fn filters_are_url_decoded_and_a_malformed_one_is_named() {
     assert_eq!(parts(server.set_strategy().await).await.0, 200);
     let mut event = click("f1", "x");
     event["filters"] = json!(["brand%3AApple", "brand:10%25", "color%3Adark%20red"]);
-    assert_eq!(parts(server.post_events(&[event.clone()]).await).await.0, 200);
+    assert_eq!(
+        parts(server.post_events(&[event.clone()]).await).await.0,
+        200
+    );
     let (_, p) = profile(&server, "f1").await;
     assert_eq!(p["scores"]["brand"], json!({"Apple": 20, "10%": 20}), "{p}");
     assert_eq!(p["scores"]["color"], json!({"dark red": 10}), "{p}");
@@ -175,12 +210,27 @@ async fn credentials_match_in_any_letter_case_and_cors_serves_browsers() {
     assert_eq!(h["access-control-allow-origin"], origin);
     assert_eq!(h["access-control-allow-credentials"], "true");
     assert_eq!(h["access-control-allow-private-network"], "true");
-    assert!(h["access-control-allow-methods"].to_str().unwrap().contains("POST"));
-    let allowed = h["access-control-allow-headers"].to_str().unwrap().to_lowercase();
-    for name in ["content-type", "x-algolia-application-id", "x-algolia-api-key", "x-algolia-agent"] {
+    assert!(h["access-control-allow-methods"]
+        .to_str()
+        .unwrap()
+        .contains("POST"));
+    let allowed = h["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_lowercase();
+    for name in [
+        "content-type",
+        "x-algolia-application-id",
+        "x-algolia-api-key",
+        "x-algolia-agent",
+    ] {
         assert!(allowed.contains(name), "{name} in {allowed}");
     }
-    assert!(h["vary"].to_str().unwrap().to_lowercase().contains("origin"));
+    assert!(h["vary"]
+        .to_str()
+        .unwrap()
+        .to_lowercase()
+        .contains("origin"));
     // The request itself, as sendBeacon sends it (credentials included).
     let r = server
         .bare(Method::POST, &query)
@@ -208,7 +258,12 @@ async fn the_debugger_shows_accepted_and_rejected_events_with_their_origin() {
         .header("user-agent", "test-agent/1")
         .body(batch(&[click("d1", "Apple"), bad.clone()]));
     assert_eq!(parts(r.send().await.unwrap()).await.0, 422);
-    assert_eq!(parts(server.post_events(&[click("d3", "Samsung")]).await).await.0, 200);
+    assert_eq!(
+        parts(server.post_events(&[click("d3", "Samsung")]).await)
+            .await
+            .0,
+        200
+    );
     let r = server.admin(Method::POST, "/1/events").body("brand=Apple");
     assert_eq!(parts(r.send().await.unwrap()).await.0, 400);
     let r = server
@@ -234,7 +289,10 @@ async fn the_debugger_shows_accepted_and_rejected_events_with_their_origin() {
         assert_eq!(e["request"]["origin"], "https://shop.example");
         assert_eq!(e["request"]["referer"], "https://shop.example/p/1");
         assert_eq!(e["request"]["userAgent"], "test-agent/1");
-        assert!(e["request"]["remoteAddr"].as_str().unwrap().starts_with("127.0.0.1:"));
+        assert!(e["request"]["remoteAddr"]
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.1:"));
     }
     assert_eq!(events[0]["event"], click("d1", "Apple"));
     assert_eq!(events[1]["event"], bad);
@@ -254,13 +312,26 @@ async fn the_debugger_shows_accepted_and_rejected_events_with_their_origin() {
             .collect()
     };
     assert_eq!(users(&debug(&server, "?status=accepted").await.1), ["d3"]);
-    assert_eq!(users(&debug(&server, "?status=rejected&limit=2").await.1), ["-", "-"]);
+    assert_eq!(
+        users(&debug(&server, "?status=rejected&limit=2").await.1),
+        ["-", "-"]
+    );
     assert_eq!(users(&debug(&server, "?userToken=d2").await.1), ["d2"]);
     assert_eq!(
-        users(&debug(&server, "?eventName=Product%20Clicked&since=1").await.1),
+        users(
+            &debug(&server, "?eventName=Product%20Clicked&since=1")
+                .await
+                .1
+        ),
         ["d2", "d3"]
     );
-    for bad in ["?status=ok", "?limit=0", "?limit=1001", "?since=-1", "?wait=61"] {
+    for bad in [
+        "?status=ok",
+        "?limit=0",
+        "?limit=1001",
+        "?since=-1",
+        "?wait=61",
+    ] {
         assert_eq!(debug(&server, bad).await.0, 400, "{bad}");
     }
     let r = server.as_key(Method::GET, "/1/events/debug", APP, EVENTS_KEY);
@@ -276,7 +347,12 @@ async fn the_debugger_shows_accepted_and_rejected_events_with_their_origin() {
         (parts(poll.await.unwrap()).await, started.elapsed())
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(parts(server.post_events(&[click("d5", "Apple")]).await).await.0, 200);
+    assert_eq!(
+        parts(server.post_events(&[click("d5", "Apple")]).await)
+            .await
+            .0,
+        200
+    );
     let ((status, answer), elapsed) = poller.await.unwrap();
     assert_eq!(status, 200);
     assert_eq!(users(&answer), ["d5"]);
@@ -284,7 +360,10 @@ async fn the_debugger_shows_accepted_and_rejected_events_with_their_origin() {
     assert!(elapsed < Duration::from_secs(20), "{elapsed:?}");
     // Nothing new: the poll ends at its deadline, empty, cursor unchanged.
     let (_, answer) = debug(&server, "?since=6&wait=1").await;
-    assert_eq!((answer["events"].clone(), answer["cursor"].clone()), (json!([]), json!(6)));
+    assert_eq!(
+        (answer["events"].clone(), answer["cursor"].clone()),
+        (json!([]), json!(6))
+    );
 
     let text = metrics(&server).await;
     for line in [
@@ -310,7 +389,12 @@ async fn catalog_objects_are_deleted_and_counted_events_keep_their_facets() {
         json!({"eventType": "click", "eventName": "Product Clicked", "index": "products",
                "userToken": user, "objectIDs": ["p1"]})
     };
-    assert_eq!(parts(server.post_events(&[clicked("before")]).await).await.0, 200);
+    assert_eq!(
+        parts(server.post_events(&[clicked("before")]).await)
+            .await
+            .0,
+        200
+    );
 
     let r = server.as_key(Method::DELETE, &format!("{path}/p1"), APP, EVENTS_KEY);
     assert_eq!(parts(r.send().await.unwrap()).await.0, 403);
@@ -322,9 +406,19 @@ async fn catalog_objects_are_deleted_and_counted_events_keep_their_facets() {
     }
     let r = server.admin(Method::GET, &format!("{path}/p1"));
     assert_eq!(parts(r.send().await.unwrap()).await.0, 404);
-    assert_eq!(parts(server.post_events(&[clicked("after")]).await).await.0, 200);
+    assert_eq!(
+        parts(server.post_events(&[clicked("after")]).await).await.0,
+        200
+    );
     let (status, p) = profile(&server, "before").await;
-    assert_eq!((status, &p["scores"]["brand"]), (200, &json!({"Apple": 20})));
-    assert_eq!(profile(&server, "after").await.0, 404, "p1 resolves to nothing now");
+    assert_eq!(
+        (status, &p["scores"]["brand"]),
+        (200, &json!({"Apple": 20}))
+    );
+    assert_eq!(
+        profile(&server, "after").await.0,
+        404,
+        "p1 resolves to nothing now"
+    );
     server.stop().await;
 }

@@ -43,7 +43,9 @@ fn extensions_allow(doc: &Value, event: &Value, now: i64) -> bool {
     let window = &props["timestamp"]["x-affinity-window"];
     let (age, ahead) = (
         window["maxAgeMillis"].as_i64().expect("x-affinity-window"),
-        window["maxFutureMillis"].as_i64().expect("x-affinity-window"),
+        window["maxFutureMillis"]
+            .as_i64()
+            .expect("x-affinity-window"),
     );
     if let Some(ts) = event["timestamp"].as_f64() {
         if ts < (now - age) as f64 || ts > (now + ahead) as f64 {
@@ -65,7 +67,11 @@ fn pick<T: Clone>(rng: &mut StdRng, items: &[T]) -> T {
 }
 
 fn hex(rng: &mut StdRng, n: usize, upper: bool) -> String {
-    let digits = if upper { "0123456789ABCDEF" } else { "0123456789abcdef" };
+    let digits = if upper {
+        "0123456789ABCDEF"
+    } else {
+        "0123456789abcdef"
+    };
     (0..n)
         .map(|_| digits.as_bytes()[rng.random_range(0..16)] as char)
         .collect()
@@ -75,8 +81,22 @@ fn hex(rng: &mut StdRng, n: usize, upper: bool) -> String {
 /// colons, good and broken escapes, multi-byte characters.
 fn filter(rng: &mut StdRng) -> String {
     const PIECES: [&str; 16] = [
-        "brand", "Apple", ":", "%3A", "%3a", "%25", "%", "%C3%A9", "%C3", "%28", "é", "%zz",
-        "%ED%A0%80", "%F0%9F%98%80", "+", "%2",
+        "brand",
+        "Apple",
+        ":",
+        "%3A",
+        "%3a",
+        "%25",
+        "%",
+        "%C3%A9",
+        "%C3",
+        "%28",
+        "é",
+        "%zz",
+        "%ED%A0%80",
+        "%F0%9F%98%80",
+        "+",
+        "%2",
     ];
     let n = rng.random_range(1..6);
     (0..n).map(|_| pick(rng, &PIECES)).collect()
@@ -96,24 +116,67 @@ fn value_for(rng: &mut StdRng, field: &str, now: i64, objects: usize) -> Value {
     let hex32 = hex(rng, 32, upper);
     let (hex31, hex33) = (hex(rng, 31, false), hex(rng, 33, false));
     match field {
-        "eventType" => pick(rng, &[json!("view"), json!("click"), json!("conversion"), json!("buy"), json!(1)]),
-        "eventSubtype" => pick(rng, &[json!("addToCart"), json!("purchase"), json!("buy"), json!(true)]),
+        "eventType" => pick(
+            rng,
+            &[
+                json!("view"),
+                json!("click"),
+                json!("conversion"),
+                json!("buy"),
+                json!(1),
+            ],
+        ),
+        "eventSubtype" => pick(
+            rng,
+            &[
+                json!("addToCart"),
+                json!("purchase"),
+                json!("buy"),
+                json!(true),
+            ],
+        ),
         "eventName" => pick(
             rng,
-            &[json!("Product Clicked"), json!("x".repeat(64)), json!("x".repeat(65)), json!(""),
-              json!("café"), json!("tab\t"), json!(" "), json!(7)],
+            &[
+                json!("Product Clicked"),
+                json!("x".repeat(64)),
+                json!("x".repeat(65)),
+                json!(""),
+                json!("café"),
+                json!("tab\t"),
+                json!(" "),
+                json!(7),
+            ],
         ),
         "index" => pick(rng, &[json!("products"), json!(""), json!(3)]),
         "userToken" | "authenticatedUserToken" => pick(
             rng,
-            &[json!("user-1"), json!("a".repeat(129)), json!("a".repeat(130)), json!("bad token"),
-              json!("a/b+c=d_e-f"), json!(""), json!("é"), json!(1)],
+            &[
+                json!("user-1"),
+                json!("a".repeat(129)),
+                json!("a".repeat(130)),
+                json!("bad token"),
+                json!("a/b+c=d_e-f"),
+                json!(""),
+                json!("é"),
+                json!(1),
+            ],
         ),
         "timestamp" => pick(
             rng,
-            &[json!(now - 60_000), json!(now - 29 * DAY), json!(now - 31 * DAY),
-              json!(now + 2 * 3_600_000), json!(now + 60_000), json!(0), json!(-1), json!("soon"),
-              json!(1.5), json!((now - 60_000) as f64), json!(u64::MAX)],
+            &[
+                json!(now - 60_000),
+                json!(now - 29 * DAY),
+                json!(now - 31 * DAY),
+                json!(now + 2 * 3_600_000),
+                json!(now + 60_000),
+                json!(0),
+                json!(-1),
+                json!("soon"),
+                json!(1.5),
+                json!((now - 60_000) as f64),
+                json!(u64::MAX),
+            ],
         ),
         "objectIDs" => {
             if rng.random_bool(0.6) {
@@ -126,13 +189,25 @@ fn value_for(rng: &mut StdRng, field: &str, now: i64, objects: usize) -> Value {
             if r.random_bool(0.5) {
                 json!(filter(r))
             } else {
-                pick(r, &[json!("brand:Apple"), json!("brand%3AApple"), json!("discount:10%25")])
+                pick(
+                    r,
+                    &[
+                        json!("brand:Apple"),
+                        json!("brand%3AApple"),
+                        json!("discount:10%25"),
+                    ],
+                )
             }
         }),
         "queryID" => pick(
             rng,
-            &[json!(hex32), json!(hex31), json!(hex33),
-              json!("g".repeat(32)), json!(5)],
+            &[
+                json!(hex32),
+                json!(hex31),
+                json!(hex33),
+                json!("g".repeat(32)),
+                json!(5),
+            ],
         ),
         "positions" => {
             if rng.random_bool(0.5) {
@@ -140,8 +215,17 @@ fn value_for(rng: &mut StdRng, field: &str, now: i64, objects: usize) -> Value {
             } else {
                 pick(
                     rng,
-                    &[json!([1]), json!([1, 2]), json!([0]), json!([]), json!([1.0]),
-                      json!([4_294_967_295u64]), json!([4_294_967_296u64]), json!("1"), json!([-1])],
+                    &[
+                        json!([1]),
+                        json!([1, 2]),
+                        json!([0]),
+                        json!([]),
+                        json!([1.0]),
+                        json!([4_294_967_295u64]),
+                        json!([4_294_967_296u64]),
+                        json!("1"),
+                        json!([-1]),
+                    ],
                 )
             }
         }
@@ -149,21 +233,46 @@ fn value_for(rng: &mut StdRng, field: &str, now: i64, objects: usize) -> Value {
             let item = |r: &mut StdRng| {
                 pick(
                     r,
-                    &[json!({}), json!({"price": 1.5, "quantity": 2}), json!({"price": "3", "discount": 1}),
-                      json!({"price": true}), json!({"quantity": 1.5}), json!({"quantity": 2.0}),
-                      json!({"quantity": 2_147_483_648u64}), json!({"quantity": -2_147_483_648i64}),
-                      json!({"queryID": "bad"}), json!({"queryID": "0123456789abcdef0123456789abcdef"}),
-                      json!({"discount": null}), json!({"other": [1]}), json!(3)],
+                    &[
+                        json!({}),
+                        json!({"price": 1.5, "quantity": 2}),
+                        json!({"price": "3", "discount": 1}),
+                        json!({"price": true}),
+                        json!({"quantity": 1.5}),
+                        json!({"quantity": 2.0}),
+                        json!({"quantity": 2_147_483_648u64}),
+                        json!({"quantity": -2_147_483_648i64}),
+                        json!({"queryID": "bad"}),
+                        json!({"queryID": "0123456789abcdef0123456789abcdef"}),
+                        json!({"discount": null}),
+                        json!({"other": [1]}),
+                        json!(3),
+                    ],
                 )
             };
             if rng.random_bool(0.6) {
                 Value::Array((0..objects).map(|_| item(rng)).collect())
             } else {
-                pick(rng, &[json!([]), json!({}), json!([{}, {}, {}]), json!("x")])
+                pick(
+                    rng,
+                    &[json!([]), json!({}), json!([{}, {}, {}]), json!("x")],
+                )
             }
         }
-        "value" => pick(rng, &[json!(10), json!("10.5"), json!(1.5), json!(true), json!({})]),
-        "currency" => pick(rng, &[json!("EUR"), json!("eur"), json!("EURO"), json!(""), json!(1)]),
+        "value" => pick(
+            rng,
+            &[json!(10), json!("10.5"), json!(1.5), json!(true), json!({})],
+        ),
+        "currency" => pick(
+            rng,
+            &[
+                json!("EUR"),
+                json!("eur"),
+                json!("EURO"),
+                json!(""),
+                json!(1),
+            ],
+        ),
         _ => pick(rng, &[json!("anything"), json!([1, 2]), json!({"a": 1})]),
     }
 }
@@ -177,9 +286,15 @@ fn event(rng: &mut StdRng, now: i64) -> Value {
     e.insert("eventType".into(), json!(kind));
     e.insert("eventName".into(), json!("Product Clicked"));
     e.insert("index".into(), json!("products"));
-    e.insert("userToken".into(), json!(format!("u{}", rng.random_range(0..50))));
+    e.insert(
+        "userToken".into(),
+        json!(format!("u{}", rng.random_range(0..50))),
+    );
     if rng.random_bool(0.5) {
-        e.insert("timestamp".into(), json!(now - rng.random_range(1_000..20 * DAY)));
+        e.insert(
+            "timestamp".into(),
+            json!(now - rng.random_range(1_000..20 * DAY)),
+        );
     }
     let on_objects = rng.random_bool(0.6);
     if on_objects {
@@ -193,9 +308,14 @@ fn event(rng: &mut StdRng, now: i64) -> Value {
         e.insert("positions".into(), json!((1..=objects).collect::<Vec<_>>()));
     }
     if kind == "conversion" && rng.random_bool(0.6) {
-        e.insert("eventSubtype".into(), json!(pick(rng, &["addToCart", "purchase"])));
+        e.insert(
+            "eventSubtype".into(),
+            json!(pick(rng, &["addToCart", "purchase"])),
+        );
         if on_objects {
-            let data: Vec<Value> = (0..objects).map(|_| json!({"price": 2.5, "quantity": 1})).collect();
+            let data: Vec<Value> = (0..objects)
+                .map(|_| json!({"price": 2.5, "quantity": 1}))
+                .collect();
             e.insert("objectData".into(), json!(data));
         }
         e.insert("value".into(), json!(9.5));
@@ -205,9 +325,22 @@ fn event(rng: &mut StdRng, now: i64) -> Value {
         e.insert("authenticatedUserToken".into(), json!("auth-1"));
     }
     const FIELDS: [&str; 16] = [
-        "eventType", "eventSubtype", "eventName", "index", "userToken", "authenticatedUserToken",
-        "timestamp", "objectIDs", "filters", "queryID", "positions", "objectData", "value",
-        "currency", "unknownField", "objectIDsWithInferredQueryID",
+        "eventType",
+        "eventSubtype",
+        "eventName",
+        "index",
+        "userToken",
+        "authenticatedUserToken",
+        "timestamp",
+        "objectIDs",
+        "filters",
+        "queryID",
+        "positions",
+        "objectData",
+        "value",
+        "currency",
+        "unknownField",
+        "objectIDsWithInferredQueryID",
     ];
     for _ in 0..pick(rng, &[0, 0, 1, 1, 1, 2, 3]) {
         let field = pick(rng, &FIELDS);
@@ -242,17 +375,41 @@ fn events_body(rng: &mut StdRng, now: i64) -> Value {
 /// `_geoloc` out of range or of the wrong shape.
 fn object(rng: &mut StdRng) -> Value {
     let mut o = Map::new();
-    let id = pick(rng, &[json!("p1"), json!("p2"), json!("p1"), json!(""), json!(1), Value::Null]);
+    let id = pick(
+        rng,
+        &[
+            json!("p1"),
+            json!("p2"),
+            json!("p1"),
+            json!(""),
+            json!(1),
+            Value::Null,
+        ],
+    );
     if !rng.random_ratio(1, 15) {
         o.insert("objectID".into(), id);
     }
-    o.insert("brand".into(), pick(rng, &[json!("Apple"), json!(["a", "b"]), json!(3), json!({"x": 1})]));
+    o.insert(
+        "brand".into(),
+        pick(
+            rng,
+            &[json!("Apple"), json!(["a", "b"]), json!(3), json!({"x": 1})],
+        ),
+    );
     if rng.random_bool(0.4) {
         let geo = pick(
             rng,
-            &[json!({"lat": 45.5, "lng": -122.6}), json!({"lat": -90, "lng": 180}), json!({"lat": 91, "lng": 0}),
-              json!({"lat": 0, "lng": -180.0001}), json!({"lat": "45", "lng": 0}), json!({"lat": 45}),
-              json!("x"), Value::Null, json!({"lat": 1, "lng": 2, "alt": 3})],
+            &[
+                json!({"lat": 45.5, "lng": -122.6}),
+                json!({"lat": -90, "lng": 180}),
+                json!({"lat": 91, "lng": 0}),
+                json!({"lat": 0, "lng": -180.0001}),
+                json!({"lat": "45", "lng": 0}),
+                json!({"lat": 45}),
+                json!("x"),
+                Value::Null,
+                json!({"lat": 1, "lng": 2, "alt": 3}),
+            ],
         );
         o.insert("_geoloc".into(), geo);
     }
@@ -263,7 +420,9 @@ fn objects_body(rng: &mut StdRng) -> Value {
     match rng.random_range(0..30) {
         0 => json!({"objects": object(rng)}),
         1 => json!({}),
-        2 => json!({"objects": (0..1001).map(|i| json!({"objectID": format!("b{i}")})).collect::<Vec<_>>()}),
+        2 => {
+            json!({"objects": (0..1001).map(|i| json!({"objectID": format!("b{i}")})).collect::<Vec<_>>()})
+        }
         3 => json!({"objects": [1]}),
         _ => {
             let n = rng.random_range(0..4);
@@ -275,12 +434,16 @@ fn objects_body(rng: &mut StdRng) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn random_bodies_are_accepted_exactly_when_the_document_allows_them() {
     let server = Server::embedded().await;
-    let (_, doc) = parts(server.bare(Method::GET, "/openapi.json").send().await.unwrap()).await;
+    let (_, doc) = parts(
+        server
+            .bare(Method::GET, "/openapi.json")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
     let batch = compile(&doc, "/components/schemas/EventsBatch");
-    let objects = compile(
-        &doc,
-        "/components/schemas/ObjectsBatch",
-    );
+    let objects = compile(&doc, "/components/schemas/ObjectsBatch");
     let seed: u64 = std::env::var("AFFINITY_FUZZ_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -331,6 +494,9 @@ async fn random_bodies_are_accepted_exactly_when_the_document_allows_them() {
     }
     eprintln!("{allowed} bodies allowed and accepted, {forbidden} forbidden and rejected");
     // Both sides of the rules came up often enough to mean something.
-    assert!(allowed >= 100 && forbidden >= 100, "{allowed} / {forbidden}");
+    assert!(
+        allowed >= 100 && forbidden >= 100,
+        "{allowed} / {forbidden}"
+    );
     server.stop().await;
 }

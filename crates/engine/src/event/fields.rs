@@ -245,7 +245,10 @@ pub(super) fn object_data(
             Error::event("objectData", format!("ObjectData[{i}] must be an object"))
         })?;
         for key in ["price", "discount"] {
-            if item.get(key).is_some_and(|v| !(v.is_number() || v.is_string())) {
+            if item
+                .get(key)
+                .is_some_and(|v| !(v.is_number() || v.is_string()))
+            {
                 return Err(Error::event(
                     "objectData",
                     format!("ObjectData[{i}].{key} must be a number or a string"),
