@@ -65,11 +65,12 @@ wait_for_port() {
   return 1
 }
 
-# The browser tests (crates/http/tests/browser.rs) need Debian's Chromium,
-# Node.js and the npm packages of tests/browser (installed with `npm ci`,
-# the registry's tarballs cached in ~/.cache/affinity/npm). A failure here
-# is a warning: the tests then report themselves skipped, or fail under
-# CI=true.
+# The browser and client tests (crates/http/tests/browser.rs) need Debian's
+# Chromium, Node.js, the npm packages of tests/browser (installed with
+# `npm ci`, the registry's tarballs cached in ~/.cache/affinity/npm) and
+# Algolia's Python client (tests/clients/requirements.txt, in a venv in
+# ~/.cache/affinity/python). A failure here is a warning: the tests then
+# report themselves skipped, or fail under CI=true.
 ensure_browser_prereqs() {
   local sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
@@ -81,6 +82,16 @@ ensure_browser_prereqs() {
     $sudo apt-get update -qq || true
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null \
       || say "warning: could not install ${missing[*]}"
+  fi
+  local venv="${XDG_CACHE_HOME:-$HOME/.cache}/affinity/python"
+  if command -v python3 >/dev/null 2>&1 \
+     && { [ ! -f "$venv/requirements.txt" ] || ! cmp -s tests/clients/requirements.txt "$venv/requirements.txt"; }; then
+    say "installing Algolia's Python client for the client tests"
+    if python3 -m venv "$venv" && "$venv/bin/pip" install -q -r tests/clients/requirements.txt; then
+      cp tests/clients/requirements.txt "$venv/requirements.txt"
+    else
+      say "warning: could not install tests/clients/requirements.txt"
+    fi
   fi
   command -v npm >/dev/null 2>&1 || return 0
   local dir=tests/browser

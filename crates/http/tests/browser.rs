@@ -7,11 +7,15 @@
 //!   arrive, as the events debugger and the profiles show.
 //! - Algolia's Insights client v5 with `compression: 'gzip'` sends a large
 //!   batch gzipped and a purchase with `objectData` plainly.
+//! - Algolia's Python client 4.x sets the strategy, sends events and reads
+//!   and deletes a profile.
 //!
 //! The JavaScript side lives in `tests/browser/` at the repository root
 //! (its `package.json` and lock; `scripts/test` installs Chromium and runs
-//! `npm ci` there). Without Chromium, Node or those packages the tests are
-//! reported as ignored (skipped), never passed; under `CI=true` they fail.
+//! `npm ci` there), the Python side in `tests/clients/` (`scripts/test`
+//! installs its requirements in a venv, `~/.cache/affinity/python`).
+//! Without Chromium, Node, Python or those packages the tests are reported
+//! as ignored (skipped), never passed; under `CI=true` they fail.
 //! The binary has its own `main` (libtest-mimic) to decide that at run time.
 
 mod common;
@@ -38,6 +42,11 @@ fn main() {
             "algolia_js_insights_client_sends_gzip_batches",
             client_prerequisites,
             algolia_js_client_sends_gzip_batches,
+        ),
+        (
+            "algolia_python_client_sends_events_and_reads_profiles",
+            python_prerequisites,
+            algolia_python_client_works,
         ),
     ];
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
@@ -109,18 +118,50 @@ fn client_prerequisites() -> Result<(), String> {
     node_package("@algolia/client-insights")
 }
 
+/// The venv `scripts/test` installs Algolia's Python client into.
+fn python() -> PathBuf {
+    std::env::var_os("AFFINITY_PYTHON")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let home = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))?;
+            Some(home.join("affinity/python/bin/python"))
+        })
+        .unwrap_or_else(|| PathBuf::from("python3"))
+}
+
+fn python_prerequisites() -> Result<(), String> {
+    let ok = Command::new(python())
+        .args(["-c", "import algoliasearch"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} cannot import algoliasearch (scripts/test installs tests/clients/requirements.txt)",
+            python().display()
+        ))
+    }
+}
+
 /// Run `node SCRIPT ARGS` in `tests/browser` and parse its last line.
 fn node(script: &str, args: &[&str]) -> Value {
-    let out = Command::new("node")
+    run(Command::new("node")
         .arg(script)
         .args(args)
-        .current_dir(js_dir())
-        .output()
-        .expect("run node");
+        .current_dir(js_dir()))
+}
+
+/// Run a client program and parse the last line it prints.
+fn run(command: &mut Command) -> Value {
+    let out = command.output().expect("run the client");
+    let script = format!("{command:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "node {script} failed: {stdout}\n{}",
+        "{script} failed: {stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let last = stdout.lines().last().unwrap_or_default();
@@ -286,6 +327,63 @@ fn algolia_js_client_sends_gzip_batches() {
             brand_scores(&server, "js-gzip-0").await,
             json!({"Apple": 20})
         );
+        server.stop().await;
+    });
+}
+
+fn algolia_python_client_works() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let server = Server::embedded().await;
+        let objects = json!({"objects": [{"objectID": "p1", "brand": "Apple"}]});
+        let r = server
+            .admin(Method::POST, "/1/indexes/products/objects")
+            .body(objects.to_string());
+        assert_eq!(parts(r.send().await.unwrap()).await.0, 200);
+        let addr = server.base.trim_start_matches("http://").to_string();
+        let (host, port) = addr.rsplit_once(':').unwrap();
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/clients/algolia_client.py");
+        let mut command = Command::new(python());
+        command.arg(script).args([host, port, APP, ADMIN]);
+        let out = tokio::task::spawn_blocking(move || run(&mut command))
+            .await
+            .unwrap();
+        assert!(out["strategy"]["updatedAt"].is_string(), "{out}");
+        assert_eq!(
+            out["events"],
+            json!({"status": 200, "message": "OK"}),
+            "{out}"
+        );
+        assert_eq!(out["invalid"]["status"], 422, "{out}");
+        assert!(
+            out["invalid"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("malformed percent-encoding"),
+            "{out}"
+        );
+        assert_eq!(out["profile"]["userToken"], "py-buyer", "{out}");
+        assert_eq!(
+            out["profile"]["scores"]["brand"],
+            json!({"Apple": 20}),
+            "{out}"
+        );
+        assert_eq!(out["deleted"]["userToken"], "py-buyer", "{out}");
+        let entries = arrived(&server, &["py-buyer"]).await;
+        let purchase = entries
+            .iter()
+            .find(|e| e["event"]["eventSubtype"] == "purchase")
+            .unwrap();
+        assert_eq!(
+            purchase["event"]["objectData"][0]["price"], 9.99,
+            "{purchase}"
+        );
+        assert_eq!(purchase["event"]["currency"], "USD");
+        assert!(purchase["request"]["userAgent"]
+            .as_str()
+            .unwrap()
+            .contains("Algolia for Python"));
         server.stop().await;
     });
 }
