@@ -5,6 +5,12 @@
 //! the field, with Algolia's messages. The age limit is a parameter
 //! ([`Limits`]): the HTTP API allows 30 days, the CLI accepts history back
 //! to the application's retention.
+//!
+//! Only the type, the name, the time and what the event is about (object
+//! ids, filters) reach profiles. `eventSubtype`, `queryID`, `positions`,
+//! `objectData`, `value` and `currency` are validated as Algolia validates
+//! them and kept on the [`Event`], where they enter its identity
+//! ([`Event::content`]) and nothing else.
 
 mod fields;
 
