@@ -164,15 +164,20 @@ pub async fn get_debug(
     let (filter, wait) = debug_query(&params)?;
     let deadline = tokio::time::Instant::now() + wait;
     let mut changed = state.debug.subscribe(&caller.app);
+    // A long poll ends when the server stops, so it never holds up a
+    // graceful shutdown.
+    let mut stopping = state.stopping();
     loop {
         let (entries, cursor) = state.debug.query(&caller.app, &filter);
-        let waiting = entries.is_empty() && filter.since.is_some();
-        if !waiting
-            || !matches!(
-                tokio::time::timeout_at(deadline, changed.changed()).await,
-                Ok(Ok(()))
-            )
-        {
+        let waiting = entries.is_empty() && filter.since.is_some() && !*stopping.borrow();
+        let arrived = waiting
+            && tokio::select! {
+                changed = tokio::time::timeout_at(deadline, changed.changed()) => {
+                    matches!(changed, Ok(Ok(())))
+                }
+                _ = stopping.changed() => true,
+            };
+        if !arrived {
             let events: Vec<Value> = entries.iter().map(|e| e.to_json()).collect();
             return Ok(Json(json!({"events": events, "cursor": cursor})));
         }

@@ -138,7 +138,13 @@ pub async fn serve(
         .maintain_every
         .map(|every| tokio::spawn(maintain_on_schedule(Arc::clone(&state), every)));
     // The connection's address is the debugger's `remoteAddr`.
-    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let app =
+        router(Arc::clone(&state)).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let stopping = Arc::clone(&state);
+    let shutdown = async move {
+        shutdown.await;
+        stopping.stop_waiting();
+    };
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await;

@@ -21,6 +21,8 @@ pub struct State {
     pub jobs: Jobs,
     /// The events debugger's recent events (see [`crate::debug`]).
     pub debug: EventLog,
+    /// Set when [`crate::serve`] was asked to stop: long polls end.
+    stopping: tokio::sync::watch::Sender<bool>,
     /// Strategies read for profile requests, with when they were read.
     strategies: Mutex<HashMap<String, CachedStrategy>>,
     /// Run profile reads on the async workers instead of handing them to
@@ -54,6 +56,7 @@ impl State {
             metrics: Metrics::default(),
             jobs: Jobs::default(),
             debug: EventLog::default(),
+            stopping: tokio::sync::watch::channel(false).0,
             strategies: Mutex::default(),
             inline_reads,
             maintain_every: None,
@@ -76,6 +79,16 @@ impl State {
             state.debug = EventLog::new(events);
         }
         self
+    }
+
+    /// Tell requests that wait (long polls) that the server is stopping.
+    pub fn stop_waiting(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// A receiver that turns `true` when the server is stopping.
+    pub fn stopping(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.stopping.subscribe()
     }
 
     /// The application's current strategy, re-read at most every

@@ -183,6 +183,16 @@ async fn credentials_match_in_any_letter_case_and_cors_serves_browsers() {
         .header("content-type", "text/plain")
         .body(batch(&[click("q1", "Apple")]));
     assert_eq!(parts(r.send().await.unwrap()).await.0, 200);
+    let wrong = query.replace(EVENTS_KEY, "wrong");
+    let r = server
+        .bare(Method::POST, &wrong)
+        .body(batch(&[click("q0", "Apple")]));
+    assert_eq!(parts(r.send().await.unwrap()).await.0, 401);
+    let text = metrics(&server).await;
+    assert!(
+        text.contains("affinity_events_rejected_total{reason=\"unauthorized\"} 1\n"),
+        "{text}"
+    );
     let r = server
         .bare(Method::POST, "/1/events")
         .header("X-Algolia-Application-Id", APP)
@@ -421,4 +431,23 @@ async fn catalog_objects_are_deleted_and_counted_events_keep_their_facets() {
         "p1 resolves to nothing now"
     );
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_poll_ends_when_the_server_stops() {
+    let server = Server::embedded().await;
+    let poll = server
+        .admin(Method::GET, "/1/events/debug?since=0&wait=60")
+        .send();
+    let poller = tokio::spawn(async move { parts(poll.await.unwrap()).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    server.stop().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let (status, answer) = poller.await.unwrap();
+    assert_eq!((status, &answer["events"]), (200, &json!([])), "{answer}");
 }
