@@ -24,7 +24,7 @@ try {
     .catch((e) => { throw new Error(`${e.message}\n${logs.join('\n')}`); });
   const results = await page.evaluate(() => window.results);
   // Give beacons queued by the page time to leave before the browser closes.
-  await page.waitForTimeout(500);
+  await page.waitForTimeout(1000);
   console.log(JSON.stringify({ results, logs }));
 } finally {
   await context.close();
