@@ -47,6 +47,17 @@ pub enum CatalogCommand {
         /// JSON lines file, or `-` for stdin.
         file: PathBuf,
     },
+    /// Delete objects (events already counted keep what they resolved to).
+    Delete {
+        #[command(flatten)]
+        app: AppArgs,
+        /// Index (catalog) name the objects belong to.
+        #[arg(long)]
+        index: String,
+        /// The objects' ids.
+        #[arg(required = true)]
+        object_ids: Vec<String>,
+    },
 }
 
 pub fn catalog(cmd: CatalogCommand, backend: &BackendArgs) -> anyhow::Result<()> {
@@ -55,6 +66,20 @@ pub fn catalog(cmd: CatalogCommand, backend: &BackendArgs) -> anyhow::Result<()>
             let engine = open_engine(backend)?;
             let n = engine.load_catalog(&app.app, &index, open_input(&file)?)?;
             println!("loaded {n} objects into index {index} of app {}", app.app);
+        }
+        CatalogCommand::Delete {
+            app,
+            index,
+            object_ids,
+        } => {
+            let engine = open_engine(backend)?;
+            let ids: Vec<&str> = object_ids.iter().map(String::as_str).collect();
+            engine.delete_objects(&app.app, &index, &ids)?;
+            println!(
+                "deleted {} object ids from index {index} of app {}",
+                ids.len(),
+                app.app
+            );
         }
     }
     Ok(())

@@ -4,6 +4,7 @@
 mod backend;
 mod demo;
 mod engine_cmds;
+mod events;
 mod geo;
 mod keys;
 mod serve;
@@ -39,6 +40,9 @@ enum Command {
     /// Catalog objects and their facets.
     #[command(subcommand)]
     Catalog(engine_cmds::CatalogCommand),
+    /// A running server's events debugger: `affinity events tail`.
+    #[command(subcommand)]
+    Events(events::EventsCommand),
     /// The application's personalization strategy.
     #[command(subcommand)]
     Strategy(engine_cmds::StrategyCommand),
@@ -87,6 +91,9 @@ fn main() {
             .and_then(|()| demo::run(args, backend.data.clone())),
         Command::Serve(args) => serve::run(args, backend),
         Command::Catalog(cmd) => engine_cmds::catalog(cmd, backend),
+        Command::Events(cmd) => backend
+            .refuse("events", true, true)
+            .and_then(|()| events::run(cmd)),
         Command::Strategy(cmd) => engine_cmds::strategy(cmd, backend),
         Command::Ingest(args) => engine_cmds::ingest(args, backend),
         Command::Export(args) => engine_cmds::export(args, backend),

@@ -35,6 +35,10 @@ pub struct ServeArgs {
     /// run `affinity maintain` as a separate job.
     #[arg(long, env = "AFFINITY_MAINTAIN_EVERY", default_value = "15m", value_parser = parse_every)]
     maintain_every: Every,
+    /// Events kept per application for the events debugger
+    /// (`GET /1/events/debug`, `affinity events tail`); 0 keeps none.
+    #[arg(long, env = "AFFINITY_DEBUG_EVENTS", default_value_t = affinity_http::DEFAULT_DEBUG_EVENTS)]
+    debug_events: usize,
 }
 
 /// `--maintain-every`: a period, or never.
@@ -117,7 +121,8 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
         affinity_http::serve(
             listener,
             State::with_inline_reads(engine, keys, inline_reads)
-                .with_maintenance(args.maintain_every.0),
+                .with_maintenance(args.maintain_every.0)
+                .with_debug_events(args.debug_events),
             affinity_http::shutdown_signal(),
         )
         .await

@@ -401,6 +401,30 @@ impl Engine {
         Ok(())
     }
 
+    /// Delete catalog objects of an index; ids it does not hold are no
+    /// error. Events already ingested keep the facets they resolved to:
+    /// only later events stop resolving these ids.
+    pub fn delete_objects(&self, app: &str, index: &str, object_ids: &[&str]) -> Result<()> {
+        validate_app(app)?;
+        let entries: Vec<affinity_model::RowMutations> = object_ids
+            .iter()
+            .map(|id| {
+                affinity_model::RowMutations::new(
+                    Self::catalog_key(app, index, id),
+                    vec![Mutation::DeleteFromRow],
+                )
+            })
+            .collect();
+        for chunk in entries.chunks(1000) {
+            for status in self.catalog_table.mutate_rows(chunk)? {
+                status?;
+            }
+        }
+        let mut cache = self.catalogs.write().unwrap_or_else(|p| p.into_inner());
+        cache.remove(&(app.to_string(), index.to_string()));
+        Ok(())
+    }
+
     /// Load catalog objects from JSON lines (one object per line; blank
     /// lines skipped). Every line is checked before anything is stored.
     pub fn load_catalog(

@@ -20,10 +20,13 @@ use proptest::prelude::*;
 const APP: &str = "ident";
 const RETENTION_DAYS: u32 = 3;
 
+/// One generated event: `(kind, anonymous token, login as, hours before
+/// now, items)`.
+type GenEvent = (u8, u8, Option<u8>, u32, Vec<u8>);
+
 #[derive(Debug, Clone)]
 enum Op {
-    /// Events `(kind, anonymous token, login as, hours before now, items)`.
-    Ingest(Vec<(u8, u8, Option<u8>, u32, Vec<u8>)>),
+    Ingest(Vec<GenEvent>),
     Advance(u32),
     Maintain,
     /// Delete an anonymous (`false`) or authenticated (`true`) token.

@@ -10,9 +10,10 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::auth::{Acl, Caller};
+use crate::body::Body;
 use crate::error::{blocking, Error, Result};
 use crate::insights::check_user_token;
-use crate::state::{Body, State};
+use crate::state::State;
 use crate::time::iso;
 
 /// `GET /1/strategies/personalization`.
