@@ -17,7 +17,7 @@
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use affinity_engine::rollup::TOTALS_FAMILY;
+use affinity_engine::rollup::{totals_sum, TOTALS_FAMILY};
 use affinity_engine::{App, Engine, Event, EventType, DAY_MILLIS};
 use affinity_model::{ReadRowsRequest, RowFilter, Store};
 
@@ -190,15 +190,15 @@ pub fn folded(app: &App) -> anyhow::Result<Folded> {
     app.profiles.visit_rows(&request, &mut |row| {
         rollups += 1;
         for cell in row.cells {
-            match <[u8; 8]>::try_from(cell.value) {
-                Ok(bytes) => sum += i64::from_be_bytes(bytes),
-                Err(_) => bad = Some(String::from_utf8_lossy(row.key).into_owned()),
+            match totals_sum(cell.qualifier, cell.value) {
+                Ok(n) => sum += n,
+                Err(e) => bad = Some(format!("{:?}: {e}", String::from_utf8_lossy(row.key))),
             }
         }
         Ok(true)
     })?;
     if let Some(key) = bad {
-        anyhow::bail!("rollup row {key:?} holds a counter that is not 8 bytes");
+        anyhow::bail!("rollup row {key}");
     }
     Ok(Folded {
         rollups,

@@ -34,9 +34,9 @@ use crate::engine::{App, Engine, DAY_MILLIS, SLACK_DAYS};
 use crate::error::{Error, Result};
 use crate::event::EventType;
 use crate::rollup::{
-    arrival_day, deletion_value, read_rollup, read_rollups, rollup_key, row_day, Arrivals, Rollup,
-    DELETED, DELETING, LATEST_FAMILY, LINKS_FAMILY, MARKS_FAMILY, MEMBERS_FAMILY, TOMBSTONE_FAMILY,
-    TOTALS_FAMILY, WATERMARK_FAMILY,
+    arrival_day, deletion_value, packed, read_rollup, read_rollups, rollup_key, row_day, Arrivals,
+    Rollup, DELETED, DELETING, LATEST_FAMILY, LINKS_FAMILY, MARKS_FAMILY, MEMBERS_FAMILY,
+    TOMBSTONE_FAMILY, TOTALS_FAMILY, WATERMARK_FAMILY,
 };
 use crate::schema::{decode_row, since};
 use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedScores};
@@ -215,8 +215,17 @@ impl Engine {
             Ok(())
         };
         if folded.is_some() {
-            for (q, n) in &rollup.totals {
-                counters.add(q, *n, acc)?;
+            for (prefix, cell) in &rollup.totals {
+                let (ty, name, facet) = parse_last_qualifier(prefix)?;
+                let Some((slot, weight)) = counters.resolve(ty, &name, &facet) else {
+                    continue;
+                };
+                acc.add_sorted_at(slot, weight, packed::unpack(cell, prefix), |_| {
+                    Error::corrupt(
+                        "rollup totals",
+                        String::from_utf8_lossy(prefix).into_owned(),
+                    )
+                })?;
             }
             for (q, t) in &rollup.latest {
                 note_latest(acc, q, *t)?;
@@ -238,6 +247,7 @@ impl Engine {
             let day = row_day(row.key, user)?;
             any_state = true;
             let whole_ids = marked.binary_search(&day).is_ok();
+            let mut run = Run::default();
             for cell in row.cells {
                 if cell.family == LAST_FAMILY {
                     note_latest(acc, cell.qualifier, cell.timestamp_micros)?;
@@ -245,12 +255,13 @@ impl Engine {
                 }
                 let n = decode_sum(cell.value)?;
                 if cell.family == COUNTERS_FAMILY {
-                    counters.add(cell.qualifier, n, acc)?;
+                    counters.add_to_run(cell.qualifier, n, &mut run, acc)?;
                 } else if cell.family == IDS_FAMILY && n != 1 && !whole_ids {
                     // The filter leaves only these (see `state_read_filter`).
                     corrections.push((EventId::from_qualifier(cell.qualifier)?, 1 - n));
                 }
             }
+            run.flush(acc)?;
             Ok(())
         })?;
 
@@ -601,6 +612,54 @@ impl<'w> CounterColumns<'w> {
         Ok(())
     }
 
+    /// [`CounterColumns::add`] for the counters of one row, in order: the
+    /// unquoted values of one prefix come sorted (their qualifiers' order),
+    /// so they go to `acc` as one sorted run; quoted ones are added alone.
+    fn add_to_run<'r>(
+        &mut self,
+        q: &'r [u8],
+        n: i64,
+        run: &mut Run<'r>,
+        acc: &mut Accumulator<'_>,
+    ) -> Result<()> {
+        if let Some((prefix, resolved)) = self.prefixes.get(self.current) {
+            if let Some(value) = plain_value_after(q, prefix) {
+                if resolved.is_some() {
+                    // (A row's first counter may continue the last row's
+                    // prefix: its run starts here.)
+                    run.target = *resolved;
+                    run.push(value, n);
+                }
+                return Ok(());
+            }
+        }
+        if q.contains(&b'"') {
+            return self.add_parsed(q, n, acc);
+        }
+        let mut commas = comma_positions(q);
+        let (Some(_), Some(_), Some(third), None) =
+            (commas.next(), commas.next(), commas.next(), commas.next())
+        else {
+            return self.add_parsed(q, n, acc);
+        };
+        run.flush(acc)?;
+        let (prefix, value) = (&q[..third], &q[third + 1..]);
+        self.current = match self.prefixes.iter().position(|(p, _)| p == prefix) {
+            Some(i) => i,
+            None => {
+                let (ty, name, facet) = parse_last_qualifier(prefix)?;
+                let resolved = self.resolve(ty, &name, &facet);
+                self.prefixes.push((prefix.to_vec(), resolved));
+                self.prefixes.len() - 1
+            }
+        };
+        run.target = self.prefixes[self.current].1;
+        if run.target.is_some() {
+            run.push(value, n);
+        }
+        Ok(())
+    }
+
     /// The facet slot and weight of the counters of `(ty, name, facet)`,
     /// `None` when the strategy does not score them.
     fn resolve(&self, ty: EventType, name: &str, facet: &str) -> Option<SlotWeight> {
@@ -616,6 +675,37 @@ impl<'w> CounterColumns<'w> {
         if let Some((slot, weight)) = self.resolve(ty, &name, &facet) {
             acc.add_at(slot, &value, weight * n);
         }
+        Ok(())
+    }
+}
+
+/// The unquoted counters of one prefix of a row, sorted by value (each
+/// once, its versions summed), with the prefix's facet slot and weight.
+#[derive(Default)]
+struct Run<'r> {
+    target: Option<SlotWeight>,
+    values: Vec<(&'r [u8], i64)>,
+}
+
+impl<'r> Run<'r> {
+    /// Count `n` of `value`: a counter's versions (one per arrival day)
+    /// come one after another.
+    #[inline]
+    fn push(&mut self, value: &'r [u8], n: i64) {
+        match self.values.last_mut() {
+            Some((last, sum)) if *last == value => *sum += n,
+            _ => self.values.push((value, n)),
+        }
+    }
+
+    /// Add the run to `acc` and empty it.
+    fn flush(&mut self, acc: &mut Accumulator<'_>) -> Result<()> {
+        if let Some((slot, weight)) = self.target {
+            acc.add_sorted_at(slot, weight, self.values.drain(..).map(Ok), |v| {
+                Error::corrupt("counter qualifier", String::from_utf8_lossy(v).into_owned())
+            })?;
+        }
+        self.values.clear();
         Ok(())
     }
 }

@@ -4,8 +4,10 @@
 //! `docs/design/profiles.md`).
 //!
 //! Row `user,!` of `profiles.<app>`:
-//! - `r`: CSV(type, name, facet, value) -> the exact i64 BE sum over the
-//!   folded events, each event once;
+//! - `r`: one cell per counter prefix CSV(type, name, facet), its value
+//!   every folded counter of that prefix, sorted by value, with the exact
+//!   sum over the folded events, each event once (the packing is
+//!   [`packed`]'s);
 //! - `s`: CSV(type, name, facet), the newest folded event's time as the
 //!   cell's timestamp;
 //! - `w`: `h` (the arrival day folded through) and `lo` (the first event
@@ -36,8 +38,11 @@ use crate::batch::visit_rows;
 use crate::engine::{App, Engine, DAY_MILLIS, SLACK_DAYS};
 use crate::error::{Error, Result};
 use crate::state::{
-    counter_qualifier, state_row_key, EventId, COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY,
+    last_qualifier, split_counter_qualifier, state_row_key, EventId, COUNTERS_FAMILY, IDS_FAMILY,
+    LAST_FAMILY,
 };
+
+pub(crate) mod packed;
 
 /// Folded counters.
 pub const TOTALS_FAMILY: &str = "r";
@@ -108,8 +113,9 @@ pub struct Watermark {
 pub struct Rollup {
     /// `None` when nothing was ever folded (or a deletion cleared it).
     pub watermark: Option<Watermark>,
-    /// Counter qualifier -> folded sum.
-    pub totals: Vec<(Vec<u8>, i64)>,
+    /// Counter prefix `type,name,facet` -> its packed counters (see
+    /// [`packed`]).
+    pub totals: Vec<(Vec<u8>, Vec<u8>)>,
     /// Latest-time qualifier -> the newest folded event's time (µs).
     pub latest: Vec<(Vec<u8>, i64)>,
     /// `(event day, arrival day)` of every late marker cell.
@@ -172,7 +178,7 @@ impl Rollup {
             match cell.family {
                 TOTALS_FAMILY => out
                     .totals
-                    .push((cell.qualifier.to_vec(), be_i64(cell.value, "rollup total")?)),
+                    .push((cell.qualifier.to_vec(), cell.value.to_vec())),
                 LATEST_FAMILY => out
                     .latest
                     .push((cell.qualifier.to_vec(), cell.timestamp_micros)),
@@ -288,6 +294,14 @@ pub(crate) fn read_rollups(app: &App, users: &[&str]) -> Result<Vec<Rollup>> {
     Ok(out)
 }
 
+/// The sum of every counter of a rollup's totals cell (qualifier
+/// `prefix`, value `cell`), for checks and benchmarks.
+pub fn totals_sum(prefix: &[u8], cell: &[u8]) -> Result<i64> {
+    packed::unpack(cell, prefix)
+        .map(|c| c.map(|(_, n)| n))
+        .sum()
+}
+
 /// The day of a day row's key `user,DDDDDDDD`.
 pub(crate) fn row_day(key: &[u8], user: &str) -> Result<i64> {
     key.get(user.len() + 1..)
@@ -317,6 +331,23 @@ impl Arrivals {
     }
 }
 
+/// Folded sums: counter prefix `type,name,facet` -> value -> sum.
+pub type Totals = BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, i64>>;
+
+/// Add `n` to the sum of `(prefix, value)`.
+fn add_total(totals: &mut Totals, prefix: &[u8], value: &[u8], n: i64) {
+    let values = match totals.get_mut(prefix) {
+        Some(values) => values,
+        None => totals.entry(prefix.to_vec()).or_default(),
+    };
+    match values.get_mut(value) {
+        Some(sum) => *sum += n,
+        None => {
+            values.insert(value.to_vec(), n);
+        }
+    }
+}
+
 /// A fold computed and ready to commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoldPlan {
@@ -327,7 +358,7 @@ pub struct FoldPlan {
     /// The deletion cell as the fold read it (a deletion since wins).
     pub deletion: Option<Vec<u8>>,
     /// The new sums (non-zero only).
-    pub totals: BTreeMap<Vec<u8>, i64>,
+    pub totals: Totals,
     pub latest: BTreeMap<Vec<u8>, i64>,
     /// Marker columns whose cells arrived through the new watermark.
     pub folded_marks: Vec<i64>,
@@ -381,14 +412,19 @@ impl Engine {
             old: current,
             new,
             deletion: rollup.deletion.clone(),
-            totals: BTreeMap::new(),
+            totals: Totals::new(),
             latest: BTreeMap::new(),
             folded_marks: Vec::new(),
             rows_read: 0,
         };
         let old_h = match base {
             Some(w) => {
-                plan.totals = rollup.totals.iter().cloned().collect();
+                for (prefix, cell) in &rollup.totals {
+                    for counter in packed::unpack(cell, prefix) {
+                        let (value, n) = counter?;
+                        add_total(&mut plan.totals, prefix, value, n);
+                    }
+                }
                 plan.latest = rollup.latest.iter().cloned().collect();
                 w.h
             }
@@ -465,7 +501,8 @@ impl Engine {
                         let n = affinity_model::apply::decode_i64(cell.value).ok_or_else(|| {
                             Error::corrupt("state cell", format!("{} bytes", cell.value.len()))
                         })?;
-                        *plan.totals.entry(cell.qualifier.to_vec()).or_default() += sign * n;
+                        let (prefix, value) = split_counter_qualifier(cell.qualifier)?;
+                        add_total(&mut plan.totals, &prefix, &value, sign * n);
                     }
                     IDS_FAMILY => {
                         let n = affinity_model::apply::decode_i64(cell.value).ok_or_else(|| {
@@ -513,12 +550,20 @@ impl Engine {
         for (id, mult) in corrections {
             if let Some(e) = self.stored_event(app, user, &id)? {
                 for (f, v, n) in e.counts.iter() {
-                    let q = counter_qualifier(e.event_type, &e.event_name, f, v);
-                    *plan.totals.entry(q.into_bytes()).or_default() += mult * i64::from(n);
+                    let prefix = last_qualifier(e.event_type, &e.event_name, f);
+                    add_total(
+                        &mut plan.totals,
+                        prefix.as_bytes(),
+                        v.as_bytes(),
+                        mult * i64::from(n),
+                    );
                 }
             }
         }
-        plan.totals.retain(|_, n| *n != 0);
+        plan.totals.retain(|_, values| {
+            values.retain(|_, n| *n != 0);
+            !values.is_empty()
+        });
         Ok(Some(plan))
     }
 
@@ -571,12 +616,14 @@ impl Engine {
                 plan.new.lo.to_be_bytes().to_vec(),
             ),
         ];
-        for (q, n) in &plan.totals {
+        for (prefix, values) in &plan.totals {
+            let mut cell = Vec::with_capacity(values.len() * 12);
+            packed::pack(&mut cell, values.iter().map(|(v, n)| (v.as_slice(), *n)));
             write.push(Mutation::set_cell(
                 TOTALS_FAMILY,
-                q.clone(),
+                prefix.clone(),
                 stamp,
-                n.to_be_bytes().to_vec(),
+                cell,
             ));
         }
         for (q, t) in &plan.latest {

@@ -115,6 +115,27 @@ pub fn parse_counter_qualifier(q: &[u8]) -> Result<CounterColumn<'_>> {
     Ok((ty, name, facet, value))
 }
 
+/// A counter qualifier split into its prefix `type,name,facet` (a `t`
+/// qualifier) and its value as text: borrowed when nothing is quoted (the
+/// common case: one scan for the third comma).
+pub fn split_counter_qualifier(q: &[u8]) -> Result<(Cow<'_, [u8]>, Cow<'_, [u8]>)> {
+    if !q.contains(&b'"') {
+        let mut commas = q.iter().enumerate().filter(|(_, b)| **b == b',');
+        if let (Some(_), Some(_), Some((third, _)), None) =
+            (commas.next(), commas.next(), commas.next(), commas.next())
+        {
+            return Ok((Cow::Borrowed(&q[..third]), Cow::Borrowed(&q[third + 1..])));
+        }
+    }
+    let (ty, name, facet, value) = parse_counter_qualifier(q)?;
+    let prefix = last_qualifier(ty, &name, &facet).into_bytes();
+    let value = match value {
+        Cow::Borrowed(v) => Cow::Owned(v.as_bytes().to_vec()),
+        Cow::Owned(v) => Cow::Owned(v.into_bytes()),
+    };
+    Ok((Cow::Owned(prefix), value))
+}
+
 /// The qualifier of a `t` column: CSV(type, name, facet).
 pub fn last_qualifier(ty: EventType, name: &str, facet: &str) -> String {
     csv::encode(&[ty.as_str(), name, facet])
@@ -156,4 +177,25 @@ pub fn state_row_key(user: &str, day: i64) -> String {
 pub(crate) fn push_state_row_key(out: &mut impl std::fmt::Write, user: &str, day: i64) {
     // Writing to memory cannot fail.
     let _ = write!(out, "{user},{day:08}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_qualifiers_split_into_prefix_and_value() {
+        for (ty, name, facet, value) in [
+            (EventType::Click, "click", "brand", "Apple"),
+            (EventType::Conversion, "buy, now", "brand", "A \"B\", C"),
+            (EventType::View, "view", "size", ""),
+            (EventType::View, "view", "note", "a\nb"),
+        ] {
+            let q = counter_qualifier(ty, name, facet, value);
+            let (prefix, got) = split_counter_qualifier(q.as_bytes()).unwrap();
+            assert_eq!(&*prefix, last_qualifier(ty, name, facet).as_bytes(), "{q}");
+            assert_eq!(&*got, value.as_bytes(), "{q}");
+        }
+        assert!(split_counter_qualifier(b"nonsense").is_err());
+    }
 }
