@@ -115,10 +115,13 @@ pub fn parse_counter_qualifier(q: &[u8]) -> Result<CounterColumn<'_>> {
     Ok((ty, name, facet, value))
 }
 
+/// A counter's prefix `type,name,facet` and value.
+pub type SplitCounter<'q> = (Cow<'q, [u8]>, Cow<'q, [u8]>);
+
 /// A counter qualifier split into its prefix `type,name,facet` (a `t`
 /// qualifier) and its value as text: borrowed when nothing is quoted (the
 /// common case: one scan for the third comma).
-pub fn split_counter_qualifier(q: &[u8]) -> Result<(Cow<'_, [u8]>, Cow<'_, [u8]>)> {
+pub fn split_counter_qualifier(q: &[u8]) -> Result<SplitCounter<'_>> {
     if !q.contains(&b'"') {
         let mut commas = q.iter().enumerate().filter(|(_, b)| **b == b',');
         if let (Some(_), Some(_), Some((third, _)), None) =
