@@ -1,6 +1,7 @@
 //! `affinity bench engine` end to end through the real binary: a small
-//! batch run loads and recomputes every event (again with `--loaded`, once
-//! per thread count), an ingest run stores every event and leaves profiles
+//! batch run loads every event and exports every profile (again with
+//! `--loaded`, once per thread count, the same profiles and JSON bytes;
+//! narrow and wide alike), an ingest run stores every event and leaves profiles
 //! that score what was ingested, a maintain run folds every event it loaded
 //! (alone and on top of earlier days), and `--loaded` needs `--data`. The
 //! figures are read from the printed line and checked against each other.
@@ -34,10 +35,15 @@ fn assert_rate_consistent(line: &str, count: f64) {
     );
 }
 
-/// The `batch` lines of an output: (threads, events, profiles, ranges).
-fn batch_lines(out: &str) -> Vec<(f64, f64, f64, f64)> {
+/// The `export` lines of a batch run's output: (threads, events,
+/// profiles, JSON bytes, ranges).
+fn export_lines(out: &str) -> Vec<(f64, f64, f64, f64, f64)> {
+    assert!(
+        out.contains("writes nothing (the time is the export's, not output I/O)"),
+        "{out}"
+    );
     out.lines()
-        .filter(|l| l.starts_with("batch "))
+        .filter(|l| l.starts_with("export "))
         .map(|line| {
             let events = figure(line, "events,");
             assert_rate_consistent(line, events);
@@ -45,23 +51,25 @@ fn batch_lines(out: &str) -> Vec<(f64, f64, f64, f64)> {
                 figure(line, "threads):"),
                 events,
                 figure(line, "profiles,"),
+                figure(line, "JSON"),
                 figure(line, "ranges"),
             );
-            assert!(figures.3 >= 1.0, "{line}");
+            assert!(figures.3 > 0.0 && figures.4 >= 1.0, "{line}");
             figures
         })
         .collect()
 }
 
 #[test]
-fn batch_loads_then_recomputes_every_event() {
+fn batch_loads_then_exports_every_profile() {
+    let mut bytes_per_schema = Vec::new();
     for schema in ["wide", "narrow"] {
         let dir = tempfile::tempdir().unwrap();
         let args = [
             "bench", "engine", "batch", "--schema", schema, "--events", "3000",
         ];
         let out = ok(dir.path(), &args);
-        let runs = batch_lines(&out);
+        let runs = export_lines(&out);
         // 100 events per user: 30 users, each with a profile.
         assert_eq!(runs.len(), 1, "{out}");
         assert_eq!(
@@ -69,17 +77,21 @@ fn batch_loads_then_recomputes_every_event() {
             (2.0, 3000.0, 30.0),
             "{out}"
         );
+        let bytes = runs[0].3;
+        bytes_per_schema.push(bytes);
         let again = ok(
             dir.path(),
             &[&args[..], &["--loaded", "--threads", "1,2"]].concat(),
         );
-        let runs = batch_lines(&again);
+        let runs = export_lines(&again);
         let threads: Vec<f64> = runs.iter().map(|r| r.0).collect();
         assert_eq!(threads, [1.0, 2.0], "{again}");
         for run in runs {
-            assert_eq!((run.1, run.2), (3000.0, 30.0), "{again}");
+            assert_eq!((run.1, run.2, run.3), (3000.0, 30.0, bytes), "{again}");
         }
     }
+    // The same generated events in either schema: the same profiles.
+    assert_eq!(bytes_per_schema[0], bytes_per_schema[1]);
 }
 
 #[test]

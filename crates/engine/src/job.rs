@@ -6,10 +6,14 @@
 //! fold commits per user and skips users already folded, and a rebuild
 //! writes only the state that is missing.
 //!
-//! The rows live in family [`JOBS_FAMILY`] (`b`), which holds nothing else
-//! but the migration's checkpoint (`~migrate`); before rebuilds and
-//! exports, batch recomputes stored profiles there in rows `user`, which
-//! stores written then may still hold (a user's deletion removes them).
+//! The rows live in family [`JOBS_FAMILY`] (`b`), which nothing else
+//! writes but the migration's checkpoint (`~migrate`). Stores written by
+//! earlier versions may also hold rows `user` in it: the profiles their
+//! batch recompute stored, before exports and rebuilds replaced it.
+//! Nothing uses them now (reads and folds take the rows `user,!` and
+//! `user,DAY`, exports the events table; a maintenance finds a user by
+//! such a row alone, and nothing to fold); the family keeps one version
+//! with no age limit, so they stay until the user's deletion removes them.
 
 use affinity_model::{Mutation, RowFilter, RowRange};
 use serde_json::Value;

@@ -66,7 +66,6 @@
 
 mod arena;
 mod batch;
-mod bench_compat;
 pub mod catalog;
 mod csv;
 mod engine;
@@ -88,8 +87,6 @@ mod strategy;
 pub mod trends;
 
 pub use batch::{Progress, ProgressSnapshot};
-#[doc(hidden)]
-pub use bench_compat::{RecomputeOptions, RecomputeReport};
 pub use engine::{
     validate_app, window_start_day, App, AppConfig, AppSettings, Clock, Engine, DAY_MILLIS,
     DEFAULT_RETENTION_DAYS,

@@ -345,20 +345,6 @@ impl Engine {
         Ok(any_state || !marked.is_empty())
     }
 
-    /// Scores from the events table alone (one token, no identity), for
-    /// checks and benchmarks: exact and slow.
-    pub(crate) fn scores_from_events(
-        &self,
-        app: &App,
-        user: &str,
-        weights: &Weights,
-        window: i64,
-    ) -> Result<Option<(i64, SortedScores)>> {
-        let mut acc = Accumulator::new(weights);
-        self.add_from_events(app, user, window, &mut acc)?;
-        Ok(acc.take_sorted())
-    }
-
     /// A member's events from the events table alone: for a user whose
     /// rollup is too old to correct (maintenance has not run for days),
     /// exact and slow.
@@ -749,10 +735,11 @@ fn physical(app: &App, range: &RowRange) -> RowSet {
 }
 
 /// Keys of a user's rows in `profiles.<app>`: the day rows `user,DAY`,
-/// and the row `user` where stores written before exports replaced batch
-/// recomputes may hold the user's batch profile. Not the rollup row
-/// `user,!`: a deletion keeps it as the tombstone, which expires within a
-/// week.
+/// and the row `user`, which nothing writes now but which stores written
+/// by earlier versions may still hold (the profile their batch recompute
+/// stored, family `b`, with no age limit: deletion is what removes it).
+/// Not the rollup row `user,!`: a deletion keeps it as the tombstone,
+/// which expires within a week.
 fn profile_row_keys(table: &dyn Table, user: &str) -> Result<Vec<affinity_model::Bytes>> {
     let mut rows = RowSet::from_keys([user.as_bytes().to_vec()]);
     // `user,!` sorts before every day row `user,DDDDDDDD`.

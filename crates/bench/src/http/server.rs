@@ -109,8 +109,8 @@ pub fn in_process(
         server.await.context("the server task")??;
         result
     });
-    // The engine's last holders (a recompute job the strategy started)
-    // finish before the temporary store directory is removed.
+    // The engine's last holders (blocking tasks of the server still
+    // running) finish before the temporary store directory is removed.
     runtime.shutdown_timeout(Duration::from_secs(10));
     result
 }
