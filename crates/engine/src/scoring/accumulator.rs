@@ -228,14 +228,7 @@ impl<'w> Accumulator<'w> {
             }
             taken.retain(|(_, r)| *r > 0);
             if taken.len() > MAX_VALUES_PER_FACET {
-                // The kept values: the highest scores, ties to the smaller
-                // value (values are distinct: one order; bytes sort as
-                // their text does).
-                taken.select_nth_unstable_by(MAX_VALUES_PER_FACET - 1, |a, b| {
-                    b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0))
-                });
-                taken.truncate(MAX_VALUES_PER_FACET);
-                taken.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                keep_highest(&mut taken, MAX_VALUES_PER_FACET);
             }
             if !taken.is_empty() {
                 kept.push((facet.clone(), taken));
@@ -264,6 +257,28 @@ impl<'w> Accumulator<'w> {
 /// One facet's values as the accumulator holds them: `(value as UTF-8
 /// bytes, raw score)`.
 type RawValues = Vec<(Vec<u8>, i64)>;
+
+/// Keep the `n` highest scores of `values` (sorted by value, distinct),
+/// ties to the smaller value (bytes sort as their text does), in value
+/// order: the `n`-th highest score found among the scores alone, then one
+/// pass in order.
+fn keep_highest(values: &mut RawValues, n: usize) {
+    let mut scores: Vec<i64> = values.iter().map(|v| v.1).collect();
+    let (_, &mut threshold, _) = scores.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
+    let above = scores.iter().filter(|r| **r > threshold).count();
+    // Values at the threshold: the first ones in value order.
+    let mut ties = n - above;
+    values.retain(|(_, r)| {
+        if *r > threshold {
+            true
+        } else if *r == threshold && ties > 0 {
+            ties -= 1;
+            true
+        } else {
+            false
+        }
+    });
+}
 
 /// Two lists sorted by value, with distinct values between them, as one.
 fn merge_sorted(a: RawValues, b: RawValues) -> RawValues {
@@ -452,5 +467,25 @@ mod tests {
         assert!(acc.add_sorted_at(0, 1, run, |_| ()).is_err());
         let run = [Ok::<_, ()>((&b"bad \xff"[..], 1))];
         assert!(acc.add_sorted_at(0, 1, run, |_| ()).is_err());
+    }
+
+    proptest::proptest! {
+        /// The values kept of a long facet: the highest scores, ties to the
+        /// smaller value, in value order.
+        #[test]
+        fn keep_highest_is_a_sort_by_score_then_value(
+            values in proptest::collection::btree_map("[a-f]{1,3}", 1i64..6, 0..40),
+            n in 1usize..12,
+        ) {
+            let mut kept: RawValues = values.iter().map(|(v, r)| (v.as_bytes().to_vec(), *r)).collect();
+            if kept.len() > n {
+                keep_highest(&mut kept, n);
+            }
+            let mut want: RawValues = values.iter().map(|(v, r)| (v.as_bytes().to_vec(), *r)).collect();
+            want.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            want.truncate(n);
+            want.sort();
+            proptest::prop_assert_eq!(kept, want);
+        }
     }
 }
