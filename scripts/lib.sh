@@ -64,3 +64,43 @@ wait_for_port() {
   done
   return 1
 }
+
+# The browser and client tests (crates/http/tests/browser.rs) need Debian's
+# Chromium, Node.js, the npm packages of tests/browser (installed with
+# `npm ci`, the registry's tarballs cached in ~/.cache/affinity/npm) and
+# Algolia's Python client (tests/clients/requirements.txt, in a venv in
+# ~/.cache/affinity/python). A failure here is a warning: the tests then
+# report themselves skipped, or fail under CI=true.
+ensure_browser_prereqs() {
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  local missing=()
+  [ -x /usr/bin/chromium ] || missing+=(chromium)
+  command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+  if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing browser test prerequisites: ${missing[*]}"
+    $sudo apt-get update -qq || true
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null \
+      || say "warning: could not install ${missing[*]}"
+  fi
+  local venv="${XDG_CACHE_HOME:-$HOME/.cache}/affinity/python"
+  if command -v python3 >/dev/null 2>&1 \
+     && { [ ! -f "$venv/requirements.txt" ] || ! cmp -s tests/clients/requirements.txt "$venv/requirements.txt"; }; then
+    say "installing Algolia's Python client for the client tests"
+    if python3 -m venv "$venv" && "$venv/bin/pip" install -q -r tests/clients/requirements.txt; then
+      cp tests/clients/requirements.txt "$venv/requirements.txt"
+    else
+      say "warning: could not install tests/clients/requirements.txt"
+    fi
+  fi
+  command -v npm >/dev/null 2>&1 || return 0
+  local dir=tests/browser
+  # Install in a fresh clone, and again when the lock changed since.
+  if [ ! -f "$dir/node_modules/.package-lock.json" ] \
+     || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+    say "installing the browser tests' npm packages"
+    local cache="${XDG_CACHE_HOME:-$HOME/.cache}/affinity/npm"
+    (cd "$dir" && npm ci --cache "$cache" --prefer-offline --no-audit --no-fund --loglevel=error) \
+      || say "warning: npm ci failed in $dir"
+  fi
+}

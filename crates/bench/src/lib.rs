@@ -5,11 +5,12 @@
 //!   and Bigtable emulator side by side;
 //! - `keys`: curve encoding and range-cover planning of row keys;
 //! - `geo`: located points under Hilbert, Z-order and `lat#long` keys;
-//! - `schemas`: the narrow and wide events schemas under batch recompute,
-//!   on a seeded workload (`schemas::workload`);
+//! - `schemas`: the narrow and wide events schemas under the batch export
+//!   of every profile, on a seeded workload (`schemas::workload`);
 //! - `http`: the HTTP API under load, through a minimal keep-alive client
 //!   (`wire`);
-//! - `engine`: batch recompute and streaming ingest without HTTP;
+//! - `engine`: batch export, streaming ingest and maintenance without
+//!   HTTP;
 //! - `svg`: the one chart writer the reports share.
 //!
 //! The public surface is the clap [`BenchCommand`] and [`run`]; the `affinity`
@@ -24,6 +25,7 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+mod days;
 mod engine;
 mod geo;
 mod http;
@@ -53,18 +55,20 @@ pub enum BenchCommand {
     /// row returned, ranges, latency, load rate; Markdown and SVG charts.
     Geo(geo::GeoBenchArgs),
     /// The write-up's schema experiment: the same generated events in the
-    /// narrow and wide schemas, batch recompute with strategies using 1, 3,
-    /// half and all facets, per application profile; time, cells and bytes
-    /// read, peak memory, equal profiles; Markdown, SVG chart, JSON.
+    /// narrow and wide schemas, a batch export of every profile with
+    /// strategies using 1, 3, half and all facets, per application profile;
+    /// time, cells and bytes read, peak memory, profiles checked against the
+    /// scoring reference; Markdown, SVG chart, JSON.
     Schemas(schemas::SchemasBenchArgs),
     /// The HTTP API under load: concurrent clients sending event batches,
     /// then concurrent profile reads, on an in-process server (embedded
     /// store or `--bigtable`) or a running one (`--url`); events/s, reads/s,
     /// p50/p99 latency and errors, next to the goals.
     Http(http::HttpBenchArgs),
-    /// The engine without HTTP on the embedded store: batch recompute of
-    /// bulk-loaded events (default 10M), or streaming ingest from
-    /// concurrent clients; events/s next to the goals.
+    /// The engine without HTTP on the embedded store: batch export of every
+    /// profile from bulk-loaded events (default 10M), streaming ingest from
+    /// concurrent clients, or maintenance folding a day into the rollups;
+    /// figures next to the goals.
     Engine(engine::EngineBenchArgs),
 }
 

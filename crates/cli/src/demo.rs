@@ -1,13 +1,14 @@
 //! `affinity demo`: the out-of-the-box walk-through on the embedded store.
 //! A generated shop (catalog and a skewed stream of users' events) goes
-//! through the real engine; profiles are printed, the strategy changes and
-//! the batch recompute runs with a progress bar.
+//! through the real engine; profiles are printed, a candidate strategy is
+//! scored for every user by an export (with a progress bar), then set:
+//! reads score with it at once, as the export did.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use affinity_engine::{
-    catalog::CatalogObject, AppConfig, Engine, Event, Progress, RecomputeOptions, Schema, Strategy,
+    catalog::CatalogObject, AppConfig, Engine, Event, ExportOptions, Progress, Schema, Strategy,
 };
 use anyhow::Context;
 use rand::rngs::StdRng;
@@ -206,21 +207,43 @@ pub fn run(args: DemoArgs, data: Option<PathBuf>) -> anyhow::Result<()> {
         }
     }
 
-    println!("\n5. A new strategy (color now matters most), and the batch recompute:");
+    println!(
+        "\n5. A candidate strategy (color now matters most), scored for every user by an \
+         export (nothing stored):"
+    );
     let second = strategy(&[("color", 100), ("brand", 40)])?;
-    engine.set_strategy(APP, &second)?;
+    let exported = std::sync::Mutex::new(None);
+    let sink = |user: &str, json: &[u8]| -> std::io::Result<()> {
+        if user == heavy {
+            *exported.lock().unwrap_or_else(|p| p.into_inner()) = Some(json.to_vec());
+        }
+        Ok(())
+    };
     let progress = Progress::default();
     let report = with_progress(&progress, || {
-        engine.recompute(APP, RecomputeOptions::default(), &progress)
+        engine.export(
+            APP,
+            ExportOptions::default(),
+            Some(&second),
+            &sink,
+            &progress,
+        )
     })?;
     println!(
-        "   recomputed {} profiles from {} events in {:.2} s",
+        "   exported {} profiles from {} events in {:.2} s",
         report.profiles,
         report.events,
         progress.snapshot().elapsed.as_secs_f64()
     );
+
+    println!("\n6. The candidate set: reads score with it from now on, no batch job:");
+    engine.set_strategy(APP, &second)?;
     if let Some(profile) = engine.profile(APP, &heavy)? {
         print_profile(&profile, 4);
+    }
+    let read = engine.profile_json_with(APP, &heavy, &second)?;
+    if read.is_some() && read == exported.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        println!("   (the profile the export gave for {heavy}, byte for byte)");
     }
 
     let data = dir.display();

@@ -1,13 +1,15 @@
-//! The engine's commands: catalog, strategy, ingest, recompute, profile,
-//! delete-user. Each opens the backend, calls one engine function and
-//! prints its result.
+//! The engine's commands: catalog, strategy, ingest, export, rebuild,
+//! maintain, profile, delete-user, migrate. Each opens the backend, calls
+//! one engine function and prints its result.
 
 use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use affinity_engine::{AppConfig, Engine, Progress, RecomputeOptions, Schema, Strategy};
+use affinity_engine::{
+    AppConfig, Engine, ExportOptions, MaintainOptions, Progress, RebuildOptions, Schema, Strategy,
+};
 use anyhow::{bail, Context};
 
 use crate::backend::BackendArgs;
@@ -45,6 +47,17 @@ pub enum CatalogCommand {
         /// JSON lines file, or `-` for stdin.
         file: PathBuf,
     },
+    /// Delete objects (events already counted keep what they resolved to).
+    Delete {
+        #[command(flatten)]
+        app: AppArgs,
+        /// Index (catalog) name the objects belong to.
+        #[arg(long)]
+        index: String,
+        /// The objects' ids.
+        #[arg(required = true)]
+        object_ids: Vec<String>,
+    },
 }
 
 pub fn catalog(cmd: CatalogCommand, backend: &BackendArgs) -> anyhow::Result<()> {
@@ -53,6 +66,20 @@ pub fn catalog(cmd: CatalogCommand, backend: &BackendArgs) -> anyhow::Result<()>
             let engine = open_engine(backend)?;
             let n = engine.load_catalog(&app.app, &index, open_input(&file)?)?;
             println!("loaded {n} objects into index {index} of app {}", app.app);
+        }
+        CatalogCommand::Delete {
+            app,
+            index,
+            object_ids,
+        } => {
+            let engine = open_engine(backend)?;
+            let ids: Vec<&str> = object_ids.iter().map(String::as_str).collect();
+            engine.delete_objects(&app.app, &index, &ids)?;
+            println!(
+                "deleted {} object ids from index {index} of app {}",
+                ids.len(),
+                app.app
+            );
         }
     }
     Ok(())
@@ -76,11 +103,7 @@ pub enum StrategyCommand {
 pub fn strategy(cmd: StrategyCommand, backend: &BackendArgs) -> anyhow::Result<()> {
     match cmd {
         StrategyCommand::Set { app, file } => {
-            let mut text = String::new();
-            open_input(&file)?.read_to_string(&mut text)?;
-            let json: serde_json::Value = serde_json::from_str(&text)
-                .with_context(|| format!("{} is not JSON", file.display()))?;
-            let strategy = Strategy::from_json(&json)?;
+            let strategy = read_strategy(&file)?;
             let updated_at = open_engine(backend)?.set_strategy(&app.app, &strategy)?;
             println!(
                 "{}",
@@ -89,10 +112,7 @@ pub fn strategy(cmd: StrategyCommand, backend: &BackendArgs) -> anyhow::Result<(
                     "updatedAt": affinity_rowkey::time::format_seconds(updated_at)?,
                 })
             );
-            eprintln!(
-                "run `affinity recompute --app {}` to rescore every profile",
-                app.app
-            );
+            eprintln!("profile reads score with it from now on");
         }
         StrategyCommand::Get { app } => match open_engine(backend)?.strategy(&app.app)? {
             Some(strategy) => println!("{}", serde_json::to_string_pretty(&strategy.to_json())?),
@@ -100,6 +120,15 @@ pub fn strategy(cmd: StrategyCommand, backend: &BackendArgs) -> anyhow::Result<(
         },
     }
     Ok(())
+}
+
+/// A strategy (the Algolia strategy JSON) from `FILE` or `-`.
+fn read_strategy(file: &PathBuf) -> anyhow::Result<Strategy> {
+    let mut text = String::new();
+    open_input(file)?.read_to_string(&mut text)?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))?;
+    Ok(Strategy::from_json(&json)?)
 }
 
 #[derive(clap::Args)]
@@ -158,20 +187,24 @@ pub fn ingest(args: IngestArgs, backend: &BackendArgs) -> anyhow::Result<()> {
 }
 
 #[derive(clap::Args)]
-pub struct RecomputeArgs {
+pub struct ExportArgs {
     #[command(flatten)]
     app: AppArgs,
-    /// Take only shard I of N (`I/N`, 0-based), so N processes split a job.
+    /// Score under this strategy (the Algolia strategy JSON, or `-`)
+    /// instead of the current one: a candidate's effect on everyone,
+    /// without setting it.
+    #[arg(long, value_name = "FILE")]
+    strategy: Option<PathBuf>,
+    /// Where the profiles go, one JSON line each (`-`: stdout).
+    #[arg(long, value_name = "FILE", default_value = "-")]
+    out: PathBuf,
+    /// Take only shard I of N (`I/N`, 0-based), so N processes split the
+    /// users.
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
     shard: Option<(usize, usize)>,
     /// Scanning threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
-    /// Run as the named, restartable job: every process given the same
-    /// name (e.g. the N `--shard` processes) shares one split, and a rerun
-    /// after a crash skips the ranges already done.
-    #[arg(long, value_name = "NAME")]
-    job: Option<String>,
 }
 
 fn parse_shard(text: &str) -> Result<(usize, usize), String> {
@@ -190,35 +223,156 @@ fn parse_shard(text: &str) -> Result<(usize, usize), String> {
     Ok((i, n))
 }
 
-pub fn recompute(args: RecomputeArgs, backend: &BackendArgs) -> anyhow::Result<()> {
+pub fn export(args: ExportArgs, backend: &BackendArgs) -> anyhow::Result<()> {
+    let engine = open_engine(backend)?;
+    let candidate = args.strategy.as_ref().map(read_strategy).transpose()?;
+    let to_stdout = args.out.as_os_str() == "-";
+    let out: Box<dyn Write + Send> = if to_stdout {
+        Box::new(std::io::stdout())
+    } else {
+        let file = std::fs::File::create(&args.out)
+            .with_context(|| format!("creating {}", args.out.display()))?;
+        Box::new(file)
+    };
+    let out = std::sync::Mutex::new(std::io::BufWriter::new(out));
+    let sink = |_user: &str, json: &[u8]| -> std::io::Result<()> {
+        let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
+        out.write_all(json)?;
+        out.write_all(b"\n")
+    };
+    let progress = Progress::default();
+    let options = ExportOptions {
+        threads: args.threads.max(1),
+        shard: args.shard,
+    };
+    let report = with_progress(&progress, || {
+        engine.export(&args.app.app, options, candidate.as_ref(), &sink, &progress)
+    })?;
+    out.into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .flush()
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    let secs = progress.snapshot().elapsed.as_secs_f64();
+    let strategy = match report.strategy_version {
+        Some(v) => format!(
+            "the current strategy, updated at {}",
+            affinity_rowkey::time::format_seconds(v)?
+        ),
+        None => "the candidate strategy".to_string(),
+    };
+    let summary = format!(
+        "exported {} profiles from {} events in {secs:.2} s ({:.0} events/s, {} ranges, {strategy})",
+        report.profiles,
+        report.events,
+        report.events as f64 / secs.max(1e-9),
+        report.ranges,
+    );
+    // The profiles alone on stdout, when they go there.
+    if to_stdout {
+        eprintln!("{summary}");
+    } else {
+        println!("{summary}");
+    }
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct RebuildArgs {
+    #[command(flatten)]
+    app: AppArgs,
+    /// Take only shard I of N (`I/N`, 0-based), so N processes split the
+    /// work (give them the same `--job`).
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    shard: Option<(usize, usize)>,
+    /// Parallel threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Run as the named, restartable job: every process given the same
+    /// name shares one split, and a rerun skips the ranges already done.
+    #[arg(long, value_name = "NAME")]
+    job: Option<String>,
+}
+
+pub fn rebuild(args: RebuildArgs, backend: &BackendArgs) -> anyhow::Result<()> {
     let engine = open_engine(backend)?;
     let progress = Progress::default();
-    let options = RecomputeOptions {
+    let options = RebuildOptions {
         threads: args.threads.max(1),
         shard: args.shard,
     };
     let report = with_progress(&progress, || match &args.job {
-        Some(job) => engine.recompute_job(&args.app.app, options, job, &progress),
-        None => engine.recompute(&args.app.app, options, &progress),
+        Some(job) => engine.rebuild_job(&args.app.app, options, job, &progress),
+        None => engine.rebuild(&args.app.app, options, &progress),
     })?;
-    let snap = progress.snapshot();
+    let secs = progress.snapshot().elapsed.as_secs_f64();
     println!(
-        "recomputed {} profiles from {} events in {:.2} s ({:.0} events/s, {} ranges, strategy version {})",
-        report.profiles,
+        "rebuilt {} users from {} events in {secs:.2} s: the state of {} events restored, \
+         {} days marked for reads ({:.0} events/s, {} ranges)",
+        report.users,
         report.events,
-        snap.elapsed.as_secs_f64(),
-        report.events as f64 / snap.elapsed.as_secs_f64().max(1e-9),
+        report.restored,
+        report.markers,
+        report.events as f64 / secs.max(1e-9),
         report.ranges,
-        report.strategy_version
+    );
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct MaintainArgs {
+    #[command(flatten)]
+    app: AppArgs,
+    /// Take only shard I of N (`I/N`, 0-based), so N processes split the
+    /// work (give them the same `--job`).
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    shard: Option<(usize, usize)>,
+    /// Parallel threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Run as the named, restartable job: every process given the same
+    /// name shares one split, and a rerun skips the ranges already done.
+    #[arg(long, value_name = "NAME")]
+    job: Option<String>,
+}
+
+pub fn maintain(args: MaintainArgs, backend: &BackendArgs) -> anyhow::Result<()> {
+    let engine = open_engine(backend)?;
+    let progress = Progress::default();
+    let options = MaintainOptions {
+        threads: args.threads.max(1),
+        shard: args.shard,
+    };
+    let report = with_progress_of(&progress, "day rows", || match &args.job {
+        Some(job) => engine.maintain_job(&args.app.app, options, job, &progress),
+        None => engine.maintain(&args.app.app, options, &progress),
+    })?;
+    let secs = progress.snapshot().elapsed.as_secs_f64();
+    println!(
+        "maintained {} users in {secs:.2} s: {} rollups rewritten from {} day rows ({:.0} users/s, {} ranges{})",
+        report.users,
+        report.folded,
+        report.rows_read,
+        report.users as f64 / secs.max(1e-9),
+        report.ranges,
+        if report.conflicts > 0 {
+            format!(", {} users left to the next run: another fold or a deletion came first", report.conflicts)
+        } else {
+            String::new()
+        }
     );
     Ok(())
 }
 
 /// Run `work` while a progress line for `progress` is shown on stderr.
 pub fn with_progress<T>(progress: &Progress, work: impl FnOnce() -> T) -> T {
+    with_progress_of(progress, "events", work)
+}
+
+/// [`with_progress`] counting `unit` (what `Progress::events` counts).
+pub fn with_progress_of<T>(progress: &Progress, unit: &str, work: impl FnOnce() -> T) -> T {
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
-        s.spawn(|| show_progress(progress, &done));
+        s.spawn(|| show_progress(progress, unit, &done));
         let result = work();
         done.store(true, Ordering::Relaxed);
         result
@@ -227,7 +381,7 @@ pub fn with_progress<T>(progress: &Progress, work: impl FnOnce() -> T) -> T {
 
 /// A progress line on stderr while `done` is false, redrawn in place on a
 /// terminal, once every 5 s otherwise.
-fn show_progress(progress: &Progress, done: &AtomicBool) {
+fn show_progress(progress: &Progress, unit: &str, done: &AtomicBool) {
     let tty = std::io::stderr().is_terminal();
     let every = if tty {
         Duration::from_millis(200)
@@ -251,7 +405,7 @@ fn show_progress(progress: &Progress, done: &AtomicBool) {
             .eta
             .map_or_else(|| "?".to_string(), |d| format!("{}s", d.as_secs()));
         let line = format!(
-            "[{}{}] {}/{} ranges, {} events, {} users, {:.0} events/s, ETA {eta}",
+            "[{}{}] {}/{} ranges, {} {unit}, {} users, {:.0} {unit}/s, ETA {eta}",
             "#".repeat(filled),
             "-".repeat(width - filled),
             s.ranges_done,

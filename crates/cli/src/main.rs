@@ -4,6 +4,7 @@
 mod backend;
 mod demo;
 mod engine_cmds;
+mod events;
 mod geo;
 mod keys;
 mod serve;
@@ -32,20 +33,31 @@ enum Command {
     /// Look inside any backend, like `cbt`: create tables, write and read cells.
     Table(table::TableArgs),
     /// The walk-through: a generated shop through the real engine on the
-    /// embedded store, profiles, a strategy change and the batch recompute.
+    /// embedded store, profiles, a candidate strategy exported, then set.
     Demo(demo::DemoArgs),
     /// Serve the HTTP API (Algolia Insights and Personalization shapes).
     Serve(serve::ServeArgs),
     /// Catalog objects and their facets.
     #[command(subcommand)]
     Catalog(engine_cmds::CatalogCommand),
+    /// A running server's events debugger: `affinity events tail`.
+    #[command(subcommand)]
+    Events(events::EventsCommand),
     /// The application's personalization strategy.
     #[command(subcommand)]
     Strategy(engine_cmds::StrategyCommand),
     /// Ingest Insights events (JSON lines) into the events table and profiles.
     Ingest(engine_cmds::IngestArgs),
-    /// Recompute every profile of an application with its current strategy.
-    Recompute(engine_cmds::RecomputeArgs),
+    /// Every user's profile scored from the events table, under the current
+    /// or a candidate strategy, as JSON lines (a batch job, shardable).
+    Export(engine_cmds::ExportArgs),
+    /// Re-derive profile state from the events table: restores what is
+    /// missing, never double counts (a batch job: shardable, restartable).
+    Rebuild(engine_cmds::RebuildArgs),
+    /// Fold closed days into every user's rollup and drop expired days from
+    /// it, so profile reads stay fast however long the history (a batch
+    /// job: shardable, restartable; `affinity serve` runs it on a schedule).
+    Maintain(engine_cmds::MaintainArgs),
     /// Print a user's profile.
     Profile(engine_cmds::ProfileArgs),
     /// Delete a user's events and profile (GDPR), verified by a scan.
@@ -79,9 +91,14 @@ fn main() {
             .and_then(|()| demo::run(args, backend.data.clone())),
         Command::Serve(args) => serve::run(args, backend),
         Command::Catalog(cmd) => engine_cmds::catalog(cmd, backend),
+        Command::Events(cmd) => backend
+            .refuse("events", true, true)
+            .and_then(|()| events::run(cmd)),
         Command::Strategy(cmd) => engine_cmds::strategy(cmd, backend),
         Command::Ingest(args) => engine_cmds::ingest(args, backend),
-        Command::Recompute(args) => engine_cmds::recompute(args, backend),
+        Command::Export(args) => engine_cmds::export(args, backend),
+        Command::Rebuild(args) => engine_cmds::rebuild(args, backend),
+        Command::Maintain(args) => engine_cmds::maintain(args, backend),
         Command::Profile(args) => engine_cmds::profile(args, backend),
         Command::DeleteUser(args) => engine_cmds::delete_user(args, backend),
         Command::Migrate(cmd) => engine_cmds::migrate(cmd, backend),

@@ -30,6 +30,46 @@ pub struct ServeArgs {
     /// Threads for blocking engine work (default: tokio's).
     #[arg(long, env = "AFFINITY_WORKERS")]
     workers: Option<usize>,
+    /// Maintain every application's profile rollups this often (at start,
+    /// then on this period: `30s`, `15m`, `1h`); `off` for deployments that
+    /// run `affinity maintain` as a separate job.
+    #[arg(long, env = "AFFINITY_MAINTAIN_EVERY", default_value = "15m", value_parser = parse_every)]
+    maintain_every: Every,
+    /// Events kept per application for the events debugger
+    /// (`GET /1/events/debug`, `affinity events tail`); 0 keeps none.
+    #[arg(long, env = "AFFINITY_DEBUG_EVENTS", default_value_t = affinity_http::DEFAULT_DEBUG_EVENTS)]
+    debug_events: usize,
+}
+
+/// `--maintain-every`: a period, or never.
+#[derive(Debug, Clone, Copy)]
+struct Every(Option<std::time::Duration>);
+
+fn parse_every(text: &str) -> Result<Every, String> {
+    if text == "off" {
+        return Ok(Every(None));
+    }
+    let (number, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a period such as 30s, 15m or 1h, or off"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a period such as 30s, 15m or 1h, or off"
+            ))
+        }
+    };
+    if secs == 0 {
+        return Err("the period must be more than 0 (or off)".into());
+    }
+    Ok(Every(Some(std::time::Duration::from_secs(secs))))
 }
 
 /// Run the server until SIGTERM or ctrl-c; requests in flight finish.
@@ -80,14 +120,17 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
         println!("affinity serve: http://{addr} on the {backend}");
         affinity_http::serve(
             listener,
-            State::with_inline_reads(engine, keys, inline_reads),
+            State::with_inline_reads(engine, keys, inline_reads)
+                .with_maintenance(args.maintain_every.0)
+                .with_debug_events(args.debug_events),
             affinity_http::shutdown_signal(),
         )
         .await
         .context("serving")
     });
-    // A recompute still running is abandoned (it writes absolute profiles,
-    // so running it again is safe); requests in flight have finished.
+    // A maintenance still running is abandoned (each user's fold commits
+    // alone, so the next run picks up where it stopped); requests in
+    // flight have finished.
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     served
 }

@@ -4,8 +4,12 @@
 //! (or not, with `--no-settle`); `--url` at a port where nothing listens
 //! fails with a message naming the address; against a real `affinity
 //! serve`, a key that may not send events makes every batch a counted
-//! error and the run fails naming the first status and body. Every report's
-//! figures are checked against each other and against the printed lines.
+//! error and the run fails naming the first status and body. With
+//! history, the preload, the maintenance, the reads per user class and
+//! the rows per profile agree with each other (and against a server
+//! elsewhere there is no history, the reads still per class). Every
+//! report's figures are checked against each other and against the printed
+//! lines.
 
 mod common;
 
@@ -103,12 +107,26 @@ fn bench_http_runs_both_phases_and_writes_json() {
     let dir = tempfile::tempdir().unwrap();
     let json_path = dir.path().join("http.json");
     let stdout = run_in_process(
-        &["--clients", "2", "--readers", "4", "--users", "100"],
+        &[
+            "--clients",
+            "2",
+            "--readers",
+            "4",
+            "--users",
+            "100",
+            "--history-days",
+            "0",
+        ],
         &json_path,
     );
     let report = read_report(&json_path);
     assert_consistent(&report, &stdout);
     assert_eq!(report["backend"], "embedded", "{report}");
+    // The one-day run has none of the figures of history.
+    for absent in ["history", "maintenance", "classes", "single_client"] {
+        assert!(report.get(absent).is_none(), "{absent}: {report}");
+    }
+    assert!(!stdout.contains("history:"), "{stdout}");
     let settings = &report["settings"];
     assert_eq!(
         [
@@ -203,7 +221,8 @@ fn bench_http_counts_rejected_batches_and_fails_naming_the_first() {
     let json_path = dir.path().join("http.json");
     let output = affinity()
         .args(["bench", "http", "--seconds", "1", "--clients", "1"])
-        .args(["--readers", "2", "--users", "10", "--url", &url])
+        .args(["--readers", "2", "--users", "10", "--history-days", "0"])
+        .args(["--url", &url])
         .args(["--app-id", "shop", "--api-key", "reader", "--json"])
         .arg(&json_path)
         .output()
@@ -252,6 +271,8 @@ fn bench_http_no_settle_reads_as_the_ingest_ends() {
             "2",
             "--users",
             "20",
+            "--history-days",
+            "0",
             "--no-settle",
         ],
         &json_path,
@@ -271,4 +292,182 @@ fn bench_http_no_settle_reads_as_the_ingest_ends() {
         report["profiles"]["reads"].as_u64().unwrap() > 0,
         "{report}"
     );
+}
+
+/// The reads per user class of a run with history add up to the run's
+/// reads, each class's figures agree with themselves and with its printed
+/// line, and the classes hold every user once.
+fn assert_classes_consistent(report: &Value, stdout: &str) {
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0);
+    let (classes, profiles) = (&report["classes"], &report["profiles"]);
+    let sum = |field: &str| {
+        ["light", "heavy"]
+            .iter()
+            .map(|c| number(&classes[c][field]))
+            .sum::<f64>()
+    };
+    for field in ["reads", "not_found", "errors", "over_goal"] {
+        assert_eq!(sum(field), number(&profiles[field]), "{field}: {report}");
+    }
+    assert_eq!(
+        sum("users"),
+        number(&report["settings"]["users"]),
+        "{report}"
+    );
+    for class in ["light", "heavy"] {
+        let c = &classes[class];
+        let reads = number(&c["reads"]);
+        assert!(reads > 0.0, "{class}: {report}");
+        assert!(close(
+            number(&c["reads_per_s"]),
+            reads / number(&c["seconds"])
+        ));
+        assert!(number(&c["p99_ms"]) >= number(&c["p50_ms"]), "{report}");
+        let by_second = c["by_second"].as_array().expect("by_second");
+        let total: f64 = by_second.iter().map(|s| number(&s["reads"])).sum();
+        assert_eq!(total, reads, "{class}: {report}");
+        let prefix = format!("profiles {class} (");
+        assert_eq!(printed(stdout, &prefix, "reads"), reads, "{stdout}");
+    }
+}
+
+#[test]
+fn bench_http_with_history_folds_it_and_reads_per_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("http.json");
+    let stdout = run_in_process(
+        &[
+            "--clients",
+            "2",
+            "--readers",
+            "4",
+            "--users",
+            "50",
+            "--history-days",
+            "3",
+        ],
+        &json_path,
+    );
+    let report = read_report(&json_path);
+    assert_consistent(&report, &stdout);
+    assert_classes_consistent(&report, &stdout);
+    assert_eq!(report["settings"]["history_days"], 3, "{report}");
+
+    // The preload: three days, every user every day, heavy users among them.
+    let history = &report["history"];
+    let per_day = history["events_per_day"]
+        .as_array()
+        .expect("events_per_day");
+    assert_eq!(per_day.len(), 3, "{report}");
+    let loaded: f64 = per_day.iter().map(number).sum();
+    assert_eq!(number(&history["events"]), loaded, "{report}");
+    assert!(per_day.iter().all(|n| number(n) >= 50.0), "{report}");
+    assert_eq!(history["users"], 50, "{report}");
+    let heavy = number(&history["heavy_users"]);
+    assert!(heavy >= 1.0, "{report}");
+    assert_eq!(
+        number(&report["classes"]["heavy"]["users"]),
+        heavy,
+        "{report}"
+    );
+    assert_eq!(printed(&stdout, "history:", "events"), loaded, "{stdout}");
+
+    // The maintenance folded every user with history, and the rollups
+    // hold exactly the events of the closed days loaded.
+    let m = &report["maintenance"];
+    assert_eq!(m["users"], 50, "{report}");
+    assert_eq!(m["folded"], 50, "{report}");
+    assert_eq!(m["expected_users"], 50, "{report}");
+    assert_eq!(m["rollups"], 50, "{report}");
+    assert_eq!(m["conflicts"], 0, "{report}");
+    let folded = number(&m["events_folded"]);
+    assert_eq!(folded, number(&m["expected_events"]), "{report}");
+    assert!(folded > 0.0 && folded <= loaded, "{report}");
+    // Folded from scratch: each user's closed days, one row each.
+    assert!(number(&m["rows_read"]) >= 100.0, "{report}");
+    assert_eq!(printed(&stdout, "maintenance:", "users,"), 50.0, "{stdout}");
+
+    // The reads: every user has a profile; one client read heavy users.
+    for class in ["light", "heavy"] {
+        assert_eq!(report["classes"][class]["not_found"], 0, "{report}");
+        assert_eq!(report["classes"][class]["errors"], 0, "{report}");
+    }
+    let single = &report["single_client"];
+    assert!(number(&single["reads"]) > 0.0, "{report}");
+    assert_eq!(single["errors"], 0, "{report}");
+    assert!(
+        number(&single["p99_us"]) >= number(&single["p50_us"]),
+        "{report}"
+    );
+    assert!(number(&single["mean_us"]) > 0.0, "{report}");
+
+    // Rows per profile: the rollup, today's live row, and any closed day
+    // maintenance has not folded yet; nothing read from the events.
+    let rows = &report["rows_per_profile"];
+    let goal = number(&rows["goal_rows"]);
+    assert!((2.0..=3.0).contains(&goal), "{report}");
+    for class in ["light", "heavy"] {
+        let r = &rows[class];
+        assert_eq!(number(&r["rows"]), goal, "{class}: {report}");
+        assert_eq!(number(&r["event_rows"]), 0.0, "{class}: {report}");
+        assert_eq!(r["found"], r["profiles"], "{class}: {report}");
+        assert!(number(&r["cells"]) > 0.0, "{class}: {report}");
+    }
+    assert!(
+        number(&rows["heavy"]["cells"]) > number(&rows["light"]["cells"]),
+        "{report}"
+    );
+    assert_eq!(report["goals"]["rows_met"], true, "{report}");
+    assert_eq!(report["goals"]["rows_per_profile"], rows["goal_rows"]);
+}
+
+#[test]
+fn bench_http_with_history_at_a_url_reads_per_class_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("affinity.toml");
+    std::fs::write(
+        &config,
+        "[[apps]]\nid = \"shop\"\nkeys = [{ value = \"admin\", acl = [\"admin\"] }]\n",
+    )
+    .unwrap();
+    let server = serve(&data, &["--config", config.to_str().expect("utf-8 path")]);
+    let url = format!("http://{}", server.addr);
+    let json_path = dir.path().join("http.json");
+    let output = affinity()
+        .args(["bench", "http", "--seconds", "1", "--clients", "1"])
+        .args(["--readers", "2", "--users", "30", "--history-days", "3"])
+        .args([
+            "--url",
+            &url,
+            "--app-id",
+            "shop",
+            "--api-key",
+            "admin",
+            "--json",
+        ])
+        .arg(&json_path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.starts_with("history: none (the server at --url"),
+        "{stdout}"
+    );
+    let report = read_report(&json_path);
+    assert_consistent(&report, &stdout);
+    assert_classes_consistent(&report, &stdout);
+    for absent in ["history", "maintenance", "rows_per_profile"] {
+        assert!(report[absent].is_null(), "{absent}: {report}");
+    }
+    // The live ingest sent each user's events of today first: every user
+    // read has a profile.
+    assert_eq!(report["profiles"]["not_found"], 0, "{report}");
+    assert_eq!(report["ingest"]["errors"], 0, "{report}");
+    assert!(number(&report["single_client"]["reads"]) > 0.0, "{report}");
 }

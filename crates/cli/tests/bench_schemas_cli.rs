@@ -1,13 +1,14 @@
 //! `affinity bench schemas` end to end through the real binary, at a tiny
-//! scale on the embedded store: the JSON records (equal profiles, every
-//! event read, one cell per event in the narrow schema and one per scored
-//! facet in the wide one), the Markdown showing the same figures and the
+//! scale on the embedded store: the JSON records (exported profiles equal
+//! to the scoring reference, the same profiles exported by both schemas,
+//! every event read, one cell per event in the narrow schema and one per
+//! scored facet in the wide one), the Markdown showing the same figures and the
 //! ratios worked out from them, and the SVG chart's lines and points.
 
 use std::process::Command;
 
 #[test]
-fn bench_schemas_writes_json_markdown_and_chart_with_equal_profiles() {
+fn bench_schemas_writes_json_markdown_and_chart_with_checked_profiles() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let json_path = dir.path().join("schemas.json");
@@ -49,13 +50,17 @@ fn bench_schemas_writes_json_markdown_and_chart_with_equal_profiles() {
             "events_per_s",
             "bytes_read",
             "cells_read",
+            "profiles_exported",
+            "bytes_exported",
             "peak_rss_bytes",
-            "profiles_equal",
+            "profiles_match",
         ] {
             assert!(r.get(field).is_some(), "{field} missing in {r}");
         }
         assert_eq!(r["backend"], "embedded");
-        assert_eq!(r["profiles_equal"], true, "{r}");
+        assert_eq!(r["profiles_match"], true, "{r}");
+        assert!(r["profiles_exported"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["bytes_exported"].as_u64().unwrap() > 0, "{r}");
         assert_eq!(r["events"], 20000);
         assert_eq!(r["events_read"], 20000);
         assert_eq!(r["facets_total"], 20);
@@ -88,9 +93,22 @@ fn bench_schemas_writes_json_markdown_and_chart_with_equal_profiles() {
         wide_bytes(1) * 5 < wide_bytes(20),
         "a 1-facet strategy reads less"
     );
+    // Both schemas exported the same profiles.
+    for r in records {
+        let other = records
+            .iter()
+            .find(|o| {
+                o["schema"] != r["schema"]
+                    && o["app_profile"] == r["app_profile"]
+                    && o["facets_used"] == r["facets_used"]
+            })
+            .unwrap();
+        assert_eq!(r["profiles_exported"], other["profiles_exported"], "{r}");
+        assert_eq!(r["bytes_exported"], other["bytes_exported"], "{r}");
+    }
 
     // The events spread over the users as the profile says (about 100 and
-    // about 5 per user), and every user's profiles were compared.
+    // about 5 per user), and every user's exported profile was checked.
     for r in records {
         let users = r["users"].as_f64().unwrap();
         let per_user = 20000.0 / users;
@@ -131,7 +149,12 @@ fn bench_schemas_writes_json_markdown_and_chart_with_equal_profiles() {
         assert!((value(8) - median).abs() <= 0.0005, "{row:?}");
         assert!((value(9) - 20000.0 / median).abs() <= 0.5, "{row:?}");
         assert_eq!(value(10), r["cells_read"].as_f64().unwrap(), "{row:?}");
-        assert_eq!(row[13], format!("yes ({})", r["users_checked"]), "{row:?}");
+        assert_eq!(
+            value(12),
+            r["profiles_exported"].as_f64().unwrap(),
+            "{row:?}"
+        );
+        assert_eq!(row[15], format!("yes ({})", r["users_checked"]), "{row:?}");
     }
     // Per profile, the wide/narrow speed of each strategy is the narrow
     // median time over the wide one.
@@ -169,7 +192,10 @@ fn bench_schemas_writes_json_markdown_and_chart_with_equal_profiles() {
             assert!((printed - ratio).abs() <= 0.005 + 1e-9, "{line}: {ratio}");
         }
     }
-    assert!(md.contains("Profiles equal between narrow and wide: yes, in every run"));
+    assert!(md.contains(
+        "Exported profiles equal to the scoring reference, narrow and wide alike: yes, in every run"
+    ));
+    assert!(md.contains("writes nothing, so they measure the export itself"));
     let svg = std::fs::read_to_string(out.join("schemas.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert_eq!(

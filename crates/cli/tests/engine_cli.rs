@@ -130,11 +130,83 @@ fn engine_commands_walk_through() {
     let table = ok(&data, &["profile", "--app", "shop", "alice"]);
     assert!(table.contains("Samsung") && table.contains("20"), "{table}");
 
+    // Every profile as JSON lines on stdout: what the reads answer.
+    let lines = ok(&data, &["export", "--app", "shop"]);
+    let exported: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(exported.len(), 2, "{lines}");
+    for value in &exported {
+        let user = value["userToken"].as_str().unwrap_or_default();
+        let read = ok(&data, &["profile", "--app", "shop", user, "--json"]);
+        assert_eq!(
+            *value,
+            serde_json::from_str::<serde_json::Value>(&read).unwrap()
+        );
+    }
+    // A candidate strategy scored for everyone into a file; nothing is set.
+    std::fs::write(
+        dir.path().join("candidate.json"),
+        STRATEGY.replace(
+            r#"{"facetName":"brand","score":100},{"facetName":"color","score":50}"#,
+            r#"{"facetName":"color","score":100}"#,
+        ),
+    )
+    .unwrap();
     let out = ok(
         &data,
-        &["recompute", "--app", "shop", "--job", "j", "--shard", "0/1"],
+        &[
+            "export",
+            "--app",
+            "shop",
+            "--strategy",
+            &file("candidate.json"),
+            "--out",
+            &file("profiles.jsonl"),
+            "--shard",
+            "0/1",
+            "--threads",
+            "1",
+        ],
     );
-    assert!(out.contains("recomputed 2 profiles from 4 events"), "{out}");
+    // Only alice's events name a color; in the wide schema only those are
+    // read.
+    assert!(
+        out.contains("exported 1 profiles from 3 events") && out.contains("candidate"),
+        "{out}"
+    );
+    let written = std::fs::read_to_string(dir.path().join("profiles.jsonl")).unwrap();
+    assert_eq!(written.lines().count(), 1, "{written}");
+    assert!(
+        written.contains(
+            r#""scores":{"color":{"Black":13,"Silver":3,"White":20}},"userToken":"alice""#
+        ),
+        "{written}"
+    );
+    assert!(ok(&data, &["profile", "--app", "shop", "alice", "--json"]).contains(ALICE));
+
+    // Maintenance and a rebuild, as named jobs: nothing is missing.
+    let out = ok(
+        &data,
+        &["maintain", "--app", "shop", "--job", "m", "--shard", "0/1"],
+    );
+    assert!(out.contains("maintained 2 users"), "{out}");
+    let out = ok(
+        &data,
+        &["rebuild", "--app", "shop", "--job", "r", "--shard", "0/1"],
+    );
+    assert!(
+        out.contains("rebuilt 2 users from 4 events")
+            && out.contains("the state of 0 events restored"),
+        "{out}"
+    );
+    // The profiles table lost whole: a rebuild brings every profile back.
+    ok(&data, &["table", "delete", "profiles.shop"]);
+    assert!(fails(&data, &["profile", "--app", "shop", "alice"]).contains("no profile"));
+    let out = ok(&data, &["rebuild", "--app", "shop"]);
+    assert!(out.contains("the state of 4 events restored"), "{out}");
+    assert!(ok(&data, &["profile", "--app", "shop", "alice", "--json"]).contains(ALICE));
 
     // Bad input names the line and the field, and stores nothing.
     std::fs::write(dir.path().join("bad.jsonl"), r#"{"eventType":"bogus","eventName":"x","index":"products","userToken":"carol","filters":["a:b"]}"#).unwrap();
@@ -154,8 +226,10 @@ fn engine_commands_walk_through() {
         ],
     );
     assert!(err.contains("migration"), "{err}");
-    let err = fails(&data, &["recompute", "--app", "shop", "--shard", "2/2"]);
-    assert!(err.contains("0 <= I < N"), "{err}");
+    for command in ["export", "rebuild", "maintain"] {
+        let err = fails(&data, &[command, "--app", "shop", "--shard", "2/2"]);
+        assert!(err.contains("0 <= I < N"), "{command}: {err}");
+    }
 
     let out = ok(&data, &["delete-user", "--app", "shop", "alice"]);
     assert!(out.contains("none left"), "{out}");
@@ -293,9 +367,10 @@ fn serve_refuses_a_config_that_moves_an_app_with_events_to_another_schema() {
             && err.contains("moving it to narrow is a migration"),
         "{err}"
     );
-    // Nothing changed: the batch still reads the wide events.
-    let out = ok(&data, &["recompute", "--app", "shop"]);
-    assert!(out.contains("recomputed 2 profiles from 4 events"), "{out}");
+    // Nothing changed: an export still reads the wide events.
+    let out = ok(&data, &["export", "--app", "shop", "--out", "-"]);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(out.contains(ALICE), "{out}");
     // Restarted with the stored schema, the server serves the profile.
     std::fs::write(&config, file("wide")).unwrap();
     let server = serve(&data, &["--config", config_arg]);
@@ -329,7 +404,8 @@ fn demo_runs_end_to_end_and_refuses_foreign_data() {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("ingested in"), "{text}");
-    assert!(text.contains("recomputed"), "{text}");
+    assert!(text.contains("exported"), "{text}");
+    assert!(text.contains("byte for byte"), "{text}");
     assert!(text.contains("user user-00000"), "{text}");
     // Its data is a real store the other commands read.
     let profile = ok(

@@ -10,10 +10,11 @@
 //! - `events.<app>`: the application's events (see [`crate::schema`]);
 //!   families `view`, `click`, `conversion` and `e`, all with GC max-age =
 //!   the retention.
-//! - `profiles.<app>`: row `user` holds the batch profile (family `b`),
-//!   rows `user,DAY` the streaming state (families `n`, `i`, `t`, see
-//!   [`crate::state`]); rows `~job,<name>` and `~migrate` the state of
-//!   recompute jobs and of a migration (no user token contains `~`).
+//! - `profiles.<app>`: rows `user,DAY` the profile state (families `n`,
+//!   `i`, `t`, see [`crate::state`]), row `user,!` the user's rollup (see
+//!   [`crate::rollup`]); rows `~job,<name>` and `~migrate` the state of
+//!   batch jobs and of a migration (family `b`; no user token contains
+//!   `~`).
 //! - `trends.<app>`: one row per (event, located object), keyed by place
 //!   and time, for regional trends (see [`crate::trends`]).
 //!
@@ -38,6 +39,7 @@ use std::sync::{Mutex, RwLock};
 use crate::catalog::{Catalog, CatalogObject};
 use crate::error::{Error, Result};
 use crate::event::EventType;
+use crate::rollup;
 use crate::schema::{Schema, WIDE_FAMILY};
 use crate::state::{COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY};
 use crate::strategy::Strategy;
@@ -48,9 +50,17 @@ pub use settings::{AppConfig, AppSettings, DEFAULT_RETENTION_DAYS};
 
 /// Milliseconds in a day.
 pub const DAY_MILLIS: i64 = 86_400_000;
-/// Streaming state outlives the retention by this margin (see
-/// [`crate::state`]).
-pub(crate) const STATE_MARGIN_DAYS: u32 = 2;
+/// How many days a rollup may lag the window before reads stop using it
+/// (see `docs/design/profiles.md`): the state rows and events it would
+/// subtract are kept this long past the retention.
+pub(crate) const SLACK_DAYS: u32 = 3;
+
+/// The first event day counted at `now_millis` with `retention_days`:
+/// every event of a day leaves the window at the same instant, `retention`
+/// after its day began.
+pub fn window_start_day(now_millis: i64, retention_days: u32) -> i64 {
+    (now_millis - i64::from(retention_days) * DAY_MILLIS).div_euclid(DAY_MILLIS) + 1
+}
 
 /// A clock in milliseconds since the epoch.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -183,7 +193,10 @@ impl Engine {
     }
 
     fn events_spec(config: &AppConfig) -> TableSpec {
-        let age = GcRule::MaxAge(Duration::from_millis(config.retention_millis() as u64));
+        // Past the retention by the rollup slack: reads correct expired
+        // days of a lagging rollup from their events.
+        let days = u64::from(config.retention_days + SLACK_DAYS + 1);
+        let age = GcRule::MaxAge(Duration::from_millis(days * DAY_MILLIS as u64));
         let mut spec = TableSpec::new().with_family(WIDE_FAMILY, age.clone());
         for ty in EventType::ALL {
             spec = spec.with_family(ty.as_str(), age.clone());
@@ -192,14 +205,31 @@ impl Engine {
     }
 
     fn profiles_spec(config: &AppConfig) -> TableSpec {
-        let days = u64::from(config.retention_days + STATE_MARGIN_DAYS);
+        // Day-row cells are stamped with their arrival day: they outlive
+        // the retention by the rollup slack plus a day of margin.
+        let days = u64::from(config.retention_days + SLACK_DAYS + 2);
         let state = GcRule::MaxAge(Duration::from_millis(days * DAY_MILLIS as u64));
         let latest = GcRule::Union(vec![GcRule::MaxVersions(1), state.clone()]);
+        let one = GcRule::MaxVersions(1);
         TableSpec::new()
             .with_sum_family(COUNTERS_FAMILY, state.clone())
-            .with_sum_family(IDS_FAMILY, state)
+            .with_sum_family(IDS_FAMILY, state.clone())
             .with_sum_family(LAST_FAMILY, latest)
-            .with_family("b", GcRule::MaxVersions(1))
+            .with_sum_family(rollup::MARKS_FAMILY, state.clone())
+            .with_family(rollup::LINKS_FAMILY, state.clone())
+            .with_family(rollup::MEMBERS_FAMILY, state)
+            .with_family(rollup::TOTALS_FAMILY, one.clone())
+            .with_family(rollup::LATEST_FAMILY, one.clone())
+            .with_family(rollup::WATERMARK_FAMILY, one.clone())
+            .with_family(
+                rollup::TOMBSTONE_FAMILY,
+                // Far longer than a fold runs, then the row goes.
+                GcRule::Union(vec![
+                    one.clone(),
+                    GcRule::MaxAge(Duration::from_millis(7 * DAY_MILLIS as u64)),
+                ]),
+            )
+            .with_family(crate::job::JOBS_FAMILY, one)
     }
 
     fn open_tables(&self, app: &str, settings: AppSettings) -> Result<App> {
@@ -358,6 +388,30 @@ impl Engine {
                 affinity_model::RowMutations::new(
                     Self::catalog_key(app, index, &o.object_id),
                     vec![Mutation::set_cell("o", "j", 0, json)],
+                )
+            })
+            .collect();
+        for chunk in entries.chunks(1000) {
+            for status in self.catalog_table.mutate_rows(chunk)? {
+                status?;
+            }
+        }
+        let mut cache = self.catalogs.write().unwrap_or_else(|p| p.into_inner());
+        cache.remove(&(app.to_string(), index.to_string()));
+        Ok(())
+    }
+
+    /// Delete catalog objects of an index; ids it does not hold are no
+    /// error. Events already ingested keep the facets they resolved to:
+    /// only later events stop resolving these ids.
+    pub fn delete_objects(&self, app: &str, index: &str, object_ids: &[&str]) -> Result<()> {
+        validate_app(app)?;
+        let entries: Vec<affinity_model::RowMutations> = object_ids
+            .iter()
+            .map(|id| {
+                affinity_model::RowMutations::new(
+                    Self::catalog_key(app, index, id),
+                    vec![Mutation::DeleteFromRow],
                 )
             })
             .collect();

@@ -50,6 +50,9 @@ pub enum Error {
     /// Stored data the engine did not write in this shape.
     #[error("corrupt {what}: {reason}")]
     Corrupt { what: &'static str, reason: String },
+    /// The output an export hands its profiles to failed.
+    #[error("export output: {reason}")]
+    ExportOutput { reason: String },
     /// A thread of a parallel job died.
     #[error("worker failed: {0}")]
     Worker(String),

@@ -5,6 +5,12 @@
 //! the field, with Algolia's messages. The age limit is a parameter
 //! ([`Limits`]): the HTTP API allows 30 days, the CLI accepts history back
 //! to the application's retention.
+//!
+//! Only the type, the name, the time and what the event is about (object
+//! ids, filters) reach profiles. `eventSubtype`, `queryID`, `positions`,
+//! `objectData`, `value` and `currency` are validated as Algolia validates
+//! them and kept on the [`Event`], where they enter its identity
+//! ([`Event::content`]) and nothing else.
 
 mod fields;
 
@@ -102,9 +108,9 @@ impl Event {
         let (object_ids, filters) = fields::objects_or_filters(obj)?;
         let query_id = fields::query_id(obj)?;
         let positions = fields::positions(obj, event_type, query_id.as_deref(), &object_ids)?;
-        let object_data = fields::object_data(obj, event_type)?;
+        let object_data = fields::object_data(obj, event_type, &object_ids)?;
         let value = fields::value(obj, event_type)?;
-        let currency = fields::currency(obj, event_type)?;
+        let currency = fields::currency(obj, event_type, value.as_ref(), object_data.as_ref())?;
         Ok(Event {
             event_type,
             event_subtype,
@@ -356,6 +362,126 @@ mod tests {
             Event::from_json(&v, &Limits::api(NOW)).unwrap_err().field(),
             Some("positions")
         );
+    }
+
+    #[test]
+    fn filters_are_decoded_as_the_api_defines_them() {
+        let filters = |f: Value| {
+            let mut v = base();
+            v.as_object_mut().unwrap().remove("objectIDs");
+            v.as_object_mut().unwrap().insert("filters".into(), f);
+            Event::from_json(&v, &Limits::api(NOW))
+        };
+        let e = filters(json!([
+            "brand%3AApple",
+            "discount:10%25",
+            "brand%3AApple%20Inc%3A%20US",
+            "a%25b:c+d"
+        ]))
+        .unwrap();
+        assert_eq!(
+            e.filters,
+            [
+                ("brand".to_string(), "Apple".to_string()),
+                ("discount".into(), "10%".into()),
+                ("brand".into(), "Apple Inc: US".into()),
+                ("a%25b".into(), "c+d".into()),
+            ]
+        );
+        for bad in [
+            "discount:10%",
+            "brand:%zz",
+            "brand:%+1",
+            "brand%3",
+            "a:%C3%28",
+        ] {
+            let e = filters(json!([bad])).unwrap_err();
+            assert_eq!(e.field(), Some("filters"));
+            assert!(e.to_string().contains("malformed percent-encoding"), "{e}");
+            assert!(e.to_string().contains(bad), "{e}");
+        }
+        for bad in ["brand", "brand%3A", ":x", "%3Ax"] {
+            let e = filters(json!([bad])).unwrap_err();
+            assert!(e.to_string().contains("facet:value"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn conversion_details_are_validated_and_kept() {
+        let purchase = json!({"eventType":"conversion","eventSubtype":"purchase",
+            "eventName":"Order Completed","index":"products","userToken":"u1",
+            "objectIDs":["o1","o2"],
+            "objectData":[{"price":19.99,"quantity":2,"discount":"1.5",
+                           "queryID":"0123456789abcdef0123456789abcdef"},{"price":"5"}],
+            "value":44.98,"currency":"EUR"});
+        let e = Event::from_json(&purchase, &Limits::api(NOW)).unwrap();
+        assert_eq!(e.event_subtype.as_deref(), Some("purchase"));
+        assert_eq!(e.object_data, Some(purchase["objectData"].clone()));
+        assert_eq!(e.value, Some(json!(44.98)));
+        assert_eq!(e.currency.as_deref(), Some("EUR"));
+        let broken = |key: &str, value: Value| {
+            let mut v = purchase.clone();
+            if value.is_null() {
+                v.as_object_mut().unwrap().remove(key);
+            } else {
+                v[key] = value;
+            }
+            Event::from_json(&v, &Limits::api(NOW)).unwrap_err()
+        };
+        let cases = [
+            (
+                "objectData",
+                json!([{"price": 1}]),
+                "objectData",
+                "same length",
+            ),
+            ("objectData", json!([{}, 3]), "objectData", "ObjectData[1]"),
+            (
+                "objectData",
+                json!([{"price": true}, {}]),
+                "objectData",
+                "price",
+            ),
+            (
+                "objectData",
+                json!([{"quantity": 1.5}, {}]),
+                "objectData",
+                "quantity",
+            ),
+            (
+                "objectData",
+                json!([{"quantity": 1u64 << 40}, {}]),
+                "objectData",
+                "quantity",
+            ),
+            (
+                "objectData",
+                json!([{}, {"queryID": "q"}]),
+                "objectData",
+                "queryID",
+            ),
+            ("currency", json!("eur"), "currency", "ISO 4217"),
+            ("currency", json!("EURO"), "currency", "ISO 4217"),
+            ("currency", Value::Null, "currency", "required"),
+            ("value", json!({"amount": 1}), "value", "number or a string"),
+        ];
+        for (key, value, field, words) in cases {
+            let e = broken(key, value.clone());
+            assert_eq!(e.field(), Some(field), "{key}={value}: {e}");
+            assert!(e.to_string().contains(words), "{key}={value}: {e}");
+        }
+        // Without a price or a value, no currency is needed.
+        let mut v = purchase.clone();
+        for key in ["value", "currency"] {
+            v.as_object_mut().unwrap().remove(key);
+        }
+        v["objectData"] = json!([{"quantity": 1}, {"discount": 2}]);
+        assert!(Event::from_json(&v, &Limits::api(NOW)).is_ok());
+        // Conversion details on a click are refused.
+        for key in ["objectData", "value", "currency"] {
+            let e = err_of(with(key, purchase[key].clone()));
+            assert_eq!(e.field(), Some(key), "{e}");
+        }
     }
 
     #[test]

@@ -3,40 +3,51 @@
 //! aggregate adds (`AddToCell`), never by reading the user's events nor the
 //! state itself.
 //!
+//! Every add of a batch is stamped with the day it *arrives* (today), and
+//! an event of an earlier day than today (a late event) is first announced
+//! by a marker on the user's rollup row, so readers know to look at its day
+//! again (see [`crate::rollup`] and `docs/design/profiles.md`).
+//!
 //! # Protocol and guarantee
 //!
 //! For a batch: (1) every event row is written (idempotent: a retry writes
-//! the same cells at the same key); (2) one `mutate_rows` adds, per
-//! user-day row, the batch's counts of that day to `n`, 1 per event to its
-//! `i` cell and the events' times to `t`: each row's adds are one atomic
-//! entry.
+//! the same cells at the same key); (2) for late events, one marker add
+//! per user and event day on the user's rollup row; (3) one `mutate_rows`
+//! adds, per user-day row, the batch's counts of that day to `n`, 1 per
+//! event to its `i` cell and the events' times to `t`: each row's adds are
+//! one atomic entry.
 //!
 //! Invariant, at every instant, because a row's counters and ids change
-//! in the same atomic mutation: each day's counters equal the sum over its
-//! `i` cells of `times * counts(event)`. A reader takes an event whose
-//! `times` is not 1 (a retried batch, two ingesters racing with the same
-//! event) and corrects it by reading that one event row and adding its
-//! counts `1 - times` times, so a profile read is exact whatever crashed
-//! where, and nothing is ever read before a write:
-//! - crash before (2): nothing counted; the batch was not acknowledged and
+//! in the same atomic mutation: for each arrival day, a row's counters
+//! equal the sum over its `i` cells of `times * counts(event)`. A reader
+//! takes an event added other than once and corrects it by reading that
+//! one event row and adding its counts as many times as needed, so a
+//! profile read is exact whatever crashed where, and nothing is ever read
+//! before a write:
+//! - crash before (3): nothing counted; the batch was not acknowledged and
 //!   its retry applies it (the event rows are already there);
-//! - crash after (2), or a retry of an acknowledged batch: the events count
-//!   twice in `n`, their `i` cells say 2, and readers count them once;
+//! - crash after (3), or a retry of an acknowledged batch: the events count
+//!   twice in `n`, their `i` cells say 2 (or, for a retry on a later day,
+//!   there are two cells and a marker), and readers count them once;
 //! - concurrent ingesters of different events lose nothing: adds are
 //!   atomic and commutative.
 //!
 //! A profile read reflects an event as soon as its ingestion returns.
+//!
+//! Steps (2) and (3) are `Engine::write_state`, which a rebuild
+//! (`rebuild.rs`) also calls, for stored events whose state is missing.
 
 use std::io::BufRead;
 
 use affinity_model::{limits, Mutation, RowMutations};
-use affinity_rowkey::composite::{event_hash, event_key_text};
+use affinity_rowkey::composite::{event_hash, event_key_text, EventKey};
 
 use crate::arena::Arena;
 use crate::csv;
-use crate::engine::{App, Engine};
+use crate::engine::{App, Engine, DAY_MILLIS};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventType, Limits, MAX_SKEW_MILLIS};
+use crate::rollup::{day_qualifier, rollup_key, LINKS_FAMILY, MARKS_FAMILY, MEMBERS_FAMILY};
 use crate::scoring::{FacetCounts, ScoredEvent};
 use crate::state::{
     day_micros, push_state_row_key, EventId, COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY,
@@ -44,14 +55,49 @@ use crate::state::{
 
 /// Events per batch of [`Engine::ingest_json_lines`] (the API's limit).
 pub const BATCH_EVENTS: usize = 1000;
-/// An event ready to store.
+/// An event ready to store (or, for a rebuild, stored already).
 #[derive(Debug)]
-struct Prepared<'e> {
-    user: &'e str,
-    /// The logical key of its event row.
+pub(crate) struct Prepared {
+    /// The logical key of its event row, `app,user,time,suffix`.
     key: String,
+    /// Where the user token is in `key`.
+    user: std::ops::Range<usize>,
     id: EventId,
     event: ScoredEvent,
+}
+
+impl Prepared {
+    /// The event stored at logical key `key`, decoded as `event`.
+    pub(crate) fn stored(key: &[u8], event: ScoredEvent) -> Result<Prepared> {
+        let bad = |reason: &str| {
+            Error::corrupt(
+                "event key",
+                format!("{}: {reason}", String::from_utf8_lossy(key)),
+            )
+        };
+        let text = std::str::from_utf8(key).map_err(|_| bad("not utf-8"))?;
+        let parsed = EventKey::parse(text)?;
+        let suffix = parsed.suffix.as_deref().ok_or_else(|| bad("no suffix"))?;
+        let suffix = u64::from_str_radix(suffix, 16).map_err(|_| bad("suffix not hex"))?;
+        let start = parsed.app_id.len() + 1;
+        Ok(Prepared {
+            key: text.to_string(),
+            user: start..start + parsed.user_token.len(),
+            id: EventId {
+                timestamp_millis: parsed.timestamp_millis,
+                suffix,
+            },
+            event,
+        })
+    }
+
+    pub(crate) fn user(&self) -> &str {
+        &self.key[self.user.clone()]
+    }
+
+    pub(crate) fn id(&self) -> &EventId {
+        &self.id
+    }
 }
 
 /// What an ingestion did.
@@ -85,11 +131,11 @@ type CounterKey<'e> = (EventType, &'e str, &'e str, &'e str);
 /// The adds of one state row for `events` (one user, one day; each event
 /// once): its counters and one id add per event, their qualifiers cut
 /// from `arena`.
-fn state_mutations(events: &[Prepared], arena: &mut Arena) -> Vec<Mutation> {
-    let Some(first) = events.first() else {
+fn state_mutations(events: &[Prepared], arrival: i64, arena: &mut Arena) -> Vec<Mutation> {
+    if events.is_empty() {
         return Vec::new();
-    };
-    let ts = day_micros(first.id.day());
+    }
+    let ts = day_micros(arrival);
     // Sorted, so equal batches write equal rows in the same order (one
     // event's lists are sorted already: its counts come sorted).
     let pairs: usize = events.iter().map(|e| e.event.counts.len()).sum();
@@ -181,13 +227,15 @@ impl Engine {
         })
     }
 
-    fn prepare<'e>(
+    fn prepare(
         &self,
         app: &App,
-        events: &'e [Event],
+        events: &[Event],
         report: &mut IngestReport,
-    ) -> Result<Vec<Prepared<'e>>> {
+    ) -> Result<Vec<Prepared>> {
         let now = self.now_millis();
+        // Back to the retention; the part of the oldest day that already
+        // left the window is stored but never counts.
         let oldest = now - app.config.retention_millis();
         let mut out = Vec::with_capacity(events.len());
         for e in events {
@@ -211,9 +259,10 @@ impl Engine {
                 resolved.counts
             };
             let hash = event_hash(&e.content());
+            let user = e.identity();
             out.push(Prepared {
-                user: e.identity(),
-                key: event_key_text(&app.id, e.identity(), e.timestamp_millis, hash)?,
+                user: app.id.len() + 1..app.id.len() + 1 + user.len(),
+                key: event_key_text(&app.id, user, e.timestamp_millis, hash)?,
                 id: EventId {
                     timestamp_millis: e.timestamp_millis,
                     suffix: hash,
@@ -260,11 +309,105 @@ impl Engine {
         }
         drop(entries);
         self.write_trends(&app, events)?;
-        let state: Vec<RowMutations> = unique
-            .chunk_by(|a, b| a.user == b.user && a.id.day() == b.id.day())
+        self.write_links(&app, events)?;
+        self.write_state(&app, &unique, &mut arena)?;
+        report.stored = unique.len();
+        Ok(report)
+    }
+
+    /// Link each event's anonymous `userToken` to its
+    /// `authenticatedUserToken` (both rows blind, stamped with the event's
+    /// time, so a retry writes the same cells; see
+    /// `docs/design/identity.md`).
+    fn write_links(&self, app: &App, events: &[Event]) -> Result<()> {
+        let mut links: Vec<(&str, &str, i64)> = events
+            .iter()
+            .filter_map(|e| {
+                let auth = e.authenticated_user_token.as_deref()?;
+                (auth != e.user_token).then_some((e.user_token.as_str(), auth, e.timestamp_millis))
+            })
+            .collect();
+        if links.is_empty() {
+            return Ok(());
+        }
+        links.sort_unstable();
+        links.dedup();
+        let entries: Vec<RowMutations> = links
+            .iter()
+            .flat_map(|(anonymous, identity, millis)| {
+                let ts = millis.max(&0) * 1000;
+                [
+                    RowMutations::new(
+                        rollup_key(anonymous),
+                        vec![Mutation::set_cell(
+                            LINKS_FAMILY,
+                            identity.to_string(),
+                            ts,
+                            Vec::new(),
+                        )],
+                    ),
+                    RowMutations::new(
+                        rollup_key(identity),
+                        vec![Mutation::set_cell(
+                            MEMBERS_FAMILY,
+                            anonymous.to_string(),
+                            ts,
+                            Vec::new(),
+                        )],
+                    ),
+                ]
+            })
+            .collect();
+        for chunk in requests(&entries) {
+            for status in app.profiles.mutate_rows(chunk)? {
+                status?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Write the profile state of `events` (stored already, in key order,
+    /// each once): step 2 and 3 of the protocol (see the module docs).
+    /// Ingestion calls it for each batch, a rebuild for the stored events
+    /// whose state is missing.
+    pub(crate) fn write_state(
+        &self,
+        app: &App,
+        events: &[Prepared],
+        arena: &mut Arena,
+    ) -> Result<()> {
+        // Every state add is stamped with today: the day it arrived (see
+        // `docs/design/profiles.md`).
+        let arrival = self.now_millis().div_euclid(DAY_MILLIS);
+        let days = || events.chunk_by(|a, b| a.user() == b.user() && a.id.day() == b.id.day());
+        // Late events (of a day before today) are announced on the user's
+        // rollup row before their state is written, so a reader that sees
+        // the state also sees the marker.
+        let mut marks: Vec<RowMutations> = Vec::new();
+        for day in days().filter(|d| d[0].id.day() < arrival) {
+            let user = day[0].user();
+            let mark = Mutation::add_to_cell(
+                MARKS_FAMILY,
+                day_qualifier(day[0].id.day()),
+                day_micros(arrival),
+                day.len() as i64,
+            );
+            match marks.last_mut() {
+                Some(last) if last.row_key.as_ref() == rollup_key(user).as_bytes() => {
+                    last.mutations.push(mark)
+                }
+                _ => marks.push(RowMutations::new(rollup_key(user), vec![mark])),
+            }
+        }
+        for chunk in requests(&marks) {
+            for status in app.profiles.mutate_rows(chunk)? {
+                status?;
+            }
+        }
+        let state: Vec<RowMutations> = days()
             .map(|day| {
-                let key = arena.take(|out| push_state_row_key(out, day[0].user, day[0].id.day()));
-                RowMutations::new(key, state_mutations(day, &mut arena))
+                let key = arena.take(|out| push_state_row_key(out, day[0].user(), day[0].id.day()));
+                RowMutations::new(key, state_mutations(day, arrival, arena))
             })
             .collect();
         for chunk in requests(&state) {
@@ -272,8 +415,7 @@ impl Engine {
                 status?;
             }
         }
-        report.stored = unique.len();
-        Ok(report)
+        Ok(())
     }
 
     /// Ingest JSON lines (one Insights event per line, blank lines

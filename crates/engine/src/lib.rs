@@ -25,15 +25,18 @@
 //! - `schema.rs`: the narrow and wide events layouts and the batch filters;
 //! - `ingest.rs`: the streaming path and its exactly-once guarantee, over
 //!   `state.rs`; `profile.rs`: reading profiles, GDPR deletion;
-//! - `batch.rs`: the parallel recompute, its progress and shards;
-//!   `job.rs`: persistent, restartable recompute jobs;
+//! - `batch.rs`: the batch jobs' ranges, threads, shards and progress;
+//!   `job.rs`: named, restartable jobs; `export.rs`: every profile scored
+//!   from the events table; `rebuild.rs`: profile state re-derived from
+//!   the events table; `maintain.rs` and `rollup.rs`: the rollups that keep
+//!   reads short;
 //! - `migrate.rs`: narrow -> wide migration (dual-write, backfill, verify,
 //!   cut over);
 //! - `trends.rs`: regional trends.
 //!
 //! ```
 //! use std::sync::Arc;
-//! use affinity_engine::{Engine, Event, Limits, Progress, RecomputeOptions, Strategy};
+//! use affinity_engine::{Engine, Event, ExportOptions, Limits, Progress, Strategy};
 //! use serde_json::json;
 //!
 //! let engine = Engine::open(Arc::new(affinity_model::MemoryStore::new()))?;
@@ -47,8 +50,14 @@
 //! engine.ingest("app1", &[event])?;
 //! let profile = engine.profile("app1", "u1")?.expect("u1 has a scoring event");
 //! assert_eq!(profile.to_json()["scores"], json!({"brand": {"Apple": 20}}));
-//! engine.recompute("app1", RecomputeOptions::default(), &Progress::default())?;
-//! assert_eq!(engine.batch_profile("app1", "u1")?.map(|(p, _)| p), Some(profile));
+//! // Every profile scored from the events table: the same profile.
+//! let exported = std::sync::Mutex::new(Vec::new());
+//! let sink = |_user: &str, json: &[u8]| -> std::io::Result<()> {
+//!     exported.lock().expect("not poisoned").push(json.to_vec());
+//!     Ok(())
+//! };
+//! engine.export("app1", ExportOptions::default(), None, &sink, &Progress::default())?;
+//! assert_eq!(exported.into_inner().expect("not poisoned"), [serde_json::to_vec(&profile)?]);
 //! # Ok::<(), affinity_engine::Error>(())
 //! ```
 //!
@@ -62,10 +71,14 @@ mod csv;
 mod engine;
 mod error;
 mod event;
+mod export;
 mod ingest;
 mod job;
+mod maintain;
 mod migrate;
 mod profile;
+mod rebuild;
+pub mod rollup;
 mod salting;
 mod schema;
 pub mod scoring;
@@ -73,15 +86,19 @@ pub mod state;
 mod strategy;
 pub mod trends;
 
-pub use batch::{Progress, ProgressSnapshot, RecomputeOptions, RecomputeReport};
+pub use batch::{Progress, ProgressSnapshot};
 pub use engine::{
-    validate_app, App, AppConfig, AppSettings, Clock, Engine, DAY_MILLIS, DEFAULT_RETENTION_DAYS,
+    validate_app, window_start_day, App, AppConfig, AppSettings, Clock, Engine, DAY_MILLIS,
+    DEFAULT_RETENTION_DAYS,
 };
 pub use error::{Error, Result};
 pub use event::{Event, EventType, Limits, API_MAX_AGE_MILLIS, MAX_SKEW_MILLIS};
+pub use export::{ExportOptions, ExportReport, ProfileSink};
 pub use ingest::{IngestReport, BATCH_EVENTS};
+pub use maintain::{MaintainOptions, MaintainReport};
 pub use migrate::Verification;
 pub use profile::Deleted;
+pub use rebuild::{RebuildOptions, RebuildReport};
 pub use schema::Schema;
 pub use scoring::Profile;
 pub use strategy::{Strategy, Weights};

@@ -29,6 +29,7 @@ use affinity_rowkey::composite::app_prefix;
 use crate::batch::Progress;
 use crate::engine::{AppConfig, AppSettings, Engine};
 use crate::error::{Error, Result};
+use crate::job::JOBS_FAMILY;
 use crate::schema::{decode_row, narrow_filter, since, wide_filter, Schema, WIDE_FAMILY};
 use crate::scoring::{Accumulator, Profile};
 use crate::strategy::Strategy;
@@ -58,10 +59,10 @@ fn checkpoint(table: &dyn Table) -> Result<Option<(Bytes, bool)>> {
         return Ok(None);
     };
     let after = row
-        .latest("b", b"after")
+        .latest(JOBS_FAMILY, b"after")
         .map(|c| c.value.clone())
         .unwrap_or_default();
-    let done = row.latest("b", b"done").is_some();
+    let done = row.latest(JOBS_FAMILY, b"done").is_some();
     Ok(Some((after, done)))
 }
 
@@ -138,11 +139,11 @@ impl Engine {
         if ranges.is_empty() {
             app.profiles.mutate_row(
                 CHECKPOINT_ROW,
-                &[Mutation::set_cell("b", "done", 0, Vec::new())],
+                &[Mutation::set_cell(JOBS_FAMILY, "done", 0, Vec::new())],
             )?;
             return Ok(true);
         }
-        let cutoff = self.now_millis() - app.config.retention_millis();
+        let cutoff = app.config.window_start_millis(self.now_millis());
         let filter = RowFilter::Chain(vec![since(cutoff), layout_filter(app.config.schema)]);
         let mut request = ReadRowsRequest::new(RowSet::from_ranges(ranges)).with_filter(filter);
         request.rows_limit = max_rows.filter(|n| *n > 0);
@@ -159,8 +160,10 @@ impl Engine {
                 .events
                 .fetch_add(pending.len() as u64, Ordering::Relaxed);
             pending.clear();
-            app.profiles
-                .mutate_row(CHECKPOINT_ROW, &[Mutation::set_cell("b", "after", 0, last)])?;
+            app.profiles.mutate_row(
+                CHECKPOINT_ROW,
+                &[Mutation::set_cell(JOBS_FAMILY, "after", 0, last)],
+            )?;
             Ok(())
         };
         for row in app.events.read_rows(&request)? {
@@ -178,7 +181,7 @@ impl Engine {
         if complete {
             app.profiles.mutate_row(
                 CHECKPOINT_ROW,
-                &[Mutation::set_cell("b", "done", 0, Vec::new())],
+                &[Mutation::set_cell(JOBS_FAMILY, "done", 0, Vec::new())],
             )?;
         }
         Ok(complete)
@@ -192,7 +195,7 @@ impl Engine {
         strategy: &Strategy,
     ) -> Result<BTreeMap<String, Profile>> {
         let app = self.app(app)?;
-        let cutoff = self.now_millis() - app.config.retention_millis();
+        let cutoff = app.config.window_start_millis(self.now_millis());
         let layout = match schema {
             Schema::Narrow => narrow_filter(strategy),
             Schema::Wide => wide_filter(strategy),

@@ -1,29 +1,25 @@
-//! Reading profiles: the streaming profile from the profile state (see
-//! [`crate::state`]; [`crate::ingest`] writes it), stored batch profiles,
-//! and GDPR deletion.
+//! Reading profiles from the profile state (see [`crate::ingest`] and
+//! [`crate::rollup`]; the design is `docs/design/profiles.md`), and GDPR
+//! deletion.
 //!
-//! The streaming read, for cutoff `C = now - retention`:
-//! - days entirely within retention: their counters, plus a correction for
-//!   each event added other than once (its id cell is not 1: that one
-//!   event row is read and its counts added `1 - times` times);
-//! - the day containing `C`: counters ignored; its events at or after `C`
-//!   are read from the events table (retention is exact to the
-//!   millisecond);
-//! - older days: ignored (and expired by GC);
-//! - `lastEventAt`: the latest timestamp of the `t` cells of the days
-//!   within retention whose `(type, name, facet)` the strategy scores, and
-//!   the scoring events read for the day containing `C`.
+//! A read, with window start day `W` and the rollup's watermark `h`:
+//! - the rollup row: folded counters and latest times;
+//! - the day rows after `h` (everything in them arrived after the fold):
+//!   counters, latest times, and a correction for each event added other
+//!   than once (its id cell is not 1: that event row is read and its
+//!   counts added `1 - times` times);
+//! - only when the rollup says so: the days with late adds since the fold
+//!   (their adds after `h`, each event counted only if the rollup did not
+//!   count it) and the days that left the window since the fold (what the
+//!   rollup holds of them is taken out).
 //!
-//! So a read is one scan of the user's state rows, plus the events of the
-//! day containing `C` when the user has any that day, plus one event row
-//! per correction.
-//!
-//! Deletion removes the user's event rows (found by a scan of the user's
-//! key prefix), the batch profile row and every state row. It deletes what
-//! is stored under that identity (events of an authenticated user are
-//! keyed by the authenticated token); an ingestion of the same user racing
-//! with the deletion may leave that ingestion's events, and the caller
-//! verifies with [`Engine::user_row_count`].
+//! Deletion replaces the rollup row with a tombstone (so a fold that read
+//! the user before cannot write them back), then removes the user's event
+//! rows and day rows. It deletes what is stored under that identity
+//! (events of an authenticated user are keyed by the authenticated token);
+//! an ingestion of the same user racing with the deletion may leave that
+//! ingestion's events, and the caller verifies with
+//! [`Engine::user_row_count`].
 
 use std::ops::Bound;
 
@@ -34,9 +30,14 @@ use affinity_model::{
 use affinity_rowkey::composite::{user_prefix, user_time_range};
 
 use crate::batch::visit_rows;
-use crate::engine::{App, Engine, DAY_MILLIS};
+use crate::engine::{App, Engine, DAY_MILLIS, SLACK_DAYS};
 use crate::error::{Error, Result};
 use crate::event::EventType;
+use crate::rollup::{
+    arrival_day, deletion_value, packed, read_rollup, read_rollups, rollup_key, row_day, Arrivals,
+    Rollup, DELETED, DELETING, LATEST_FAMILY, LINKS_FAMILY, MARKS_FAMILY, MEMBERS_FAMILY,
+    TOMBSTONE_FAMILY, TOTALS_FAMILY, WATERMARK_FAMILY,
+};
 use crate::schema::{decode_row, since};
 use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedScores};
 use crate::state::{
@@ -44,6 +45,8 @@ use crate::state::{
     IDS_FAMILY, LAST_FAMILY,
 };
 use crate::strategy::{Strategy, Weights};
+
+const DAY_MICROS: i64 = DAY_MILLIS * 1000;
 
 /// The profile reader's filter over state rows: counters and latest
 /// times whole, and of the event ids only the cells whose sum is not 1
@@ -85,7 +88,7 @@ impl Engine {
         from_millis: i64,
         to_millis: i64,
     ) -> Result<Vec<ScoredEvent>> {
-        let cutoff = self.now_millis() - app.config.retention_millis();
+        let cutoff = app.config.window_start_millis(self.now_millis());
         let from = from_millis.max(cutoff);
         if from >= to_millis {
             return Ok(Vec::new());
@@ -101,13 +104,17 @@ impl Engine {
         Ok(out)
     }
 
-    fn event_by_id(&self, app: &App, user: &str, id: &EventId) -> Result<Option<ScoredEvent>> {
-        let cutoff = self.now_millis() - app.config.retention_millis();
+    /// An event as stored, whatever its age (the events table keeps
+    /// events past the window as long as the state may need to correct
+    /// them).
+    pub(crate) fn stored_event(
+        &self,
+        app: &App,
+        user: &str,
+        id: &EventId,
+    ) -> Result<Option<ScoredEvent>> {
         let key = id.row_key(&app.id, user)?;
-        match app
-            .events
-            .read_row(&app.event_key(key.as_bytes()), Some(&since(cutoff)))?
-        {
+        match app.events.read_row(&app.event_key(key.as_bytes()), None)? {
             Some(row) => decode_row(&row),
             None => Ok(None),
         }
@@ -149,12 +156,14 @@ impl Engine {
         };
         let mut out =
             Vec::with_capacity(64 + scores.0.iter().map(|(_, v)| 16 * v.len()).sum::<usize>());
-        scores.write_profile_json(&mut out, user, last_event_millis, None)?;
+        scores.write_profile_json(&mut out, user, last_event_millis)?;
         Ok(Some(out))
     }
 
-    /// The time of the user's latest scoring event and their sorted
-    /// scores under `strategy`, from the streaming state.
+    /// The time of the latest scoring event and the sorted scores under
+    /// `strategy` of `user`'s identity (the user, or the identity an
+    /// anonymous token belongs to, with every member: see
+    /// `docs/design/identity.md`), from the profile state.
     fn scores_with(
         &self,
         app: &str,
@@ -164,71 +173,311 @@ impl Engine {
         let app = self.app(app)?;
         let weights = strategy.weights();
         let mut acc = Accumulator::new(&weights);
-        let cutoff = self.now_millis() - app.config.retention_millis();
-        let boundary = cutoff.div_euclid(DAY_MILLIS);
-        let first = state_row_key(user, boundary);
-        let end = prefix_successor(format!("{user},").as_bytes()).unwrap_or_default();
-        let request = ReadRowsRequest::new(RowSet::from_range(RowRange::closed_open(first, end)))
-            .with_filter(state_read_filter());
-        let mut corrections: Vec<(EventId, i64)> = Vec::new();
-        let (mut any_state, mut boundary_state) = (false, false);
-        let mut counters = CounterColumns::new(&weights);
-        visit_rows(app.profiles.as_ref(), &request, |row| {
-            let day = row
-                .key
-                .get(user.len() + 1..)
-                .and_then(|d| std::str::from_utf8(d).ok())
-                .and_then(|d| d.parse::<i64>().ok())
-                .ok_or_else(|| Error::corrupt("state row key", format!("{:?}", row.key)))?;
-            any_state = true;
-            if day <= boundary {
-                // Counted from the events table, to the millisecond.
-                boundary_state |= day == boundary;
-                return Ok(());
-            }
-            for cell in row.cells {
-                if cell.family == LAST_FAMILY {
-                    // Its timestamp is the column's latest event time.
-                    let (ty, name, facet) = parse_last_qualifier(cell.qualifier)?;
-                    if weights.event(ty, &name).is_some() && weights.facet(&facet).is_some() {
-                        acc.note_event_time(cell.timestamp_micros.div_euclid(1000));
-                    }
-                    continue;
-                }
-                let n = affinity_model::apply::decode_i64(cell.value).ok_or_else(|| {
-                    Error::corrupt("state cell", format!("{} bytes", cell.value.len()))
-                })?;
-                if cell.family == COUNTERS_FAMILY {
-                    counters.add(cell.qualifier, n, &mut acc)?;
-                } else if cell.family == IDS_FAMILY && n != 1 {
-                    // The filter leaves only these (see `state_read_filter`).
-                    corrections.push((EventId::from_qualifier(cell.qualifier)?, n));
-                }
-            }
-            Ok(())
-        })?;
+        let window = app.config.window_start_day(self.now_millis());
+        let mut any_state = false;
+        for (member, rollup) in self.identity(&app, user, window)? {
+            any_state |= self.add_member(&app, &member, rollup, window, &weights, &mut acc)?;
+        }
         if !any_state {
             return Ok(None);
-        }
-        for (id, times) in corrections {
-            if let Some(e) = self.event_by_id(&app, user, &id)? {
-                acc.add_counts(&e, 1 - times);
-            }
-        }
-        if boundary_state {
-            for e in self.user_events(&app, user, cutoff, (boundary + 1) * DAY_MILLIS)? {
-                acc.add_event(&e);
-            }
         }
         Ok(acc.take_sorted())
     }
 
-    /// Delete every event and the profile of a user (GDPR).
+    /// Add one member's profile state to `acc`; `false` when it has none.
+    fn add_member(
+        &self,
+        app: &App,
+        user: &str,
+        rollup: Rollup,
+        window: i64,
+        weights: &Weights,
+        acc: &mut Accumulator<'_>,
+    ) -> Result<bool> {
+        let folded = match rollup.watermark {
+            Some(w) if w.lo < window - i64::from(SLACK_DAYS) || w.lo > window => {
+                // Too old to correct (or from a clock ahead of ours).
+                self.add_from_events(app, user, window, acc)?;
+                return Ok(true);
+            }
+            w => w,
+        };
+        let h = folded.map_or(window - 1, |w| w.h);
+        let mut any_state = folded.is_some();
+        let mut counters = CounterColumns::new(weights);
+        let note_latest = |acc: &mut Accumulator<'_>, q: &[u8], micros: i64| -> Result<()> {
+            if micros >= window * DAY_MICROS {
+                let (ty, name, facet) = parse_last_qualifier(q)?;
+                if weights.event(ty, &name).is_some() && weights.facet(&facet).is_some() {
+                    acc.note_event_time(micros.div_euclid(1000));
+                }
+            }
+            Ok(())
+        };
+        if folded.is_some() {
+            for (prefix, cell) in &rollup.totals {
+                let (ty, name, facet) = parse_last_qualifier(prefix)?;
+                let Some((slot, weight)) = counters.resolve(ty, &name, &facet) else {
+                    continue;
+                };
+                acc.add_sorted_at(slot, weight, packed::unpack(cell, prefix), |_| {
+                    Error::corrupt(
+                        "rollup totals",
+                        String::from_utf8_lossy(prefix).into_owned(),
+                    )
+                })?;
+            }
+            for (q, t) in &rollup.latest {
+                note_latest(acc, q, *t)?;
+            }
+        }
+        let marked: Vec<i64> = rollup
+            .marked_after(h)
+            .into_iter()
+            .filter(|d| *d >= window)
+            .collect();
+        let mut corrections: Vec<(EventId, i64)> = Vec::new();
+
+        // The days after the watermark: all of it arrived after the fold.
+        let first = state_row_key(user, (h + 1).max(window));
+        let end = prefix_successor(format!("{user},").as_bytes()).unwrap_or_default();
+        let request = ReadRowsRequest::new(RowSet::from_range(RowRange::closed_open(first, end)))
+            .with_filter(state_read_filter());
+        visit_rows(app.profiles.as_ref(), &request, |row| {
+            let day = row_day(row.key, user)?;
+            any_state = true;
+            let whole_ids = marked.binary_search(&day).is_ok();
+            let mut run = Run::default();
+            for cell in row.cells {
+                if cell.family == LAST_FAMILY {
+                    note_latest(acc, cell.qualifier, cell.timestamp_micros)?;
+                    continue;
+                }
+                let n = decode_sum(cell.value)?;
+                if cell.family == COUNTERS_FAMILY {
+                    counters.add_to_run(cell.qualifier, n, &mut run, acc)?;
+                } else if cell.family == IDS_FAMILY && n != 1 && !whole_ids {
+                    // The filter leaves only these (see `state_read_filter`).
+                    corrections.push((EventId::from_qualifier(cell.qualifier)?, 1 - n));
+                }
+            }
+            run.flush(acc)?;
+            Ok(())
+        })?;
+
+        // Late adds to folded days, and days that left the window since the
+        // fold: read with every id version.
+        let mut keys: Vec<Bytes> = marked
+            .iter()
+            .map(|d| Bytes::from(state_row_key(user, *d)))
+            .collect();
+        if let Some(w) = folded {
+            keys.extend((w.lo..window).map(|d| Bytes::from(state_row_key(user, d))));
+        }
+        if !keys.is_empty() {
+            let request = ReadRowsRequest::new(RowSet::from_keys(keys)).with_filter(
+                RowFilter::interleave(vec![
+                    RowFilter::exact_family(COUNTERS_FAMILY),
+                    RowFilter::exact_family(IDS_FAMILY),
+                    RowFilter::exact_family(LAST_FAMILY),
+                ]),
+            );
+            let mut ids: std::collections::BTreeMap<[u8; 16], Arrivals> = Default::default();
+            visit_rows(app.profiles.as_ref(), &request, |row| {
+                let day = row_day(row.key, user)?;
+                ids.clear();
+                for cell in row.cells {
+                    let arrival = arrival_day(cell.timestamp_micros);
+                    match cell.family {
+                        COUNTERS_FAMILY if day < window && arrival <= h => {
+                            // Expired: the rollup holds it; take it out.
+                            counters.add(cell.qualifier, -decode_sum(cell.value)?, acc)?;
+                        }
+                        COUNTERS_FAMILY if day >= window && day <= h && arrival > h => {
+                            counters.add(cell.qualifier, decode_sum(cell.value)?, acc)?;
+                        }
+                        IDS_FAMILY => {
+                            let id: [u8; 16] = cell.qualifier.try_into().map_err(|_| {
+                                Error::corrupt(
+                                    "event id qualifier",
+                                    format!("{:?}", cell.qualifier),
+                                )
+                            })?;
+                            ids.entry(id).or_default().add(
+                                arrival,
+                                decode_sum(cell.value)?,
+                                h,
+                                i64::MAX,
+                            );
+                        }
+                        LAST_FAMILY if day >= window && day <= h => {
+                            note_latest(acc, cell.qualifier, cell.timestamp_micros)?;
+                        }
+                        _ => {}
+                    }
+                }
+                for (id, a) in &ids {
+                    // `through_old`: adds the rollup saw; `through_new`: adds since.
+                    let mult = if day < window {
+                        // Taken out raw `through_old` times; the rollup
+                        // counted the event once.
+                        if a.through_old >= 1 {
+                            a.through_old - 1
+                        } else {
+                            0
+                        }
+                    } else {
+                        let target = i64::from(a.through_old == 0 && a.through_new >= 1);
+                        target - a.through_new
+                    };
+                    if mult != 0 {
+                        corrections.push((EventId::from_qualifier(id)?, mult));
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        for (id, times) in corrections {
+            if let Some(e) = self.stored_event(app, user, &id)? {
+                acc.add_counts(&e, times);
+            }
+        }
+        Ok(any_state || !marked.is_empty())
+    }
+
+    /// A member's events from the events table alone: for a user whose
+    /// rollup is too old to correct (maintenance has not run for days),
+    /// exact and slow.
+    fn add_from_events(
+        &self,
+        app: &App,
+        user: &str,
+        window: i64,
+        acc: &mut Accumulator<'_>,
+    ) -> Result<()> {
+        // Events are at most an hour ahead of the clock.
+        let end = self.now_millis() + DAY_MILLIS;
+        for e in self.user_events(app, user, window * DAY_MILLIS, end)? {
+            acc.add_event(&e);
+        }
+        Ok(())
+    }
+
+    /// The members of `token`'s identity with their rollup rows: the
+    /// identity first (`token` itself, or the identity its first link in
+    /// the window names), then every anonymous token whose first link names
+    /// it (`docs/design/identity.md`). A token with no link costs nothing
+    /// beyond its own rollup row, which the read needs anyway.
+    pub(crate) fn identity(
+        &self,
+        app: &App,
+        token: &str,
+        window: i64,
+    ) -> Result<Vec<(String, Rollup)>> {
+        let window_micros = window * DAY_MICROS;
+        let own = read_rollup(app, token)?;
+        let (owner, owner_rollup, mut found) = match own.owner(window_micros) {
+            Some(owner) if owner != token => {
+                let owner = owner.to_string();
+                let rollup = read_rollup(app, &owner)?;
+                // Its member cell may be missing (a crash between the two
+                // link writes): the link alone makes `token` a member.
+                (owner, rollup, vec![(token.to_string(), own)])
+            }
+            _ => (token.to_string(), own, Vec::new()),
+        };
+        let candidates: Vec<&str> = owner_rollup
+            .candidates(window_micros)
+            .into_iter()
+            .filter(|c| *c != owner && found.iter().all(|(f, _)| f != c))
+            .collect();
+        let rollups = read_rollups(app, &candidates)?;
+        for (candidate, rollup) in candidates.iter().zip(rollups) {
+            if rollup.owner(window_micros) == Some(owner.as_str()) {
+                found.push((candidate.to_string(), rollup));
+            }
+        }
+        let mut out = Vec::with_capacity(found.len() + 1);
+        out.push((owner, owner_rollup));
+        out.extend(found);
+        Ok(out)
+    }
+
+    /// Delete every event and the profile of a user (GDPR). For an
+    /// identity, also every anonymous token that belongs to it and the
+    /// links; for an anonymous token, its own data and links (see
+    /// `docs/design/identity.md`).
     pub fn delete_user(&self, app: &str, user: &str) -> Result<Deleted> {
         let app = self.app(app)?;
+        let window = app.config.window_start_day(self.now_millis());
+        let identity = self.identity(&app, user, window)?;
+        let doomed: Vec<String> = if identity.first().is_some_and(|(owner, _)| owner == user) {
+            identity.into_iter().map(|(member, _)| member).collect()
+        } else {
+            vec![user.to_string()]
+        };
+        // Links from the other side: anonymous tokens that named a deleted
+        // identity (and are not deleted with it) and identities that list a
+        // deleted anonymous token stop doing so.
+        let mut unlink: Vec<RowMutations> = Vec::new();
+        for member in &doomed {
+            let rollup = read_rollup(&app, member)?;
+            for (other, _) in &rollup.members {
+                if !doomed.contains(other) {
+                    unlink.push(RowMutations::new(
+                        rollup_key(other),
+                        vec![Mutation::delete_column(LINKS_FAMILY, member.clone())],
+                    ));
+                }
+            }
+            for (other, _) in &rollup.links {
+                if !doomed.contains(other) {
+                    unlink.push(RowMutations::new(
+                        rollup_key(other),
+                        vec![Mutation::delete_column(MEMBERS_FAMILY, member.clone())],
+                    ));
+                }
+            }
+        }
+        for chunk in unlink.chunks(1000) {
+            for status in app.profiles.mutate_rows(chunk)? {
+                status?;
+            }
+        }
+        let mut deleted = Deleted::default();
+        for member in doomed {
+            let one = self.delete_one(&app, &member)?;
+            deleted.event_rows += one.event_rows;
+            deleted.profile_rows += one.profile_rows;
+        }
+        Ok(deleted)
+    }
+
+    /// Delete one token's events, profile state and links.
+    fn delete_one(&self, app: &App, user: &str) -> Result<Deleted> {
+        // First the tombstone: a fold that read the user before this point
+        // finds it changed and writes nothing back, and folds skip the user
+        // until the deletion is done. The late markers stay until the day
+        // rows are gone, so reads in between stay exact.
+        let rollup = rollup_key(user);
+        let started = self.now_millis();
+        let nonce: u64 = rand::random();
+        let mut tombstone: Vec<Mutation> = [TOTALS_FAMILY, LATEST_FAMILY, WATERMARK_FAMILY]
+            .into_iter()
+            .map(|family| Mutation::DeleteFromFamily {
+                family: family.into(),
+            })
+            .collect();
+        tombstone.push(Mutation::set_cell(
+            TOMBSTONE_FAMILY,
+            "deletion",
+            started.max(0) * 1000,
+            deletion_value(DELETING, started, nonce),
+        ));
+        app.profiles.mutate_row(rollup.as_bytes(), &tombstone)?;
         let range = user_prefix(&app.id, user)?;
         let request =
-            ReadRowsRequest::new(physical(&app, &range)).with_filter(RowFilter::Chain(vec![
+            ReadRowsRequest::new(physical(app, &range)).with_filter(RowFilter::Chain(vec![
                 RowFilter::CellsPerRowLimit(1),
                 RowFilter::StripValue,
             ]));
@@ -240,6 +489,26 @@ impl Engine {
         delete_rows(app.events.as_ref(), &keys)?;
         let profile_keys = profile_row_keys(app.profiles.as_ref(), user)?;
         delete_rows(app.profiles.as_ref(), &profile_keys)?;
+        app.profiles.mutate_row(
+            rollup.as_bytes(),
+            &[
+                Mutation::DeleteFromFamily {
+                    family: MARKS_FAMILY.into(),
+                },
+                Mutation::DeleteFromFamily {
+                    family: LINKS_FAMILY.into(),
+                },
+                Mutation::DeleteFromFamily {
+                    family: MEMBERS_FAMILY.into(),
+                },
+                Mutation::set_cell(
+                    TOMBSTONE_FAMILY,
+                    "deletion",
+                    self.now_millis().max(started).max(0) * 1000,
+                    deletion_value(DELETED, started, nonce),
+                ),
+            ],
+        )?;
         Ok(Deleted {
             event_rows: keys.len(),
             profile_rows: profile_keys.len(),
@@ -255,7 +524,15 @@ impl Engine {
             .events
             .read_rows(&ReadRowsRequest::new(physical(&app, &range)))?
             .count();
-        Ok(events + profile_row_keys(app.profiles.as_ref(), user)?.len())
+        let rollup = app.profiles.read_row(
+            rollup_key(user).as_bytes(),
+            Some(&RowFilter::FamilyNameRegex(format!(
+                "[^{TOMBSTONE_FAMILY}]"
+            ))),
+        )?;
+        Ok(events
+            + profile_row_keys(app.profiles.as_ref(), user)?.len()
+            + usize::from(rollup.is_some()))
     }
 }
 
@@ -321,6 +598,54 @@ impl<'w> CounterColumns<'w> {
         Ok(())
     }
 
+    /// [`CounterColumns::add`] for the counters of one row, in order: the
+    /// unquoted values of one prefix come sorted (their qualifiers' order),
+    /// so they go to `acc` as one sorted run; quoted ones are added alone.
+    fn add_to_run<'r>(
+        &mut self,
+        q: &'r [u8],
+        n: i64,
+        run: &mut Run<'r>,
+        acc: &mut Accumulator<'_>,
+    ) -> Result<()> {
+        if let Some((prefix, resolved)) = self.prefixes.get(self.current) {
+            if let Some(value) = plain_value_after(q, prefix) {
+                if resolved.is_some() {
+                    // (A row's first counter may continue the last row's
+                    // prefix: its run starts here.)
+                    run.target = *resolved;
+                    run.push(value, n);
+                }
+                return Ok(());
+            }
+        }
+        if q.contains(&b'"') {
+            return self.add_parsed(q, n, acc);
+        }
+        let mut commas = comma_positions(q);
+        let (Some(_), Some(_), Some(third), None) =
+            (commas.next(), commas.next(), commas.next(), commas.next())
+        else {
+            return self.add_parsed(q, n, acc);
+        };
+        run.flush(acc)?;
+        let (prefix, value) = (&q[..third], &q[third + 1..]);
+        self.current = match self.prefixes.iter().position(|(p, _)| p == prefix) {
+            Some(i) => i,
+            None => {
+                let (ty, name, facet) = parse_last_qualifier(prefix)?;
+                let resolved = self.resolve(ty, &name, &facet);
+                self.prefixes.push((prefix.to_vec(), resolved));
+                self.prefixes.len() - 1
+            }
+        };
+        run.target = self.prefixes[self.current].1;
+        if run.target.is_some() {
+            run.push(value, n);
+        }
+        Ok(())
+    }
+
     /// The facet slot and weight of the counters of `(ty, name, facet)`,
     /// `None` when the strategy does not score them.
     fn resolve(&self, ty: EventType, name: &str, facet: &str) -> Option<SlotWeight> {
@@ -336,6 +661,37 @@ impl<'w> CounterColumns<'w> {
         if let Some((slot, weight)) = self.resolve(ty, &name, &facet) {
             acc.add_at(slot, &value, weight * n);
         }
+        Ok(())
+    }
+}
+
+/// The unquoted counters of one prefix of a row, sorted by value (each
+/// once, its versions summed), with the prefix's facet slot and weight.
+#[derive(Default)]
+struct Run<'r> {
+    target: Option<SlotWeight>,
+    values: Vec<(&'r [u8], i64)>,
+}
+
+impl<'r> Run<'r> {
+    /// Count `n` of `value`: a counter's versions (one per arrival day)
+    /// come one after another.
+    #[inline]
+    fn push(&mut self, value: &'r [u8], n: i64) {
+        match self.values.last_mut() {
+            Some((last, sum)) if *last == value => *sum += n,
+            _ => self.values.push((value, n)),
+        }
+    }
+
+    /// Add the run to `acc` and empty it.
+    fn flush(&mut self, acc: &mut Accumulator<'_>) -> Result<()> {
+        if let Some((slot, weight)) = self.target {
+            acc.add_sorted_at(slot, weight, self.values.drain(..).map(Ok), |v| {
+                Error::corrupt("counter qualifier", String::from_utf8_lossy(v).into_owned())
+            })?;
+        }
+        self.values.clear();
         Ok(())
     }
 }
@@ -378,11 +734,19 @@ fn physical(app: &App, range: &RowRange) -> RowSet {
     )
 }
 
-/// Keys of a user's rows in `profiles.<app>`: the batch profile `user` and
-/// the state rows `user,DAY`.
+/// Keys of a user's rows in `profiles.<app>`: the day rows `user,DAY`,
+/// and the row `user`, which nothing writes now but which stores written
+/// by earlier versions may still hold (the profile their batch recompute
+/// stored, family `b`, with no age limit: deletion is what removes it).
+/// Not the rollup row `user,!`: a deletion keeps it as the tombstone,
+/// which expires within a week.
 fn profile_row_keys(table: &dyn Table, user: &str) -> Result<Vec<affinity_model::Bytes>> {
     let mut rows = RowSet::from_keys([user.as_bytes().to_vec()]);
-    rows.ranges.push(RowRange::prefix(format!("{user},")));
+    // `user,!` sorts before every day row `user,DDDDDDDD`.
+    rows.ranges.push(RowRange::closed_open(
+        format!("{user},0"),
+        prefix_successor(format!("{user},").as_bytes()).unwrap_or_default(),
+    ));
     let request = ReadRowsRequest::new(rows).with_filter(RowFilter::Chain(vec![
         RowFilter::CellsPerRowLimit(1),
         RowFilter::StripValue,
@@ -404,4 +768,10 @@ fn delete_rows(table: &dyn Table, keys: &[affinity_model::Bytes]) -> Result<()> 
         }
     }
     Ok(())
+}
+
+/// An aggregate cell's sum.
+fn decode_sum(value: &[u8]) -> Result<i64> {
+    affinity_model::apply::decode_i64(value)
+        .ok_or_else(|| Error::corrupt("state cell", format!("{} bytes", value.len())))
 }

@@ -11,13 +11,15 @@
 //!   joined by `\n`. An event without facets gets one marker cell,
 //!   qualifier CSV(event_type, event_name), empty value.
 //!
-//! [`wide_filter`] is the batch reader's filter: an interleave of
+//! [`wide_filter`] is the export's filter: an interleave of
 //! single-column ranges, one per (event, facet) pair of the strategy, so
 //! the store returns only the cells the strategy scores.
 
 use std::borrow::Cow;
 
-use affinity_model::{Bytes, ColumnRange, Mutation, Row, RowFilter, TimestampRange};
+use affinity_model::{
+    Bytes, CellRef, ColumnRange, Mutation, Row, RowFilter, RowRef, TimestampRange,
+};
 use std::ops::Bound;
 
 use bytes::BufMut;
@@ -138,17 +140,24 @@ pub(crate) fn not_utf8(what: &'static str) -> Error {
 /// both; a filtered read may hold only some of the event's facets). `None`
 /// for a row without event cells.
 pub fn decode_row(row: &Row) -> Result<Option<ScoredEvent>> {
+    decode_cells(row.cells.iter().map(CellRef::from))
+}
+
+/// [`decode_row`] of a row a visit shows.
+pub(crate) fn decode_row_ref(row: &RowRef<'_>) -> Result<Option<ScoredEvent>> {
+    decode_cells(row.cells.iter().copied())
+}
+
+fn decode_cells<'c>(
+    cells: impl Iterator<Item = CellRef<'c>> + Clone,
+) -> Result<Option<ScoredEvent>> {
     let mut out: Option<ScoredEvent> = None;
     // A row written during a migration holds both layouts: read one.
-    let narrow = row.cells.iter().any(|c| c.family != WIDE_FAMILY);
-    for cell in row
-        .cells
-        .iter()
-        .filter(|c| narrow != (c.family == WIDE_FAMILY))
-    {
+    let narrow = cells.clone().any(|c| c.family != WIDE_FAMILY);
+    for cell in cells.filter(|c| narrow != (c.family == WIDE_FAMILY)) {
         let ts = cell.timestamp_micros.div_euclid(1000);
         if cell.family == WIDE_FAMILY {
-            let q = utf8(&cell.qualifier, "wide qualifier")?;
+            let q = utf8(cell.qualifier, "wide qualifier")?;
             let fields = csv::decode(q).ok_or_else(|| Error::corrupt("wide qualifier", q))?;
             let ty = fields
                 .first()
@@ -164,16 +173,16 @@ pub fn decode_row(row: &Row) -> Result<Option<ScoredEvent>> {
                 counts: FacetCounts::default(),
             });
             let Some(facet) = fields.get(2) else { continue };
-            visit_wide_value(&cell.value, |v, n| e.counts.add(facet, v, n))?;
-        } else if let Some(ty) = EventType::parse(&cell.family) {
+            visit_wide_value(cell.value, |v, n| e.counts.add(facet, v, n))?;
+        } else if let Some(ty) = EventType::parse(cell.family) {
             let counts: std::collections::BTreeMap<
                 String,
                 std::collections::BTreeMap<String, u32>,
-            > = serde_json::from_slice(&cell.value)
+            > = serde_json::from_slice(cell.value)
                 .map_err(|e| Error::corrupt("narrow value", e.to_string()))?;
             out = Some(ScoredEvent {
                 event_type: ty,
-                event_name: utf8(&cell.qualifier, "narrow qualifier")?.to_string(),
+                event_name: utf8(cell.qualifier, "narrow qualifier")?.to_string(),
                 timestamp_millis: ts,
                 counts: FacetCounts::from_nested(counts),
             });
@@ -356,7 +365,7 @@ pub fn since(from_millis: i64) -> RowFilter {
     RowFilter::TimestampRange(TimestampRange::new(from_millis.saturating_mul(1000), 0))
 }
 
-/// The narrow batch filter: the strategy's `(type, name)` columns.
+/// The narrow export filter: the strategy's `(type, name)` columns.
 pub fn narrow_filter(strategy: &Strategy) -> RowFilter {
     RowFilter::interleave(
         strategy
@@ -372,7 +381,7 @@ pub fn narrow_filter(strategy: &Strategy) -> RowFilter {
     )
 }
 
-/// The wide batch filter: an interleave of single-column ranges of family
+/// The wide export filter: an interleave of single-column ranges of family
 /// `e`, one per qualifier CSV(type, name, facet) of the strategy's events
 /// and facets. Column ranges, not qualifier regexes: every server compares
 /// them without a regex engine (the Bigtable emulator compiles a regex

@@ -23,7 +23,9 @@
 //! sees only scoring cells, so this is the definition every path can meet.)
 //!
 //! Identical events (a retry: same key) count once. "Within retention"
-//! means `timestamp >= now - retention`.
+//! is by whole UTC days: an event counts while its day began less than
+//! `retention` ago, i.e. `timestamp >= start of day(now - retention) + 1
+//! day` (see `docs/design/profiles.md`).
 //!
 //! `Accumulator` (crate-private) is the one implementation, fed by every
 //! path; [`reference`](mod@reference) is the naive version over a plain

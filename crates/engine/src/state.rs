@@ -8,25 +8,27 @@
 //!
 //! The three families are aggregate families summing 64-bit integers (Cloud
 //! Bigtable's `Int64` sum type; the embedded store adds them with a RocksDB
-//! merge operand, without reading the row). Every add to `n` and `i` uses
-//! the day's first microsecond as its timestamp, so such a column holds one
-//! cell.
+//! merge operand, without reading the row). Every add of a batch to `n`
+//! and `i` is stamped with the first microsecond of the day it *arrives*
+//! (today), so a column holds one cell per arrival day: nearly always one,
+//! since most events arrive on their own day.
 //!
 //! - family `n`: one counter per `(type, name, facet, value)` of the day,
 //!   qualifier CSV(type, name, facet, value), the sum of the counts of the
-//!   day's events;
+//!   day's events that arrived that day;
 //! - family `i`: one cell per event of the day, qualifier = the event's id
 //!   (16 bytes: timestamp i64 BE | key suffix u64 BE), the number of times
-//!   the event was added;
+//!   the event was added that arrival day;
 //! - family `t`: one column per `(type, name, facet)` of the day,
 //!   qualifier CSV(type, name, facet), each add stamped with the event's
 //!   own time; the family keeps one version, so the column's timestamp is
 //!   the latest time of an event of that type and name with that facet
 //!   (a maximum kept by Bigtable's version GC, without a read).
 //!
-//! `n` and `i` expire `retention + 2 days` after the day started (the
-//! day is then past retention; events are at most one hour in the future),
-//! `t` that long after its event.
+//! Closed days are folded into the user's rollup row `user,!` (see
+//! [`crate::rollup`] and `docs/design/profiles.md`). `n`, `i` and `t`
+//! expire `retention + 5 days` after their timestamp: the rollup slack of
+//! 3 days plus a day's margin each way.
 
 use std::borrow::Cow;
 
@@ -113,6 +115,30 @@ pub fn parse_counter_qualifier(q: &[u8]) -> Result<CounterColumn<'_>> {
     Ok((ty, name, facet, value))
 }
 
+/// A counter's prefix `type,name,facet` and value.
+pub type SplitCounter<'q> = (Cow<'q, [u8]>, Cow<'q, [u8]>);
+
+/// A counter qualifier split into its prefix `type,name,facet` (a `t`
+/// qualifier) and its value as text: borrowed when nothing is quoted (the
+/// common case: one scan for the third comma).
+pub fn split_counter_qualifier(q: &[u8]) -> Result<SplitCounter<'_>> {
+    if !q.contains(&b'"') {
+        let mut commas = q.iter().enumerate().filter(|(_, b)| **b == b',');
+        if let (Some(_), Some(_), Some((third, _)), None) =
+            (commas.next(), commas.next(), commas.next(), commas.next())
+        {
+            return Ok((Cow::Borrowed(&q[..third]), Cow::Borrowed(&q[third + 1..])));
+        }
+    }
+    let (ty, name, facet, value) = parse_counter_qualifier(q)?;
+    let prefix = last_qualifier(ty, &name, &facet).into_bytes();
+    let value = match value {
+        Cow::Borrowed(v) => Cow::Owned(v.as_bytes().to_vec()),
+        Cow::Owned(v) => Cow::Owned(v.into_bytes()),
+    };
+    Ok((Cow::Owned(prefix), value))
+}
+
 /// The qualifier of a `t` column: CSV(type, name, facet).
 pub fn last_qualifier(ty: EventType, name: &str, facet: &str) -> String {
     csv::encode(&[ty.as_str(), name, facet])
@@ -142,8 +168,8 @@ pub fn day_micros(day: i64) -> i64 {
 }
 
 /// The state row of a user's day: `user,DDDDDDDD` (the day number,
-/// zero-padded, so a user's days sort in order after the user's
-/// batch-profile row `user`).
+/// zero-padded, so a user's days sort in order, after their rollup row
+/// `user,!`).
 pub fn state_row_key(user: &str, day: i64) -> String {
     let mut key = String::with_capacity(user.len() + 9);
     push_state_row_key(&mut key, user, day);
@@ -154,4 +180,25 @@ pub fn state_row_key(user: &str, day: i64) -> String {
 pub(crate) fn push_state_row_key(out: &mut impl std::fmt::Write, user: &str, day: i64) {
     // Writing to memory cannot fail.
     let _ = write!(out, "{user},{day:08}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_qualifiers_split_into_prefix_and_value() {
+        for (ty, name, facet, value) in [
+            (EventType::Click, "click", "brand", "Apple"),
+            (EventType::Conversion, "buy, now", "brand", "A \"B\", C"),
+            (EventType::View, "view", "size", ""),
+            (EventType::View, "view", "note", "a\nb"),
+        ] {
+            let q = counter_qualifier(ty, name, facet, value);
+            let (prefix, got) = split_counter_qualifier(q.as_bytes()).unwrap();
+            assert_eq!(&*prefix, last_qualifier(ty, name, facet).as_bytes(), "{q}");
+            assert_eq!(&*got, value.as_bytes(), "{q}");
+        }
+        assert!(split_counter_qualifier(b"nonsense").is_err());
+    }
 }

@@ -1,13 +1,14 @@
-//! Property tests: for random event sets, the streaming profile and the
-//! batch profiles (narrow, wide, and wide salted over 3 buckets) equal the
-//! naive reference, on
-//! the in-memory store, the embedded store and the Bigtable emulator.
+//! Property tests: for random event sets, in the narrow, wide and wide
+//! salted (3 buckets) schemas, the profile a read answers, the exported
+//! profile and the naive reference are equal, and so are the reads after
+//! profile state was lost and rebuilt from the events table; on the
+//! in-memory store, the embedded store and the Bigtable emulator.
 
 mod common;
 
 use std::sync::Arc;
 
-use affinity_engine::{AppConfig, Engine, Progress, RecomputeOptions, Schema};
+use affinity_engine::{AppConfig, Engine, ExportOptions, Progress, RebuildOptions, Schema};
 use affinity_model::Store;
 use common::*;
 use proptest::prelude::*;
@@ -119,18 +120,45 @@ fn check(store: Arc<dyn Store>, clock: &FakeClock, case: &Case) -> Result<(), Te
             "streaming {}",
             app
         );
-        let options = RecomputeOptions {
+        let options = ExportOptions {
             threads: 2,
             shard: None,
         };
-        engine
-            .recompute(app, options, &Progress::default())
-            .unwrap();
-        prop_assert_eq!(engine.batch_profile(app, &deleted).unwrap(), None);
+        let (export, _) = exported(&engine, app, options, None);
+        prop_assert!(!export.contains_key(&deleted));
+        prop_assert_eq!(&export, &json_texts(&expected), "export {}", app);
+        prop_assert_eq!(&read_texts(&engine, app, &users()), &export, "read {}", app);
+
+        // Profile state lost, then rebuilt from the events table.
+        let lost = format!("user-{}", (case.retry + 1) % 4);
+        match case.retry % 3 {
+            0 => lose_state(&engine, app, &lost, Loss::User),
+            1 => lose_state(&engine, app, &lost, Loss::Rollup),
+            _ => lose_profiles_table(&engine, app),
+        }
+        let options = RebuildOptions {
+            threads: 2,
+            shard: None,
+        };
+        engine.rebuild(app, options, &Progress::default()).unwrap();
         prop_assert_eq!(
-            &batch_profiles(&engine, app, &users()),
+            &streaming_profiles(&engine, app, &users()),
             &expected,
-            "batch {}",
+            "rebuilt {}",
+            app
+        );
+        // What is there stays: a second rebuild writes nothing.
+        let again = engine.rebuild(app, options, &Progress::default()).unwrap();
+        prop_assert_eq!(
+            (again.restored, again.markers),
+            (0, 0),
+            "rebuilt again {}",
+            app
+        );
+        prop_assert_eq!(
+            &streaming_profiles(&engine, app, &users()),
+            &expected,
+            "rebuilt again {}",
             app
         );
     }

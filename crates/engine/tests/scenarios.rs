@@ -4,7 +4,7 @@ mod common;
 
 use std::sync::Arc;
 
-use affinity_engine::{AppConfig, Engine, Progress, RecomputeOptions, Schema};
+use affinity_engine::{AppConfig, Engine, ExportOptions, Progress, RebuildOptions, Schema};
 use common::*;
 use serde_json::json;
 
@@ -49,10 +49,7 @@ fn same_millisecond_events_both_count_and_retries_do_not() {
         let p = &expected["user-1"];
         assert_eq!(p.scores["brand"]["Apple"], 20);
         assert_eq!(p.scores["color"]["Black"], 1);
-        engine
-            .recompute("app1", RecomputeOptions::default(), &Progress::default())
-            .unwrap();
-        assert_eq!(batch_profiles(&engine, "app1", &users()), expected);
+        assert_eq!(exported_profiles(&engine, "app1"), json_texts(&expected));
     }
 }
 
@@ -96,11 +93,11 @@ fn expired_events_stop_counting_to_the_millisecond() {
                 expected,
                 "{schema:?} +{advance}"
             );
-            engine
-                .recompute("app1", RecomputeOptions::default(), &Progress::default())
-                .unwrap();
-            let batch = batch_profiles(&engine, "app1", &users());
-            assert_eq!(batch, expected, "{schema:?} +{advance}");
+            assert_eq!(
+                exported_profiles(&engine, "app1"),
+                json_texts(&expected),
+                "{schema:?} +{advance}"
+            );
         }
         clock.set(now);
     }
@@ -169,18 +166,15 @@ fn deleting_a_user_removes_events_and_profile() {
         .collect();
     let events = parse_all(&values, now);
     engine.ingest("app1", &events).unwrap();
-    engine
-        .recompute("app1", RecomputeOptions::default(), &Progress::default())
-        .unwrap();
+    assert!(exported_profiles(&engine, "app1").contains_key("user-1"));
     assert!(engine.user_row_count("app1", "user-1").unwrap() > 0);
     let deleted = engine.delete_user("app1", "user-1").unwrap();
     assert_eq!(deleted.event_rows, 15);
     assert_eq!(engine.user_row_count("app1", "user-1").unwrap(), 0);
     assert_eq!(engine.profile("app1", "user-1").unwrap(), None);
-    engine
-        .recompute("app1", RecomputeOptions::default(), &Progress::default())
-        .unwrap();
-    assert_eq!(engine.batch_profile("app1", "user-1").unwrap(), None);
+    let exported = exported_profiles(&engine, "app1");
+    assert!(!exported.contains_key("user-1"));
+    assert!(exported.contains_key("user-0"));
     assert!(engine.profile("app1", "user-0").unwrap().is_some());
 }
 
@@ -247,55 +241,62 @@ fn shards_cover_the_application_once_and_progress_counts_it() {
     engine.ingest("app1", &events).unwrap();
     engine.ingest("app1", &parse_all(&many, now)).unwrap();
     let mut total = 0;
-    let mut profiles = 0;
     let mut ranges = 0;
+    let mut all = std::collections::BTreeMap::new();
     for i in 0..3 {
         let progress = Progress::default();
+        let options = ExportOptions {
+            threads: 2,
+            shard: Some((i, 3)),
+        };
+        let out = std::sync::Mutex::new(Vec::new());
+        let sink = |user: &str, json: &[u8]| -> std::io::Result<()> {
+            out.lock().unwrap().push((user.to_string(), json.to_vec()));
+            Ok(())
+        };
         let report = engine
-            .recompute(
-                "app1",
-                RecomputeOptions {
-                    threads: 2,
-                    shard: Some((i, 3)),
-                },
-                &progress,
-            )
+            .export("app1", options, None, &sink, &progress)
             .unwrap();
         let snap = progress.snapshot();
         assert_eq!(snap.events, report.events);
         assert_eq!(snap.ranges_done, snap.ranges_total);
         assert_eq!(snap.eta, Some(std::time::Duration::ZERO));
+        let out = out.into_inner().unwrap();
+        assert_eq!(report.profiles, out.len() as u64);
+        for (user, json) in out {
+            // No user in two shards, nor twice in one.
+            assert!(all.insert(user, String::from_utf8(json).unwrap()).is_none());
+        }
         total += report.events;
-        profiles += report.profiles;
         ranges += report.ranges;
     }
     // The split has more ranges than shards (each shard reports its own).
     assert!(ranges > 3, "{ranges} ranges");
     // The wide reader sees only scoring events (the store filters the rest).
     let weights = strategy().weights();
-    let all = parse_all(&many, now)
+    let everything = parse_all(&many, now)
         .into_iter()
         .chain(events.iter().cloned())
         .collect::<Vec<_>>();
-    let scoring = listed("app1", &all)
+    let scoring = listed("app1", &everything)
         .iter()
         .filter(|e| e.event.is_scoring(&weights))
         .map(|e| e.id.clone())
         .collect::<std::collections::BTreeSet<_>>()
         .len();
     assert_eq!(total, scoring as u64);
-    assert_eq!(profiles, 64);
-    let expected = reference_profiles("app1", &events, now, 90 * DAY);
-    assert_eq!(batch_profiles(&engine, "app1", &users()), expected);
+    assert_eq!(all.len(), 64);
+    assert_eq!(
+        all,
+        json_texts(&reference_profiles("app1", &everything, now, 90 * DAY))
+    );
+    let drop = |_: &str, _: &[u8]| -> std::io::Result<()> { Ok(()) };
+    let options = ExportOptions {
+        threads: 1,
+        shard: Some((3, 3)),
+    };
     assert!(engine
-        .recompute(
-            "app1",
-            RecomputeOptions {
-                threads: 1,
-                shard: Some((3, 3)),
-            },
-            &Progress::default()
-        )
+        .export("app1", options, None, &drop, &Progress::default())
         .is_err());
 }
 
@@ -322,49 +323,6 @@ fn profile_json_is_the_api_shape() {
         .profile_json_with("app1", "nobody", &strategy)
         .unwrap()
         .is_none());
-}
-
-#[test]
-fn a_named_job_shares_its_split_and_resumes_where_it_stopped() {
-    let now = 1_700_000_000_000;
-    let (_clock, engine) = setup(Schema::Narrow, 90, now);
-    let mut values = Vec::new();
-    for u in 0..80 {
-        let mut v = event_json(0, 0, now - u * 1000, &[u as u8], false);
-        v["userToken"] = json!(format!("bulk-{u:02}"));
-        values.push(v);
-    }
-    let events = parse_all(&values, now);
-    engine.ingest("app1", &events).unwrap();
-    let job = |shard| RecomputeOptions { threads: 2, shard };
-    // Shard 0 of 2 runs, then the job "crashes".
-    let first = engine
-        .recompute_job("app1", job(Some((0, 2))), "v1", &Progress::default())
-        .unwrap();
-    assert!(first.ranges > 1);
-    assert!(first.profiles > 0 && first.profiles < 80);
-    // The restarted job (all shards) keeps the stored split and skips the
-    // ranges shard 0 finished.
-    let progress = Progress::default();
-    let rest = engine
-        .recompute_job("app1", job(None), "v1", &progress)
-        .unwrap();
-    assert!(rest.ranges == 2 * first.ranges || rest.ranges == 2 * first.ranges - 1);
-    assert_eq!(progress.snapshot().ranges_done, rest.ranges);
-    // Together they saw every user exactly once.
-    assert_eq!(first.profiles + rest.profiles, 80);
-    assert_eq!(first.events + rest.events, 80);
-    for u in [0, 40, 78] {
-        assert!(engine
-            .batch_profile("app1", &format!("bulk-{u:02}"))
-            .unwrap()
-            .is_some());
-    }
-    // Running it again does nothing.
-    let again = engine
-        .recompute_job("app1", job(None), "v1", &Progress::default())
-        .unwrap();
-    assert_eq!((again.events, again.profiles), (0, 0));
 }
 
 #[test]
@@ -409,10 +367,7 @@ fn a_salted_app_spreads_users_and_deletes_them_whole() {
     );
     let expected = reference_profiles("hot", &events, now, 90 * DAY);
     assert_eq!(streaming_profiles(&engine, "hot", &users()), expected);
-    engine
-        .recompute("hot", RecomputeOptions::default(), &Progress::default())
-        .unwrap();
-    assert_eq!(batch_profiles(&engine, "hot", &users()), expected);
+    assert_eq!(exported_profiles(&engine, "hot"), json_texts(&expected));
     assert_eq!(engine.delete_user("hot", "user-2").unwrap().event_rows, 20);
     assert_eq!(engine.user_row_count("hot", "user-2").unwrap(), 0);
     assert!(engine.profile("hot", "user-1").unwrap().is_some());
@@ -436,7 +391,7 @@ fn a_salted_app_spreads_users_and_deletes_them_whole() {
 }
 
 #[test]
-fn progress_is_reported_while_and_after_a_recompute() {
+fn progress_is_reported_while_and_after_an_export() {
     let now = 1_700_000_000_000;
     let (_clock, engine) = setup(Schema::Wide, 90, now);
     let events = parse_all(
@@ -446,25 +401,39 @@ fn progress_is_reported_while_and_after_a_recompute() {
         now,
     );
     engine.ingest("app1", &events).unwrap();
-    let mut snapshots = Vec::new();
-    let report = engine
-        .recompute_with_progress(
-            "app1",
-            RecomputeOptions::default(),
-            std::time::Duration::from_millis(1),
-            |s| snapshots.push(s),
-        )
-        .unwrap();
-    let last = snapshots.last().unwrap();
+    let progress = Progress::default();
+    let finished = std::sync::atomic::AtomicBool::new(false);
+    let slow = |_: &str, _: &[u8]| -> std::io::Result<()> {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        Ok(())
+    };
+    let (report, seen) = std::thread::scope(|s| {
+        // A watcher reads the counters while the export runs.
+        let watcher = s.spawn(|| {
+            let mut seen = Vec::new();
+            while !finished.load(std::sync::atomic::Ordering::Acquire) {
+                seen.push(progress.snapshot());
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            seen
+        });
+        let report = engine.export("app1", ExportOptions::default(), None, &slow, &progress);
+        finished.store(true, std::sync::atomic::Ordering::Release);
+        (report.unwrap(), watcher.join().unwrap())
+    });
+    assert!(!seen.is_empty());
+    assert!(seen.windows(2).all(|w| w[0].users <= w[1].users));
+    let last = progress.snapshot();
     assert_eq!((last.events, last.users), (50, 4));
     assert_eq!((report.events, report.profiles), (50, 4));
     assert_eq!(last.ranges_done, last.ranges_total);
+    assert!(report.strategy_version.is_some());
 }
 
 /// Users come in events-key order (`token,`), which is not the order of
-/// the bare tokens that key profiles: `u+1,` sorts before `u,` while `u`
-/// sorts before `u+1`. Every user still gets their profile, on both
-/// stores (a writer of sorted output must not assume the two agree).
+/// the bare tokens: `u+1,` sorts before `u,` while `u` sorts before `u+1`.
+/// Every user still gets their profile exported, and rebuilt, on both
+/// stores (code walking users in order must not assume the two agree).
 #[test]
 fn tokens_that_sort_differently_with_the_separator_all_get_profiles() {
     // The embedded store collects garbage by the real clock.
@@ -508,21 +477,21 @@ fn tokens_that_sort_differently_with_the_separator_all_get_profiles() {
             .collect();
         let events = parse_all(&values, now);
         engine.ingest(&app, &events).unwrap();
-        let report = engine
-            .recompute(
-                &app,
-                RecomputeOptions {
-                    threads: 2,
-                    shard: None,
-                },
-                &Progress::default(),
-            )
-            .unwrap();
+        let (export, report) = exported(&engine, &app, ExportOptions::default(), None);
         assert_eq!(report.profiles, tokens.len() as u64);
+        let expected = reference_profiles(&app, &events, now, 90 * DAY);
+        assert_eq!(export, json_texts(&expected), "{schema:?}");
+        // A rebuild groups events by user in the same order: a lost
+        // table comes back whole.
+        lose_profiles_table(&engine, &app);
+        let rebuilt = engine
+            .rebuild(&app, RebuildOptions::default(), &Progress::default())
+            .unwrap();
+        assert_eq!(rebuilt.restored, tokens.len() as u64);
         let users: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
         assert_eq!(
-            batch_profiles(&engine, &app, &users),
-            reference_profiles(&app, &events, now, 90 * DAY),
+            streaming_profiles(&engine, &app, &users),
+            expected,
             "{schema:?}"
         );
     }

@@ -5,8 +5,9 @@
 //!   replace up to 1000 objects (all validated before any is stored);
 //! - `PUT /1/indexes/{indexName}/objects/{objectID}`: add or replace one;
 //! - `GET /1/indexes/{indexName}/objects/{objectID}`;
-//! - `DELETE /1/indexes/{indexName}/objects/{objectID}`: 501, the engine
-//!   has no deletion of catalog objects yet.
+//! - `DELETE /1/indexes/{indexName}/objects/{objectID}`: delete one (an
+//!   event resolves its objects when ingested, so counted events keep
+//!   what they resolved to).
 
 use std::sync::Arc;
 
@@ -16,8 +17,9 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::auth::{Acl, Caller};
+use crate::body::Body;
 use crate::error::{blocking, Error, Result, MAX_BATCH_EVENTS};
-use crate::state::{Body, State};
+use crate::state::State;
 use crate::time::iso;
 
 fn check_index(index: &str) -> Result<()> {
@@ -126,10 +128,22 @@ pub async fn get_object(
     .await
 }
 
-/// `DELETE /1/indexes/{indexName}/objects/{objectID}`: not supported yet.
-pub async fn delete_object(caller: Caller) -> Result<Json<Value>> {
+/// `DELETE /1/indexes/{indexName}/objects/{objectID}`: deleted (or
+/// already absent); events already counted keep what they resolved to.
+pub async fn delete_object(
+    Shared(state): Shared<Arc<State>>,
+    caller: Caller,
+    Path((index, object_id)): Path<(String, String)>,
+) -> Result<Json<Value>> {
     caller.require(Acl::Admin)?;
-    Err(Error::NotImplemented {
-        message: "Deleting catalog objects is not supported yet: replace the object instead".into(),
+    check_index(&index)?;
+    blocking(move || {
+        state
+            .engine
+            .delete_objects(&caller.app, &index, &[object_id.as_str()])?;
+        Ok(Json(
+            json!({"objectID": object_id, "deletedAt": iso(state.engine.now_millis())}),
+        ))
     })
+    .await
 }

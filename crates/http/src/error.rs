@@ -23,9 +23,18 @@ pub enum Error {
     /// A valid key without the ACL the endpoint needs.
     #[error("Method not allowed with this API key: it needs the {acl} ACL")]
     Forbidden { acl: &'static str },
-    /// A body over [`MAX_BODY_BYTES`].
-    #[error("Request body is too large: {len} bytes, the limit is 2097152")]
+    /// A body over [`MAX_BODY_BYTES`], as sent or once decompressed.
+    #[error("Request body is too large: {len}, the limit is 2097152 bytes")]
     TooLarge { len: String },
+    /// A `Content-Encoding` other than gzip, deflate or identity.
+    #[error("Unsupported Content-Encoding {encoding:?}: use gzip, deflate or none")]
+    UnsupportedEncoding { encoding: String },
+    /// A compressed body that does not decompress.
+    #[error("Invalid {encoding} body: {reason}")]
+    BadEncoding {
+        encoding: &'static str,
+        reason: String,
+    },
     /// A body that is not JSON.
     #[error("Invalid JSON: {reason}")]
     InvalidJson { reason: String },
@@ -77,7 +86,10 @@ impl Error {
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
             Error::Forbidden { .. } => StatusCode::FORBIDDEN,
             Error::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Error::InvalidJson { .. } | Error::Config { .. } => StatusCode::BAD_REQUEST,
+            Error::UnsupportedEncoding { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Error::InvalidJson { .. } | Error::BadEncoding { .. } | Error::Config { .. } => {
+                StatusCode::BAD_REQUEST
+            }
             Error::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Error::NotFound { .. } => StatusCode::NOT_FOUND,
             Error::NotImplemented { .. } => StatusCode::NOT_IMPLEMENTED,
@@ -94,6 +106,27 @@ impl Error {
                     .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             },
+        }
+    }
+
+    /// A short, stable name of what went wrong: the field at fault for
+    /// validation errors, else the kind (`invalid_json`, `too_large`, ...).
+    pub fn code(&self) -> &'static str {
+        if let Some(field) = self.field() {
+            return field;
+        }
+        match self {
+            Error::Unauthorized => "unauthorized",
+            Error::Forbidden { .. } => "forbidden",
+            Error::TooLarge { .. } => "too_large",
+            Error::UnsupportedEncoding { .. } => "unsupported_encoding",
+            Error::BadEncoding { .. } => "bad_encoding",
+            Error::InvalidJson { .. } | Error::Engine(affinity_engine::Error::Json { .. }) => {
+                "invalid_json"
+            }
+            Error::NotFound { .. } => "not_found",
+            e if e.status().is_server_error() => "server_error",
+            _ => "invalid_request",
         }
     }
 

@@ -1,17 +1,22 @@
-//! Insights: `POST /1/events` and `DELETE /1/usertokens/{userToken}`.
+//! Insights: `POST /1/events`, the events debugger's
+//! `GET /1/events/debug` and `DELETE /1/usertokens/{userToken}`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use affinity_engine::{Event, Limits};
-use axum::extract::{Path, State as Shared};
+use axum::extract::{Path, Query, State as Shared};
 use axum::http::StatusCode;
 use axum::Json;
 use serde_json::{json, Value};
 
 use crate::auth::{Acl, Caller};
+use crate::body::Body;
+use crate::debug::{Filter, Rejection, RequestOrigin};
 use crate::error::{blocking, Error, Result, MAX_BATCH_EVENTS};
-use crate::state::{Body, State};
+use crate::state::State;
 
 /// Check a user token of a path: `[a-zA-Z0-9_=/+-]{1,129}`.
 pub fn check_user_token(token: &str) -> Result<()> {
@@ -52,25 +57,60 @@ fn event_list(body: &Value) -> Result<&Vec<Value>> {
 }
 
 /// `POST /1/events`: all or nothing; 200 only once the engine has stored
-/// the batch durably.
+/// the batch durably. Every outcome is kept in the events debugger and
+/// every rejection counted by reason, including those of the credentials
+/// and the body, hence the fallible extractors.
 pub async fn post_events(
     Shared(state): Shared<Arc<State>>,
-    caller: Caller,
-    body: Body,
+    origin: RequestOrigin,
+    caller: Result<Caller>,
+    body: Result<Body>,
 ) -> Result<Json<Value>> {
-    caller.require(Acl::Events)?;
-    let shared = Arc::clone(&state);
-    // (outcome, events of the request) so rejected events can be counted.
-    let (outcome, count) = blocking(move || {
-        let value = match body.json() {
-            Ok(v) => v,
-            Err(e) => return Ok((Err(e), 0)),
+    let received = state.engine.now_millis();
+    let origin = Arc::new(origin);
+    let caller = caller.inspect_err(|e| state.metrics.reject(e.code(), 1))?;
+    let reject = |e: Error, at: Option<usize>, events: Vec<Value>| {
+        if e.status().is_client_error() {
+            state.metrics.reject(e.code(), events.len().max(1) as u64);
+        }
+        let message = match at {
+            Some(i) => format!("events[{i}]: {e}"),
+            None => e.to_string(),
         };
-        let count = value
-            .get("events")
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len);
-        Ok((ingest(&shared, &caller.app, &value), count))
+        let rejection = Rejection {
+            status: e.status().as_u16(),
+            code: e.code().to_string(),
+            message,
+        };
+        state.debug.record(
+            &caller.app,
+            received,
+            Some(rejection),
+            events,
+            Arc::clone(&origin),
+        );
+        Err(e)
+    };
+    if let Err(e) = caller.require(Acl::Events) {
+        return reject(e, None, Vec::new());
+    }
+    let body = match body {
+        Ok(body) => body,
+        Err(e) => return reject(e, None, Vec::new()),
+    };
+    let shared = Arc::clone(&state);
+    let app = caller.app.clone();
+    let (outcome, events) = blocking(move || {
+        let mut value = match body.json() {
+            Ok(v) => v,
+            Err(e) => return Ok((Err((e, None)), vec![excerpt(body.raw())])),
+        };
+        let outcome = ingest(&shared, &app, &value);
+        let events = match value.get_mut("events").map(Value::take) {
+            Some(Value::Array(events)) => events,
+            _ => vec![value],
+        };
+        Ok((outcome, events))
     })
     .await?;
     match outcome {
@@ -78,31 +118,127 @@ pub async fn post_events(
             state
                 .metrics
                 .events_ingested
-                .fetch_add(count as u64, Ordering::Relaxed);
+                .fetch_add(events.len() as u64, Ordering::Relaxed);
+            state
+                .debug
+                .record(&caller.app, received, None, events, origin);
             Ok(Json(json!({"status": 200, "message": "OK"})))
         }
-        Err(e) => {
-            if e.status().is_client_error() {
-                state
-                    .metrics
-                    .events_rejected
-                    .fetch_add(count as u64, Ordering::Relaxed);
-            }
-            Err(e)
+        Err((e, at)) => reject(e, at, events),
+    }
+}
+
+/// The start of a body that is not JSON, as the debugger shows it.
+fn excerpt(raw: &[u8]) -> Value {
+    const KEEP: usize = 512;
+    let text = String::from_utf8_lossy(&raw[..raw.len().min(KEEP)]);
+    Value::String(text.into_owned())
+}
+
+/// Validate every event, then store them all (blocking); a failure names
+/// the event at fault when there is one.
+fn ingest(state: &State, app: &str, body: &Value) -> Result<(), (Error, Option<usize>)> {
+    let list = event_list(body).map_err(|e| (e, None))?;
+    let limits = Limits::api(state.engine.now_millis());
+    let events = list
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Event::from_json(v, &limits).map_err(|e| (e.into(), Some(i))))
+        .collect::<Result<Vec<_>, _>>()?;
+    state
+        .engine
+        .ingest(app, &events)
+        .map_err(|e| (e.into(), None))?;
+    Ok(())
+}
+
+/// `GET /1/events/debug`: the application's last events on this server
+/// (see [`crate::debug`]); with `since` and `wait`, a long poll that
+/// answers as soon as a matching event arrives.
+pub async fn get_debug(
+    Shared(state): Shared<Arc<State>>,
+    caller: Caller,
+    Query(params): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>> {
+    caller.require(Acl::Profiles)?;
+    let (filter, wait) = debug_query(&params)?;
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut changed = state.debug.subscribe(&caller.app);
+    // A long poll ends when the server stops, so it never holds up a
+    // graceful shutdown.
+    let mut stopping = state.stopping();
+    loop {
+        let (entries, cursor) = state.debug.query(&caller.app, &filter);
+        let waiting = entries.is_empty() && filter.since.is_some() && !*stopping.borrow();
+        let arrived = waiting
+            && tokio::select! {
+                changed = tokio::time::timeout_at(deadline, changed.changed()) => {
+                    matches!(changed, Ok(Ok(())))
+                }
+                _ = stopping.changed() => true,
+            };
+        if !arrived {
+            let events: Vec<Value> = entries.iter().map(|e| e.to_json()).collect();
+            return Ok(Json(json!({"events": events, "cursor": cursor})));
         }
     }
 }
 
-/// Validate every event, then store them all (blocking).
-fn ingest(state: &State, app: &str, body: &Value) -> Result<()> {
-    let list = event_list(body)?;
-    let limits = Limits::api(state.engine.now_millis());
-    let events = list
-        .iter()
-        .map(|v| Event::from_json(v, &limits))
-        .collect::<Result<Vec<_>, _>>()?;
-    state.engine.ingest(app, &events)?;
-    Ok(())
+/// The most entries one debugger answer holds.
+pub const MAX_DEBUG_LIMIT: usize = 1000;
+/// The longest long poll.
+pub const MAX_DEBUG_WAIT: Duration = Duration::from_secs(60);
+
+/// The debugger's query parameters (others, like credentials, ignored).
+fn debug_query(params: &[(String, String)]) -> Result<(Filter, Duration)> {
+    let bad = |name: &'static str, reason: &str| {
+        Error::Engine(affinity_engine::Error::InvalidArgument {
+            name,
+            reason: reason.to_string(),
+        })
+    };
+    let mut filter = Filter {
+        limit: 100,
+        ..Filter::default()
+    };
+    let mut wait = Duration::ZERO;
+    for (name, value) in params {
+        match name.as_str() {
+            "status" => {
+                filter.accepted = match value.as_str() {
+                    "accepted" => Some(true),
+                    "rejected" => Some(false),
+                    _ => return Err(bad("status", "must be accepted or rejected")),
+                }
+            }
+            "userToken" => filter.user_token = Some(value.clone()),
+            "eventName" => filter.event_name = Some(value.clone()),
+            "limit" => {
+                filter.limit = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_DEBUG_LIMIT).contains(n))
+                    .ok_or_else(|| bad("limit", "must be an integer from 1 to 1000"))?
+            }
+            "since" => {
+                filter.since = Some(
+                    value
+                        .parse()
+                        .map_err(|_| bad("since", "must be a non-negative integer"))?,
+                )
+            }
+            "wait" => {
+                wait = value
+                    .parse::<u64>()
+                    .ok()
+                    .map(Duration::from_secs)
+                    .filter(|w| *w <= MAX_DEBUG_WAIT)
+                    .ok_or_else(|| bad("wait", "must be an integer from 0 to 60 (seconds)"))?
+            }
+            _ => {}
+        }
+    }
+    Ok((filter, wait))
 }
 
 /// `DELETE /1/usertokens/{userToken}`: every event and the profile of the

@@ -1,15 +1,16 @@
-//! Recompute jobs started by strategy changes: run on a blocking thread,
-//! their progress readable while they run (`GET /1/jobs/{jobID}`) and
-//! exported as metrics.
+//! Maintenance jobs (see [`affinity_engine::maintain`]) that this server
+//! runs on its schedule ([`crate::State::maintain_every`]): run on a
+//! blocking thread, their progress readable while they run (`GET
+//! /1/jobs/{jobID}`) and exported as metrics.
 //!
 //! The registry is this process's memory: a job belongs to the server that
-//! started it (the profiles it writes are in the store, for every server).
+//! started it (the rollups it writes are in the store, for every server).
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use affinity_engine::{Engine, Progress, RecomputeOptions, RecomputeReport};
+use affinity_engine::{Engine, MaintainOptions, MaintainReport, Progress};
 use serde_json::{json, Value};
 
 use crate::time::iso;
@@ -21,16 +22,15 @@ const KEEP: usize = 200;
 #[derive(Debug, Clone, PartialEq)]
 pub enum JobState {
     Running,
-    Succeeded(RecomputeReport),
+    Succeeded(MaintainReport),
     Failed(String),
 }
 
-/// One recompute of an application's profiles.
+/// One maintenance of an application's rollups.
 #[derive(Debug)]
 pub struct Job {
     pub id: u64,
     pub app: String,
-    pub strategy_updated_at: i64,
     pub created_at: i64,
     pub progress: Progress,
     state: Mutex<JobState>,
@@ -46,16 +46,14 @@ impl Job {
         let p = self.progress.snapshot();
         let mut out = json!({
             "jobID": self.id.to_string(),
-            "type": "recompute",
-            "strategyUpdatedAt": iso(self.strategy_updated_at),
+            "type": "maintain",
             "createdAt": iso(self.created_at),
             "progress": {
-                "events": p.events,
                 "users": p.users,
+                "rowsRead": p.events,
                 "rangesDone": p.ranges_done,
                 "rangesTotal": p.ranges_total,
                 "elapsedSeconds": p.elapsed.as_secs_f64(),
-                "eventsPerSecond": p.rate,
                 "etaSeconds": p.eta.map(|d| d.as_secs_f64()),
             },
         });
@@ -65,7 +63,8 @@ impl Job {
                 "succeeded",
                 Some((
                     "report",
-                    json!({"events": r.events, "profiles": r.profiles, "ranges": r.ranges}),
+                    json!({"users": r.users, "folded": r.folded, "rowsRead": r.rows_read,
+                           "conflicts": r.conflicts, "ranges": r.ranges}),
                 )),
             ),
             JobState::Failed(e) => ("failed", Some(("error", Value::from(e)))),
@@ -86,12 +85,11 @@ pub struct Jobs {
 }
 
 impl Jobs {
-    /// Start recomputing `app` on a blocking thread; returns the job.
-    pub fn start(&self, engine: Arc<Engine>, app: &str, strategy_updated_at: i64) -> Arc<Job> {
+    /// Start maintaining `app` on a blocking thread; returns the job.
+    pub fn start(&self, engine: Arc<Engine>, app: &str) -> Arc<Job> {
         let job = Arc::new(Job {
             id: self.next.fetch_add(1, Ordering::Relaxed) + 1,
             app: app.to_string(),
-            strategy_updated_at,
             created_at: engine.now_millis(),
             progress: Progress::default(),
             state: Mutex::new(JobState::Running),
@@ -108,21 +106,30 @@ impl Jobs {
         let running = Arc::clone(&job);
         tokio::task::spawn_blocking(move || {
             let result =
-                engine.recompute(&running.app, RecomputeOptions::default(), &running.progress);
+                engine.maintain(&running.app, MaintainOptions::default(), &running.progress);
             let state = match result {
                 Ok(report) => {
-                    tracing::info!(job = running.id, app = %running.app, events = report.events,
-                        profiles = report.profiles, "recompute finished");
+                    tracing::info!(job = running.id, app = %running.app, users = report.users,
+                        folded = report.folded, rows = report.rows_read, "maintenance finished");
                     JobState::Succeeded(report)
                 }
                 Err(e) => {
-                    tracing::error!(job = running.id, app = %running.app, error = %e, "recompute failed");
+                    tracing::error!(job = running.id, app = %running.app, error = %e, "maintenance failed");
                     JobState::Failed(e.to_string())
                 }
             };
             *running.state.lock().unwrap_or_else(|p| p.into_inner()) = state;
         });
         job
+    }
+
+    /// Whether a job of `app` is running.
+    pub fn running(&self, app: &str) -> bool {
+        self.list
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|j| j.app == app && j.state() == JobState::Running)
     }
 
     /// A job of `app` by id.
@@ -154,18 +161,21 @@ impl Jobs {
             .count();
         let _ = writeln!(
             out,
-            "# HELP affinity_jobs_running Recompute jobs running.\n# TYPE affinity_jobs_running gauge\naffinity_jobs_running {running}"
+            "# HELP affinity_jobs_running Maintenance jobs running.\n# TYPE affinity_jobs_running gauge\naffinity_jobs_running {running}"
         );
         let gauges = [
-            ("affinity_job_events", "Events a recompute job has scanned."),
-            ("affinity_job_users", "Users a recompute job has scored."),
+            (
+                "affinity_job_rows_read",
+                "Day rows a maintenance job has read.",
+            ),
+            ("affinity_job_users", "Users a maintenance job has visited."),
             (
                 "affinity_job_ranges_done",
-                "Key ranges a recompute job has finished.",
+                "Key ranges a maintenance job has finished.",
             ),
             (
                 "affinity_job_ranges_total",
-                "Key ranges of a recompute job.",
+                "Key ranges of a maintenance job.",
             ),
         ];
         for (k, (name, help)) in gauges.iter().enumerate() {

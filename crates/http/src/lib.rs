@@ -1,21 +1,24 @@
 //! Affinity's HTTP API: Algolia Insights- and Personalization-compatible
-//! JSON over HTTP (see `shared/API.md`), with Affinity's additions
-//! (catalog objects, recompute jobs, health, Prometheus metrics and the
-//! OpenAPI document at `/openapi.json`).
+//! JSON over HTTP (see `docs/api.md`), with Affinity's additions
+//! (catalog objects, the events debugger, maintenance jobs, trends, health,
+//! Prometheus metrics and the OpenAPI document at `/openapi.json`).
 //!
 //! This crate is the transport only: authentication (`x-algolia-*`
-//! headers or query parameters, keys with ACLs per application), request
-//! limits (2 MB bodies, 1000 events a batch, both checked before any work),
-//! the one mapping from errors to statuses ([`Error::status`]) and the
-//! routes. It is not the engine: every request calls the synchronous
-//! [`affinity_engine::Engine`] on a blocking thread, and the server keeps
-//! no state of its own beyond metrics and the jobs it started, so many
-//! servers can share one store. It is not the CLI either: `affinity serve`
-//! parses flags and calls [`serve`].
+//! headers or query parameters in any letter case, keys with ACLs per
+//! application), bodies as clients send them (any content type, gzip or
+//! deflate, 2 MB as sent and decompressed), CORS for browsers, request
+//! limits (checked before any work), the one mapping from errors to
+//! statuses ([`Error::status`]) and the routes. It is not the engine:
+//! every request calls the synchronous [`affinity_engine::Engine`] on a
+//! blocking thread, and the server keeps no state of its own beyond
+//! metrics, the jobs it started and the debugger's recent events (in
+//! memory), so many servers can share one store. It is not the CLI either:
+//! `affinity serve` parses flags and calls [`serve`].
 //!
 //! Where to start reading: `server.rs` (routes and middleware), `auth.rs`,
-//! `error.rs`, then one module per group of endpoints (`insights.rs`,
-//! `personalization.rs`, `catalog.rs`, `ops.rs`).
+//! `body.rs`, `error.rs`, then one module per group of endpoints
+//! (`insights.rs`, `personalization.rs`, `catalog.rs`, `ops.rs`) and
+//! `debug.rs` (the events debugger's ring).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -39,8 +42,10 @@
 //! ```
 
 mod auth;
+mod body;
 mod catalog;
 mod config;
+mod debug;
 mod error;
 mod insights;
 mod jobs;
@@ -54,6 +59,7 @@ mod trends;
 
 pub use auth::{Acl, ApiKey, Keys};
 pub use config::{AppEntry, Config, KeyEntry};
+pub use debug::{Entry, EventLog, Filter, Rejection, RequestOrigin, DEFAULT_DEBUG_EVENTS};
 pub use error::{Error, Result, MAX_BATCH_EVENTS, MAX_BODY_BYTES};
 pub use jobs::{Job, JobState, Jobs};
 pub use metrics::Metrics;

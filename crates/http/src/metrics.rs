@@ -1,5 +1,5 @@
 //! Prometheus metrics: events ingested and rejected, requests and their
-//! latency per route, and the progress of recompute jobs, rendered in the
+//! latency per route, and the progress of maintenance jobs, rendered in the
 //! Prometheus text format at `/metrics`.
 
 use std::collections::BTreeMap;
@@ -36,7 +36,8 @@ impl Histogram {
 #[derive(Debug, Default)]
 pub struct Metrics {
     pub events_ingested: AtomicU64,
-    pub events_rejected: AtomicU64,
+    /// Events of rejected `POST /1/events` requests, by reason code.
+    rejected: Mutex<BTreeMap<String, u64>>,
     /// `(method, route, status) -> count`.
     requests: Mutex<BTreeMap<(String, String, u16), u64>>,
     /// `(method, route) -> latency`.
@@ -52,6 +53,16 @@ fn label(value: &str) -> String {
 }
 
 impl Metrics {
+    /// Count `events` rejected for `reason` (see [`crate::debug::Rejection`]).
+    pub fn reject(&self, reason: &str, events: u64) {
+        *self
+            .rejected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(reason.to_string())
+            .or_default() += events;
+    }
+
     /// Count a finished request.
     pub fn observe(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
         *self
@@ -83,12 +94,20 @@ impl Metrics {
             "Events acknowledged (stored durably).",
             self.events_ingested.load(Ordering::Relaxed),
         );
-        counter(
-            &mut out,
-            "affinity_events_rejected_total",
-            "Events of rejected POST /1/events requests.",
-            self.events_rejected.load(Ordering::Relaxed),
+        let name = "affinity_events_rejected_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Events of rejected POST /1/events requests, by reason (a body that \
+             cannot be read counts one).\n# TYPE {name} counter"
         );
+        for (reason, n) in self
+            .rejected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let _ = writeln!(out, "{name}{{reason=\"{}\"}} {n}", label(reason));
+        }
         out.push_str("# HELP affinity_http_requests_total HTTP requests by route and status.\n");
         out.push_str("# TYPE affinity_http_requests_total counter\n");
         for ((method, route, status), n) in self

@@ -15,7 +15,7 @@ use crate::state::State;
 /// The OpenAPI 3 document of the whole API.
 pub const OPENAPI: &str = include_str!("openapi.json");
 
-/// `GET /1/jobs`: the application's recompute jobs on this server, newest
+/// `GET /1/jobs`: the application's maintenance jobs on this server, newest
 /// first.
 pub async fn list_jobs(Shared(state): Shared<Arc<State>>, caller: Caller) -> Result<Json<Value>> {
     caller.require(Acl::Profiles)?;

@@ -5,19 +5,16 @@ use std::sync::Arc;
 use affinity_engine::Strategy;
 use axum::extract::{Path, State as Shared};
 use axum::http::header::CONTENT_TYPE;
-use axum::http::HeaderName;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
 use crate::auth::{Acl, Caller};
+use crate::body::Body;
 use crate::error::{blocking, Error, Result};
 use crate::insights::check_user_token;
-use crate::state::{Body, State};
+use crate::state::State;
 use crate::time::iso;
-
-/// The header naming the recompute job a strategy change started.
-pub const JOB_HEADER: HeaderName = HeaderName::from_static("x-affinity-job-id");
 
 /// `GET /1/strategies/personalization`.
 pub async fn get_strategy(
@@ -34,13 +31,14 @@ pub async fn get_strategy(
     }
 }
 
-/// `POST /1/strategies/personalization`: validate, store, then start the
-/// batch recompute in the background (its id in `x-affinity-job-id`).
+/// `POST /1/strategies/personalization`: validate and store. Profiles are
+/// scored with the current strategy at every read, so the change shows at
+/// the next read, on every server within [`crate::state::STRATEGY_TTL`].
 pub async fn post_strategy(
     Shared(state): Shared<Arc<State>>,
     caller: Caller,
     body: Body,
-) -> Result<([(HeaderName, String); 1], Json<Value>)> {
+) -> Result<Json<Value>> {
     caller.require(Acl::Admin)?;
     let shared = Arc::clone(&state);
     let app = caller.app.clone();
@@ -51,17 +49,11 @@ pub async fn post_strategy(
         Ok(updated_at)
     })
     .await?;
-    let job = state
-        .jobs
-        .start(Arc::clone(&state.engine), &caller.app, updated_at);
-    tracing::info!(app = %caller.app, job = job.id, "strategy updated, recompute started");
-    Ok((
-        [(JOB_HEADER, job.id.to_string())],
-        Json(json!({
-            "message": "Strategy was successfully updated.",
-            "updatedAt": iso(updated_at),
-        })),
-    ))
+    tracing::info!(app = %caller.app, "strategy updated");
+    Ok(Json(json!({
+        "message": "Strategy was successfully updated.",
+        "updatedAt": iso(updated_at),
+    })))
 }
 
 /// `GET /1/profiles/personalization/{userToken}`: 404 for a user without

@@ -3,6 +3,7 @@
 //! | route | ACL (admin may do all) |
 //! |---|---|
 //! | `POST /1/events` | events |
+//! | `GET /1/events/debug` (the events debugger) | profiles |
 //! | `DELETE /1/usertokens/{userToken}` (204) | admin |
 //! | `GET /1/strategies/personalization` | search, profiles |
 //! | `POST /1/strategies/personalization` (starts a job) | admin |
@@ -10,13 +11,13 @@
 //! | `DELETE /1/profiles/{userToken}` | admin |
 //! | `POST /1/indexes/{indexName}/objects` | admin |
 //! | `GET/PUT/DELETE /1/indexes/{indexName}/objects/{objectID}` | search, profiles / admin |
-//! | `GET /1/jobs`, `GET /1/jobs/{jobID}` (recompute progress) | profiles |
+//! | `GET /1/jobs`, `GET /1/jobs/{jobID}` (maintenance progress) | profiles |
 //! | `GET /1/trends` (regional trends) | search, profiles |
 //! | `GET /health`, `/metrics`, `/openapi.json` | none |
 //!
 //! Every request is timed and counted per matched route (see
-//! [`crate::metrics`]); CORS allows any origin, so browsers running
-//! `search-insights` can call the API directly.
+//! [`crate::metrics`]); CORS allows any origin, with credentials, so
+//! browsers running `search-insights` can call the API directly.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -28,7 +29,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use tokio::net::TcpListener;
-use tower_http::cors::{Any, CorsLayer};
+use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 
 use crate::error::MAX_BODY_BYTES;
 use crate::state::State;
@@ -36,14 +37,20 @@ use crate::{catalog, insights, ops, personalization};
 
 /// Every route of the API on `state`.
 pub fn router(state: Arc<State>) -> Router {
+    // Browsers send events with `fetch`, XHR and `sendBeacon`, whose
+    // requests always carry credentials: a credentialed request needs its
+    // own origin echoed (never `*`). Echoing any origin grants nothing, as
+    // the API reads no cookie: callers authenticate with their keys.
     let cors = CorsLayer::new()
-        .allow_origin(Any)
-        .allow_methods(Any)
-        .allow_headers(Any)
-        .expose_headers(Any)
+        .allow_origin(AllowOrigin::mirror_request())
+        .allow_methods(AllowMethods::mirror_request())
+        .allow_headers(AllowHeaders::mirror_request())
+        .allow_credentials(true)
+        .allow_private_network(true)
         .max_age(Duration::from_secs(86_400));
     Router::new()
         .route("/1/events", post(insights::post_events))
+        .route("/1/events/debug", get(insights::get_debug))
         .route(
             "/1/usertokens/{userToken}",
             axum::routing::delete(insights::delete_user_token),
@@ -127,13 +134,42 @@ pub async fn serve(
             engine.forget_catalogs();
         }
     });
-    let served = axum::serve(listener, router(state))
+    let maintenance = state
+        .maintain_every
+        .map(|every| tokio::spawn(maintain_on_schedule(Arc::clone(&state), every)));
+    // The connection's address is the debugger's `remoteAddr`.
+    let app =
+        router(Arc::clone(&state)).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let stopping = Arc::clone(&state);
+    let shutdown = async move {
+        shutdown.await;
+        stopping.stop_waiting();
+    };
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await;
     refresh.abort();
+    if let Some(m) = maintenance {
+        m.abort();
+    }
     served?;
     tracing::info!("server stopped");
     Ok(())
+}
+
+/// Maintain every application with keys on this server: at start, then
+/// every `every`; an application whose last run is still going is skipped.
+async fn maintain_on_schedule(state: Arc<State>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for app in state.keys.apps() {
+            if !state.jobs.running(app) {
+                state.jobs.start(Arc::clone(&state.engine), app);
+            }
+        }
+    }
 }
 
 /// Resolves on ctrl-c or SIGTERM.

@@ -1,17 +1,14 @@
-//! What every handler shares, and the request body extractor.
+//! What every handler shares.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use affinity_engine::{Engine, Strategy};
-use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
-use axum::http::header::CONTENT_LENGTH;
-use serde_json::Value;
 
 use crate::auth::Keys;
-use crate::error::{Error, Result, MAX_BODY_BYTES};
+use crate::debug::EventLog;
+use crate::error::Result;
 use crate::jobs::Jobs;
 use crate::metrics::Metrics;
 
@@ -22,6 +19,10 @@ pub struct State {
     pub keys: Keys,
     pub metrics: Metrics,
     pub jobs: Jobs,
+    /// The events debugger's recent events (see [`crate::debug`]).
+    pub debug: EventLog,
+    /// Set when [`crate::serve`] was asked to stop: long polls end.
+    stopping: tokio::sync::watch::Sender<bool>,
     /// Strategies read for profile requests, with when they were read.
     strategies: Mutex<HashMap<String, CachedStrategy>>,
     /// Run profile reads on the async workers instead of handing them to
@@ -29,6 +30,9 @@ pub struct State {
     /// tens of microseconds, the hand-off (two thread wake-ups) costs more
     /// than the read. Leave it off for a store across a network.
     pub inline_reads: bool,
+    /// Run maintenance of every application this often (`None`: never;
+    /// for deployments that run `affinity maintain` as a job of its own).
+    pub maintain_every: Option<Duration>,
 }
 
 /// A strategy (or its absence) and when it was read.
@@ -51,9 +55,40 @@ impl State {
             keys,
             metrics: Metrics::default(),
             jobs: Jobs::default(),
+            debug: EventLog::default(),
+            stopping: tokio::sync::watch::channel(false).0,
             strategies: Mutex::default(),
             inline_reads,
+            maintain_every: None,
         })
+    }
+
+    /// This state, maintaining every application every `every` (see
+    /// [`crate::jobs`]).
+    pub fn with_maintenance(mut self: Arc<State>, every: Option<Duration>) -> Arc<State> {
+        if let Some(state) = Arc::get_mut(&mut self) {
+            state.maintain_every = every;
+        }
+        self
+    }
+
+    /// This state, keeping the last `events` events per application for
+    /// the debugger (0: none).
+    pub fn with_debug_events(mut self: Arc<State>, events: usize) -> Arc<State> {
+        if let Some(state) = Arc::get_mut(&mut self) {
+            state.debug = EventLog::new(events);
+        }
+        self
+    }
+
+    /// Tell requests that wait (long polls) that the server is stopping.
+    pub fn stop_waiting(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// A receiver that turns `true` when the server is stopping.
+    pub fn stopping(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.stopping.subscribe()
     }
 
     /// The application's current strategy, re-read at most every
@@ -77,47 +112,5 @@ impl State {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(app);
-    }
-}
-
-/// A request body of at most [`MAX_BODY_BYTES`]: a declared length over
-/// the limit is refused before a byte is read, a streamed one as soon as
-/// it passes the limit.
-pub struct Body(pub Bytes);
-
-impl<S: Send + Sync> FromRequest<S> for Body {
-    type Rejection = Error;
-
-    async fn from_request(req: Request, state: &S) -> Result<Body> {
-        if let Some(len) = req
-            .headers()
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok())
-        {
-            if len > MAX_BODY_BYTES as u64 {
-                return Err(Error::TooLarge {
-                    len: len.to_string(),
-                });
-            }
-        }
-        match Bytes::from_request(req, state).await {
-            Ok(bytes) => Ok(Body(bytes)),
-            Err(rejection) if rejection.status().as_u16() == 413 => Err(Error::TooLarge {
-                len: format!("over {MAX_BODY_BYTES}"),
-            }),
-            Err(rejection) => Err(Error::InvalidJson {
-                reason: rejection.body_text(),
-            }),
-        }
-    }
-}
-
-impl Body {
-    /// The body as JSON.
-    pub fn json(&self) -> Result<Value> {
-        serde_json::from_slice(&self.0).map_err(|e| Error::InvalidJson {
-            reason: e.to_string(),
-        })
     }
 }

@@ -3,13 +3,15 @@
 //! connection until the phase's deadline; what they saw, tallied.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::{clip, HttpBenchArgs, Target, DAY_MS, GOAL_READ_P99_MS};
+use crate::days::splitmix;
 use crate::quantile;
 
 /// What the clients of one phase saw.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Tally {
     /// Latencies of the answered requests (200, and 404 for profiles).
     latencies: Vec<Duration>,
@@ -29,8 +31,15 @@ impl Tally {
     }
 
     fn merge(&mut self, other: Tally) {
+        self.append(other, 0);
+    }
+
+    /// Add `other`'s answers as if its phase had started `offset_ms` after
+    /// this one's (two phases one after the other, second by second).
+    pub fn append(&mut self, other: Tally, offset_ms: u32) {
         self.latencies.extend(other.latencies);
-        self.stamps.extend(other.stamps);
+        self.stamps
+            .extend(other.stamps.iter().map(|s| s.saturating_add(offset_ms)));
         self.ok += other.ok;
         self.not_found += other.not_found;
         self.errors += other.errors;
@@ -68,6 +77,12 @@ impl Tally {
             .collect()
     }
 
+    /// The mean latency of the answered requests.
+    pub fn mean(&self) -> Duration {
+        let n = self.latencies.len().max(1) as u32;
+        self.latencies.iter().sum::<Duration>() / n
+    }
+
     pub fn ms(&mut self, q: f64) -> f64 {
         self.latencies.sort_unstable();
         quantile(&self.latencies, q).map_or(0.0, |d| d.as_secs_f64() * 1e3)
@@ -80,17 +95,27 @@ pub struct Phase {
     pub seconds: f64,
 }
 
-/// The ingest phase: `--clients` tasks sending batches until the deadline.
-pub async fn ingest(args: &HttpBenchArgs, target: &Target) -> Phase {
+/// Builds request `n` of client `c`: its JSON body.
+pub type Bodies = Arc<dyn Fn(usize, usize) -> String + Send + Sync>;
+
+/// The requests of a run without history: `--batch` events a request over
+/// `--users` users, timestamps within the last day (see [`events_body`]).
+pub fn uniform_bodies(args: &HttpBenchArgs) -> Bodies {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
+    let (batch, users) = (usize::from(args.batch), args.users());
+    Arc::new(move |c, n| events_body(c, n, batch, users, now))
+}
+
+/// The ingest phase: `--clients` tasks sending batches until the deadline.
+pub async fn ingest(args: &HttpBenchArgs, target: &Target, bodies: Bodies) -> Phase {
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let started = Instant::now();
-    let (batch, users) = (usize::from(args.batch), args.users);
     let tasks: Vec<_> = (0..args.clients)
         .map(|c| {
             let target = target.clone();
+            let bodies = Arc::clone(&bodies);
             tokio::spawn(async move {
                 let mut tally = Tally::default();
                 let mut conn = match target.endpoint.connect().await {
@@ -102,7 +127,7 @@ pub async fn ingest(args: &HttpBenchArgs, target: &Target) -> Phase {
                 };
                 let mut n = 0;
                 while Instant::now() < deadline {
-                    let body = events_body(c, n, batch, users, now);
+                    let body = bodies(c, n);
                     n += 1;
                     let t = Instant::now();
                     match conn.send("POST", "/1/events", body.as_bytes()).await {
@@ -163,22 +188,21 @@ fn events_body(client: usize, n: usize, batch: usize, users: usize, now: i64) ->
     body
 }
 
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// The read phase: `--readers` tasks reading profiles until the deadline;
-/// 404 (a user without a profile) is an answer, not an error.
-pub async fn read_profiles(args: &HttpBenchArgs, target: &Target) -> Phase {
-    let deadline = Instant::now() + Duration::from_secs(args.seconds);
+/// A read phase: `readers` tasks reading profiles of `users` (`user{i}`
+/// for each `i` listed, at least one) for `seconds`; 404 (a user without a profile) is
+/// an answer, not an error.
+pub async fn read_profiles(
+    target: &Target,
+    readers: usize,
+    seconds: f64,
+    users: Arc<[u32]>,
+) -> Phase {
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let started = Instant::now();
-    let (readers, users) = (args.readers, args.users);
     let tasks: Vec<_> = (0..readers)
         .map(|r| {
             let target = target.clone();
+            let users = Arc::clone(&users);
             tokio::spawn(async move {
                 let mut tally = Tally::default();
                 let mut conn = match target.endpoint.connect().await {
@@ -190,7 +214,8 @@ pub async fn read_profiles(args: &HttpBenchArgs, target: &Target) -> Phase {
                 };
                 let mut n = r;
                 while Instant::now() < deadline {
-                    let path = format!("/1/profiles/personalization/user{}", (n * 31) % users);
+                    let user = users[(n * 31) % users.len()];
+                    let path = format!("/1/profiles/personalization/user{user}");
                     n += readers;
                     let t = Instant::now();
                     match conn.send("GET", &path, b"").await {

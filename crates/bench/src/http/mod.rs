@@ -3,6 +3,13 @@
 //! concurrent readers fetch profiles for `--seconds`; one line per phase
 //! (events/s and batch p50/p99; reads/s and p50/p99), next to the goals.
 //!
+//! With `--history-days N` (default 90; 0 is the one-day run over
+//! uniform users), the users are a heavy tail ([`mix`]) with N days of
+//! history before the live phase: preloaded in this process on each day's
+//! clock and folded by one maintenance ([`history`]); the reads are then
+//! taken per user class, plus one client alone and the rows and cells a
+//! read takes ([`classes`]).
+//!
 //! Between the phases the in-process embedded store is settled: its
 //! memtables flushed and its compactions waited for, timed, and the ingest
 //! rate is given again counting that time, so each phase pays for its own
@@ -20,23 +27,25 @@
 //! naming the first.
 //!
 //! Submodules: [`server`] (the in-process server and its store), [`load`]
-//! (the clients of both phases), [`report`] (the printed lines, JSON).
+//! (the clients of both phases), [`report`] (the printed lines, JSON),
+//! and for history [`mix`], [`history`] and [`classes`].
 
+mod classes;
+mod history;
 mod load;
+mod mix;
+mod phases;
 mod report;
 mod server;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::{bail, Context};
-use serde_json::json;
 
-use crate::wire::{Answer, Endpoint};
+use crate::wire::Endpoint;
 use crate::BenchBackend;
-use load::{ingest, read_profiles};
-use report::{report, Settled};
+use phases::{bench, Local};
 
 /// The goals of issue 5, printed next to the figures.
 const GOAL_EVENTS_PER_S: f64 = 100_000.0;
@@ -60,9 +69,38 @@ pub struct HttpBenchArgs {
     /// Concurrent profile-read clients.
     #[arg(long, default_value_t = 50)]
     readers: usize,
-    /// Distinct users the events are spread over (and profiles read from).
-    #[arg(long, default_value_t = 10_000)]
-    users: usize,
+    /// Users: with history, the users with history, whose profiles are
+    /// read (default 2000); without, the users the events are spread over
+    /// (default 10000).
+    #[arg(long)]
+    users: Option<usize>,
+    /// Days of history before today, ingested in this process on each
+    /// day's clock and folded by one maintenance before the live phase
+    /// (0: the one-day run over uniform users).
+    #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u64).range(0..=90))]
+    history_days: u64,
+    /// With history: the share of users that are heavy.
+    #[arg(long, default_value_t = 0.02)]
+    heavy_share: f64,
+    /// With history: a heavy user's events a day (about; varied per user
+    /// and day).
+    #[arg(long, default_value_t = 100.0)]
+    heavy_per_day: f64,
+    /// With history: a light user's events a day (about).
+    #[arg(long, default_value_t = 5.0)]
+    light_per_day: f64,
+    /// With history: the other users the live ingest sends its events to,
+    /// once the users' events of today are sent.
+    #[arg(long, default_value_t = 100_000)]
+    visitors: usize,
+    /// With history: draw the users' facet values by Zipf rank with this
+    /// exponent, from each user's own favourites (0: uniform over each
+    /// facet's values, the most distinct counters a user can have).
+    #[arg(long, default_value_t = 0.0)]
+    value_skew: f64,
+    /// With history: the seed the users' classes and events are drawn from.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
     /// Events per request (the API takes at most 1000).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u16).range(1..=1000))]
     batch: u16,
@@ -86,6 +124,14 @@ pub struct HttpBenchArgs {
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+}
+
+impl HttpBenchArgs {
+    /// `--users`, or its default for the run's kind.
+    fn users(&self) -> usize {
+        self.users
+            .unwrap_or(if self.history_days > 0 { 2_000 } else { 10_000 })
+    }
 }
 
 /// Where the requests go: the server, with the application's credentials
@@ -118,7 +164,17 @@ pub fn run(args: HttpBenchArgs, backend: &BenchBackend) -> anyhow::Result<()> {
     check_flags(&args, backend)?;
     anyhow::ensure!(args.clients > 0, "--clients must be positive");
     anyhow::ensure!(args.readers > 0, "--readers must be positive");
-    anyhow::ensure!(args.users > 0, "--users must be positive");
+    anyhow::ensure!(args.users() > 0, "--users must be positive");
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&args.heavy_share),
+        "--heavy-share must be within 0 and 1"
+    );
+    anyhow::ensure!(
+        args.heavy_per_day > 0.0 && args.light_per_day > 0.0,
+        "--heavy-per-day and --light-per-day must be positive"
+    );
+    anyhow::ensure!(args.visitors > 0, "--visitors must be positive");
+    anyhow::ensure!(args.value_skew >= 0.0, "--value-skew must not be negative");
     anyhow::ensure!(args.seconds > 0, "--seconds must be positive");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -147,109 +203,6 @@ fn check_flags(args: &HttpBenchArgs, backend: &BenchBackend) -> anyhow::Result<(
     }
     if backend.data.is_some() && backend.bigtable.is_some() {
         bail!("--data cannot be combined with --bigtable (the server uses one store)");
-    }
-    Ok(())
-}
-
-/// Check the server, set a strategy if the application has none, run both
-/// phases, print and write the figures; fail if any request failed.
-async fn bench(
-    args: &HttpBenchArgs,
-    target: Target,
-    described: &str,
-    kind: &str,
-    settle: Option<Settle>,
-) -> anyhow::Result<()> {
-    prepare(&target).await?;
-    let settling = if settle.is_some() && !args.no_settle {
-        ", the store settled,"
-    } else {
-        ""
-    };
-    eprintln!(
-        "affinity bench http: {described}; {} s of ingest{settling} then {} s of profile reads",
-        args.seconds, args.seconds
-    );
-    let ingest = ingest(args, &target).await;
-    let settled = match settle {
-        _ if args.no_settle => Settled::Not("--no-settle"),
-        None if kind == "remote" => Settled::Not("the server is elsewhere"),
-        None => Settled::Not("Cloud Bigtable compacts on its own"),
-        Some(settle) => {
-            let started = Instant::now();
-            tokio::task::spawn_blocking(move || settle())
-                .await
-                .context("the settle task")?
-                .context("flushing and compacting the store after the ingest")?;
-            Settled::After(started.elapsed().as_secs_f64())
-        }
-    };
-    let reads = read_profiles(args, &target).await;
-    let (ingest_errors, read_errors) = (ingest.tally.errors, reads.tally.errors);
-    let first_error = ingest
-        .tally
-        .first_error
-        .clone()
-        .or_else(|| reads.tally.first_error.clone());
-    let (lines, json) = report(args, ingest, &settled, reads, described, kind);
-    println!("{lines}");
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&json)? + "\n")
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    if ingest_errors + read_errors > 0 {
-        bail!(
-            "{} requests failed (ingest {ingest_errors}, profile reads {read_errors}); the first: {}",
-            ingest_errors + read_errors,
-            first_error.unwrap_or_default()
-        );
-    }
-    Ok(())
-}
-
-/// The server answers `/health`, and the application has a strategy (ours
-/// is set when it has none, so an existing one is never replaced).
-async fn prepare(target: &Target) -> anyhow::Result<()> {
-    let mut conn = target
-        .endpoint
-        .connect()
-        .await
-        .with_context(|| format!("cannot reach an affinity server at {}", target.base))?;
-    let health = conn.send("GET", "/health", b"").await?;
-    expect(&health, 200, "GET /health")?;
-    let path = "/1/strategies/personalization";
-    let current = conn
-        .send("GET", path, b"")
-        .await
-        .with_context(|| format!("GET {path}"))?;
-    if current.status == 404 {
-        let strategy = json!({
-            "eventsScoring": [
-                {"eventName": "Viewed", "eventType": "view", "score": 5},
-                {"eventName": "Clicked", "eventType": "click", "score": 10},
-                {"eventName": "Bought", "eventType": "conversion", "score": 50}],
-            "facetsScoring": [
-                {"facetName": "brand", "score": 100}, {"facetName": "category", "score": 80},
-                {"facetName": "color", "score": 40}, {"facetName": "size", "score": 20}],
-            "personalizationImpact": 50});
-        let set = conn
-            .send("POST", path, strategy.to_string().as_bytes())
-            .await
-            .with_context(|| format!("POST {path}"))?;
-        expect(&set, 200, "POST /1/strategies/personalization")
-    } else {
-        expect(&current, 200, "GET /1/strategies/personalization")
-    }
-}
-
-/// Fail naming the status and body unless the answer is `want`.
-fn expect(answer: &Answer, want: u16, what: &str) -> anyhow::Result<()> {
-    if answer.status != want {
-        bail!(
-            "{what} answered {}: {}",
-            answer.status,
-            clip(&String::from_utf8_lossy(&answer.body))
-        );
     }
     Ok(())
 }

@@ -5,6 +5,8 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
+use super::classes::{probe_report, ClassReads, Probe, Single, GOAL_SINGLE_US};
+use super::history::Done;
 use super::load::Phase;
 use super::{HttpBenchArgs, GOAL_EVENTS_PER_S, GOAL_READERS, GOAL_READ_P99_MS};
 
@@ -70,8 +72,8 @@ pub fn report(
     let json = json!({
         "target": described,
         "backend": kind,
-        "settings": {"clients": args.clients, "readers": args.readers, "users": args.users,
-                     "batch": batch, "seconds": args.seconds},
+        "settings": {"clients": args.clients, "readers": args.readers, "users": args.users(),
+                     "batch": batch, "seconds": args.seconds, "history_days": args.history_days},
         "ingest": {"events": events, "events_per_s": events_per_s, "requests": ingest.tally.ok + ingest.tally.errors,
                    "batch_p50_ms": batch_p50, "batch_p99_ms": batch_p99, "errors": ingest.tally.errors,
                    "seconds": ingest.seconds, "settle_seconds": settle_seconds,
@@ -89,4 +91,84 @@ pub fn report(
         format!("{ingest_line}\n{settle_line}\n{read_line}\n{by_second}"),
         json,
     )
+}
+
+/// The figures only a run with history has: its preload and maintenance
+/// (in process), and the reads per user class.
+#[derive(Default)]
+pub struct HistoryFigures {
+    pub history: Option<Done>,
+    /// Why there is no history (with `--url`).
+    pub note: Option<&'static str>,
+    pub classes: Vec<ClassReads>,
+    pub single: Option<Single>,
+    pub probes: Option<Vec<Probe>>,
+}
+
+impl HistoryFigures {
+    /// Add the figures to the lines and JSON of [`report`]: the history
+    /// first, the reads per class after the reads of both classes, and
+    /// their goals.
+    pub fn add_to(self, args: &HttpBenchArgs, lines: &mut String, json: &mut Value) {
+        if args.history_days == 0 {
+            return;
+        }
+        let mut first = String::new();
+        if let Some(done) = &self.history {
+            let (text, history, maintenance) = &done.report;
+            first = format!("{text}\n");
+            json["history"] = history.clone();
+            json["maintenance"] = maintenance.clone();
+        } else {
+            first = self.note.map_or(first, |n| format!("{n}\n"));
+            json["history"] = Value::Null;
+            json["maintenance"] = Value::Null;
+        }
+        json["settings"]["heavy_share"] = json!(args.heavy_share);
+        json["settings"]["heavy_per_day"] = json!(args.heavy_per_day);
+        json["settings"]["light_per_day"] = json!(args.light_per_day);
+        json["settings"]["visitors"] = json!(args.visitors);
+        json["settings"]["value_skew"] = json!(args.value_skew);
+        json["settings"]["seed"] = json!(args.seed);
+        lines.insert_str(0, &first);
+        let mut goals = serde_json::Map::new();
+        let mut classes = serde_json::Map::new();
+        for c in &self.classes {
+            let _ = write!(lines, "\n{}", c.line(args.readers));
+            let met = args.readers >= GOAL_READERS
+                && c.reads_per_s >= c.goal()
+                && c.p99_ms <= GOAL_READ_P99_MS;
+            goals.insert(format!("{}_reads_per_s", c.class.as_str()), json!(c.goal()));
+            goals.insert(format!("{}_met", c.class.as_str()), json!(met));
+            classes.insert(c.class.as_str().to_string(), c.json.clone());
+        }
+        json["classes"] = Value::Object(classes);
+        goals.insert("single_client_us".into(), json!(GOAL_SINGLE_US));
+        json["single_client"] = match &self.single {
+            Some(single) => {
+                let _ = write!(lines, "\n{}", single.line());
+                goals.insert(
+                    "single_client_met".into(),
+                    json!(single.mean_us <= GOAL_SINGLE_US),
+                );
+                single.json()
+            }
+            None => Value::Null,
+        };
+        json["rows_per_profile"] = match (&self.probes, &self.history) {
+            (Some(probes), Some(done)) => {
+                let goal = 2 + done.maintained.days_behind();
+                let (line, value) = probe_report(probes, goal);
+                let _ = write!(lines, "\n{line}");
+                goals.insert("rows_per_profile".into(), json!(goal));
+                let met = probes.iter().all(|p| p.rows <= goal as f64);
+                goals.insert("rows_met".into(), json!(met));
+                value
+            }
+            _ => Value::Null,
+        };
+        if let Value::Object(all) = &mut json["goals"] {
+            all.extend(goals);
+        }
+    }
 }

@@ -9,7 +9,7 @@ use affinity_http::{Acl, Keys};
 use affinity_model::Store;
 use anyhow::{bail, Context};
 
-use super::{bench, HttpBenchArgs, Settle, Target, APP, KEY};
+use super::{bench, HttpBenchArgs, Local, Settle, Target, APP, KEY};
 use crate::BenchBackend;
 
 /// The in-process server's store.
@@ -79,33 +79,38 @@ pub fn in_process(
         described,
         _tmp,
     } = ServerStore::open(backend)?;
-    let engine = Arc::new(Engine::open(store)?);
+    let engine = Arc::new(Engine::open(Arc::clone(&store))?);
+    let local = Local {
+        store,
+        engine: Arc::clone(&engine),
+        settle,
+    };
     let mut keys = Keys::default();
     keys.add(APP, KEY, [Acl::Admin])?;
     let described = format!("an in-process server on the {described}");
     // Reads of the store on this machine are fast enough to run on the
     // server's async workers.
-    let local = backend.bigtable.is_none();
+    let inline = backend.bigtable.is_none();
     let result = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .context("binding a loopback port")?;
         let base = format!("http://{}", listener.local_addr()?);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let state = affinity_http::State::with_inline_reads(engine, keys, local);
+        let state = affinity_http::State::with_inline_reads(engine, keys, inline);
         let server = tokio::spawn(affinity_http::serve(listener, state, async {
             let _ = stopped.await;
         }));
         let result = match Target::new(&base, APP, KEY) {
-            Ok(target) => bench(args, target, &described, kind, settle).await,
+            Ok(target) => bench(args, target, &described, kind, Some(local)).await,
             Err(e) => Err(e),
         };
         let _ = stop.send(());
         server.await.context("the server task")??;
         result
     });
-    // The engine's last holders (a recompute job the strategy started)
-    // finish before the temporary store directory is removed.
+    // The engine's last holders (blocking tasks of the server still
+    // running) finish before the temporary store directory is removed.
     runtime.shutdown_timeout(Duration::from_secs(10));
     result
 }

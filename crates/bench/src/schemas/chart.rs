@@ -1,4 +1,4 @@
-//! The schema benchmark's chart: recompute time versus events (the scaling
+//! The schema benchmark's chart: export time versus events (the scaling
 //! run) or versus facets used, one line per series.
 
 use super::report::{Record, Run};
@@ -43,14 +43,14 @@ pub fn chart(records: &[Record]) -> String {
     }
     if scaling {
         line_chart(
-            "Batch recompute: median time versus events (dashed: narrow)",
+            "Export of every profile: median time versus events (dashed: narrow)",
             "events",
             "seconds (median)",
             &series,
         )
     } else {
         line_chart(
-            "Batch recompute: median time versus facets the strategy uses (dashed: narrow)",
+            "Export of every profile: median time versus facets the strategy uses (dashed: narrow)",
             "facets used",
             "seconds (median)",
             &series,

@@ -1,12 +1,18 @@
 //! One case of the benchmark on one backend: load a generated workload into
 //! a narrow and a wide application, settle the store, then per strategy
-//! recompute each schema `repeat` times in a row and compare the profiles.
+//! time each schema's export of every profile `repeat` times in a row (into
+//! a sink that only counts), and check the exported profiles of the sampled
+//! users against the scoring reference.
 
+use std::collections::BTreeMap;
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use affinity_engine::{App, AppConfig, Engine, Progress, RecomputeOptions, Schema};
+use affinity_engine::scoring::reference::{self, ListedEvent};
+use affinity_engine::{
+    App, AppConfig, Engine, ExportOptions, Progress, Schema, Strategy, DAY_MILLIS,
+};
 use affinity_model::counting::CountingStore;
 use affinity_model::{RowMutations, Store};
 use affinity_rowkey::composite::EventKey;
@@ -14,6 +20,7 @@ use anyhow::Context;
 
 use super::report::{Record, Run};
 use super::workload::{self, AppProfile, GeneratedEvent, Workload, FACETS};
+use crate::engine::CountingSink;
 
 /// A backend under test.
 pub struct Backend {
@@ -29,7 +36,7 @@ pub struct Backend {
 pub struct Settings {
     pub repeat: usize,
     pub threads: usize,
-    /// Compare at most this many users' profiles (0: all).
+    /// Check at most this many users' exported profiles (0: all).
     pub check_users: usize,
     pub seed: u64,
 }
@@ -101,23 +108,35 @@ pub fn measure(
             let table = format!("events.{}", app.id);
             let rss_reset = reset_peak_rss();
             let mut seconds = Vec::new();
-            let (mut events_read, mut counts) = (0, Default::default());
+            let (mut events_read, mut counts, mut exported) = (0, Default::default(), None);
             for _ in 0..settings.repeat.max(1) {
                 // Runs do not disturb each other: the last one's background
-                // work (flushes, compactions of the profiles it replaced)
-                // is done before the next starts.
+                // work (flushes, compactions) is done before the next starts.
                 (backend.settle)()?;
                 let before = backend.store.counts(&table);
+                // The sink counts and drops: the time is the export's scan
+                // and scoring, not writing its output.
+                let sink = CountingSink::default();
                 let started = Instant::now();
-                let options = RecomputeOptions {
+                let options = ExportOptions {
                     threads: settings.threads,
                     shard: None,
                 };
-                let report = engine.recompute(&app.id, options, &Progress::default())?;
+                let report = engine.export(&app.id, options, None, &sink, &Progress::default())?;
                 seconds.push(started.elapsed().as_secs_f64());
                 events_read = report.events;
                 counts = backend.store.counts(&table).since(before);
+                let totals = sink.totals();
+                anyhow::ensure!(
+                    exported.is_none_or(|e| e == totals) && totals.0 == report.profiles,
+                    "{}: exports of the same events differ: {exported:?} then {totals:?} \
+                     (profiles, bytes), the report says {} profiles",
+                    app.id,
+                    report.profiles
+                );
+                exported = Some(totals);
             }
+            let (profiles_exported, bytes_exported) = exported.unwrap_or_default();
             let record = Record {
                 backend: backend.name.clone(),
                 run: case.run,
@@ -132,29 +151,61 @@ pub fn measure(
                 seconds,
                 bytes_read: counts.bytes,
                 cells_read: counts.cells,
+                profiles_exported,
+                bytes_exported,
                 peak_rss_bytes: rss_reset.then(peak_rss_bytes).flatten(),
-                profiles_equal: false,
+                profiles_match: false,
                 users_checked: 0,
                 load_seconds: load_seconds[k],
             };
             log(format!(
-                "  {} facets {}: median {:.3} s, {:.0} events/s, {} cells",
+                "  {} facets {}: median {:.3} s, {:.0} events/s, {} cells, {} profiles",
                 facets,
                 record.schema,
                 record.seconds_median(),
                 record.events_per_s(),
-                record.cells_read
+                record.cells_read,
+                record.profiles_exported
             ));
             pair.push(record);
         }
-        let (equal, checked) = compare(&engine, &apps, &workload, settings.check_users)?;
-        if !equal {
+        // Both schemas exported the same number of profiles and JSON bytes,
+        // and every sampled user's exported profile is the reference's.
+        let same_totals = pair.windows(2).all(|w| {
+            (w[0].profiles_exported, w[0].bytes_exported)
+                == (w[1].profiles_exported, w[1].bytes_exported)
+        });
+        if !same_totals {
             log(format!(
-                "  PROFILES DIFFER between narrow and wide ({facets} facets)"
+                "  EXPORTS DIFFER between narrow and wide ({facets} facets): {:?}",
+                pair.iter()
+                    .map(|r| (r.schema.as_str(), r.profiles_exported, r.bytes_exported))
+                    .collect::<Vec<_>>()
             ));
         }
+        let mut matching = same_totals;
+        let mut checked = 0;
+        for app in &apps {
+            let check = check(&engine, app, &strategy, &workload, settings)?;
+            for mismatch in check.mismatches.iter().take(5) {
+                log(format!(
+                    "  PROFILE DIFFERS from the scoring reference ({}, {facets} facets): {mismatch}",
+                    app.id
+                ));
+            }
+            if !check.mismatches.is_empty() {
+                log(format!(
+                    "  {} of {} checked users differ ({}, {facets} facets)",
+                    check.mismatches.len(),
+                    check.users,
+                    app.id
+                ));
+            }
+            matching &= check.mismatches.is_empty() && check.profiles > 0;
+            checked = check.users;
+        }
         for mut r in pair {
-            r.profiles_equal = equal;
+            r.profiles_match = matching;
             r.users_checked = checked;
             records.push(r);
         }
@@ -252,36 +303,93 @@ fn write_events(
     Ok(busy)
 }
 
-/// Whether both apps hold the same current batch profile for every
-/// checked user (all users, or `limit` spread evenly over them when
-/// there are more), and at least one profile exists. Returns the verdict
-/// and the number of users checked.
-fn compare(
+/// What [`check`] found.
+struct Check {
+    /// Users checked.
+    users: usize,
+    /// Of those, the users with a profile (in the reference).
+    profiles: usize,
+    /// One line per user whose exported profile is not the reference's.
+    mismatches: Vec<String>,
+}
+
+/// Export `app` once more (untimed), keeping the profiles of the checked
+/// users (all users, or `check_users` spread evenly over them when there
+/// are more), and compare each with the profile the scoring reference
+/// (`affinity_engine::scoring::reference`) computes from the user's
+/// generated events, byte for byte as the API's JSON: a user must be
+/// exported exactly when the reference gives them a profile.
+///
+/// The reference is used rather than `Engine::profile`: the benchmark
+/// loads events straight into the events table, without the streaming
+/// state reads are answered from.
+fn check(
     engine: &Engine,
-    apps: &[App],
+    app: &App,
+    strategy: &Strategy,
     workload: &Workload,
-    limit: usize,
-) -> anyhow::Result<(bool, usize)> {
-    let users = workload.users();
+    settings: &Settings,
+) -> anyhow::Result<Check> {
+    let (users, limit) = (workload.users(), settings.check_users);
     let checked = if limit == 0 { users } else { users.min(limit) };
-    let versions = apps
-        .iter()
-        .map(|a| Ok(engine.strategy_version(&a.id)?.map(|(_, v)| v)))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let (mut equal, mut found) = (true, 0usize);
-    for i in 0..checked {
-        let token = workload.user_token(i * users / checked.max(1));
-        let mut profiles = Vec::new();
-        for (app, version) in apps.iter().zip(&versions) {
-            let got = engine.batch_profile(&app.id, &token)?;
-            // A profile of an older strategy version is a stale one.
-            equal &= got.as_ref().is_none_or(|(_, v)| Some(*v) == *version);
-            profiles.push(got.map(|(p, _)| p));
+    let sampled: BTreeMap<String, usize> = (0..checked)
+        .map(|i| {
+            let user = i * users / checked.max(1);
+            (workload.user_token(user), user)
+        })
+        .collect();
+    let kept: Mutex<BTreeMap<String, Vec<u8>>> = Mutex::default();
+    let sink = |user: &str, json: &[u8]| -> std::io::Result<()> {
+        if sampled.contains_key(user) {
+            let mut kept = kept.lock().unwrap_or_else(|p| p.into_inner());
+            kept.insert(user.to_string(), json.to_vec());
         }
-        found += usize::from(profiles.iter().any(Option::is_some));
-        equal &= profiles.windows(2).all(|w| w[0] == w[1]);
+        Ok(())
+    };
+    // The reference at the export's instant: the window is the same.
+    let now = engine.now_millis();
+    let options = ExportOptions {
+        threads: settings.threads,
+        shard: None,
+    };
+    engine.export(&app.id, options, None, &sink, &Progress::default())?;
+    let kept = kept.into_inner().unwrap_or_else(|p| p.into_inner());
+    let retention = i64::from(app.config.retention_days) * DAY_MILLIS;
+    let (mut profiles, mut mismatches) = (0, Vec::new());
+    for (token, &user) in &sampled {
+        let events: Vec<ListedEvent> = workload
+            .user_events(user)
+            .into_iter()
+            .map(|e| ListedEvent {
+                user: token.clone(),
+                id: format!("{:?}", workload.key_content(e.seq)),
+                event: e.event,
+            })
+            .collect();
+        let expected = reference::profiles(&events, strategy, now, retention)
+            .remove(token)
+            .map(|p| serde_json::to_vec(&p))
+            .transpose()?;
+        profiles += usize::from(expected.is_some());
+        let got = kept.get(token);
+        if got != expected.as_ref() {
+            let text = |json: Option<&Vec<u8>>| {
+                json.map_or("no profile".to_string(), |j| {
+                    String::from_utf8_lossy(j).into_owned()
+                })
+            };
+            mismatches.push(format!(
+                "{token}: exported {}, reference {}",
+                text(got),
+                text(expected.as_ref())
+            ));
+        }
     }
-    Ok((equal && found > 0, checked))
+    Ok(Check {
+        users: checked,
+        profiles,
+        mismatches,
+    })
 }
 
 /// Reset the process's peak resident set (Linux: write 5 to

@@ -37,19 +37,25 @@ pub struct Record {
     pub facets_total: usize,
     /// Events loaded.
     pub events: u64,
-    /// Events the recompute read (from its report).
+    /// Events the export read (from its report).
     pub events_read: u64,
     pub threads: usize,
-    /// Wall time of each recompute, in run order.
+    /// Wall time of each export, in run order.
     pub seconds: Vec<f64>,
-    /// Per recompute (the same every time): what the store returned.
+    /// Per export (the same every time): what the store returned.
     pub bytes_read: u64,
     pub cells_read: u64,
-    /// The process's peak resident set over the recomputes (`None` where
+    /// Per export (the same every time): the profiles handed to the sink
+    /// and their JSON bytes (counted, not written).
+    pub profiles_exported: u64,
+    pub bytes_exported: u64,
+    /// The process's peak resident set over the exports (`None` where
     /// `/proc/self/clear_refs` is not available).
     pub peak_rss_bytes: Option<u64>,
-    /// Both schemas gave the same batch profile for every checked user.
-    pub profiles_equal: bool,
+    /// For this strategy, in both schemas: every checked user's exported
+    /// profile is the scoring reference's (byte for byte), and both
+    /// schemas exported the same profiles and bytes.
+    pub profiles_match: bool,
     pub users_checked: usize,
     /// Time to bulk-load this schema's events.
     pub load_seconds: f64,
@@ -89,8 +95,9 @@ impl Record {
             "seconds": self.seconds, "seconds_min": self.seconds_min(),
             "seconds_median": self.seconds_median(), "events_per_s": self.events_per_s(),
             "events_per_s_best": self.events_per_s_best(), "bytes_read": self.bytes_read,
-            "cells_read": self.cells_read, "peak_rss_bytes": self.peak_rss_bytes,
-            "profiles_equal": self.profiles_equal, "users_checked": self.users_checked,
+            "cells_read": self.cells_read, "profiles_exported": self.profiles_exported,
+            "bytes_exported": self.bytes_exported, "peak_rss_bytes": self.peak_rss_bytes,
+            "profiles_match": self.profiles_match, "users_checked": self.users_checked,
             "load_seconds": self.load_seconds,
         })
     }
@@ -108,21 +115,21 @@ fn mib(bytes: u64) -> f64 {
 /// A Markdown table of `records`.
 pub fn table(records: &[Record]) -> String {
     let mut out = String::from(
-        "| backend | profile | users | events | schema | facets | load s | min s | median s | events/s (median) | cells read | MiB read | peak RSS MiB | profiles equal |\n\
-         |---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| backend | profile | users | events | schema | facets | load s | min s | median s | events/s (median) | cells read | MiB read | profiles | MiB out | peak RSS MiB | profiles = reference |\n\
+         |---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in records {
         let rss = r
             .peak_rss_bytes
             .map_or("-".to_string(), |b| format!("{:.0}", mib(b)));
-        let equal = if r.profiles_equal {
+        let equal = if r.profiles_match {
             format!("yes ({})", r.users_checked)
         } else {
             format!("**NO** ({} checked)", r.users_checked)
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {}/{} | {:.1} | {:.3} | {:.3} | {:.0} | {} | {:.1} | {rss} | {equal} |",
+            "| {} | {} | {} | {} | {} | {}/{} | {:.1} | {:.3} | {:.3} | {:.0} | {} | {:.1} | {} | {:.1} | {rss} | {equal} |",
             r.backend,
             r.app_profile,
             r.users,
@@ -136,6 +143,8 @@ pub fn table(records: &[Record]) -> String {
             r.events_per_s(),
             r.cells_read,
             mib(r.bytes_read),
+            r.profiles_exported,
+            mib(r.bytes_exported),
         );
     }
     out
@@ -264,10 +273,10 @@ pub fn markdown(settings: &str, records: &[Record]) -> String {
         out.push_str("\nMedian seconds per million events (flat = linear growth):\n\n");
         out.push_str(&linearity(&scaling));
     }
-    let unequal = records.iter().filter(|r| !r.profiles_equal).count();
+    let unequal = records.iter().filter(|r| !r.profiles_match).count();
     let _ = writeln!(
         out,
-        "\nProfiles equal between narrow and wide: {}",
+        "\nExported profiles equal to the scoring reference, narrow and wide alike: {}",
         if unequal == 0 {
             "yes, in every run".to_string()
         } else {
@@ -296,8 +305,10 @@ pub(crate) mod tests {
             seconds: seconds.to_vec(),
             bytes_read: 3 << 20,
             cells_read: 20_000,
+            profiles_exported: 10,
+            bytes_exported: 5_000,
             peak_rss_bytes: Some(100 << 20),
-            profiles_equal: true,
+            profiles_match: true,
             users_checked: 10,
             load_seconds: 1.0,
         }
@@ -323,8 +334,10 @@ pub(crate) mod tests {
             "events_per_s",
             "bytes_read",
             "cells_read",
+            "profiles_exported",
+            "bytes_exported",
             "peak_rss_bytes",
-            "profiles_equal",
+            "profiles_match",
         ] {
             assert!(!j[field].is_null(), "{field} missing");
         }
@@ -354,7 +367,7 @@ pub(crate) mod tests {
         );
         assert!(md.contains("yes, in every run"));
         let bad = vec![Record {
-            profiles_equal: false,
+            profiles_match: false,
             ..record("wide", 1, &[1.0], Run::Profiles)
         }];
         assert!(markdown("", &bad).contains("NO, in 1 records"));

@@ -34,6 +34,18 @@ impl AppConfig {
     pub fn retention_millis(&self) -> i64 {
         i64::from(self.retention_days) * DAY_MILLIS
     }
+
+    /// The first counted event day at `now_millis`
+    /// ([`super::window_start_day`]).
+    pub fn window_start_day(&self, now_millis: i64) -> i64 {
+        super::window_start_day(now_millis, self.retention_days)
+    }
+
+    /// The first counted instant at `now_millis`: events at or after it
+    /// count ([`AppConfig::window_start_day`]'s first millisecond).
+    pub fn window_start_millis(&self, now_millis: i64) -> i64 {
+        self.window_start_day(now_millis) * DAY_MILLIS
+    }
 }
 
 /// Everything stored about an application: its configuration, plus the

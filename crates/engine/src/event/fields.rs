@@ -102,7 +102,7 @@ fn user_token_ok(token: &str) -> bool {
 pub(super) fn timestamp(obj: &Fields, limits: &Limits) -> Result<i64> {
     let millis = match obj.get("timestamp") {
         None | Some(Value::Null) => limits.now_millis,
-        Some(v) => v.as_i64().ok_or_else(|| {
+        Some(v) => as_integer(v).ok_or_else(|| {
             Error::event(
                 "timestamp",
                 "Timestamp must be milliseconds since the epoch",
@@ -160,13 +160,17 @@ pub(super) fn objects_or_filters(obj: &Fields) -> Result<Subject> {
 /// `queryID`: optional, 32 hexadecimal characters.
 pub(super) fn query_id(obj: &Fields) -> Result<Option<String>> {
     let query_id = get_str(obj, "queryID")?;
-    if query_id.is_some_and(|q| q.len() != 32 || !q.bytes().all(|b| b.is_ascii_hexdigit())) {
+    if query_id.is_some_and(|q| !query_id_ok(q)) {
         return Err(Error::event(
             "queryID",
             "QueryID must be 32 hexadecimal characters",
         ));
     }
     Ok(query_id.map(str::to_string))
+}
+
+fn query_id_ok(q: &str) -> bool {
+    q.len() == 32 && q.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// `positions`: optional positive integers, only on a click after a
@@ -189,17 +193,15 @@ pub(super) fn positions(
     };
     let mut out = Vec::with_capacity(items.len());
     for item in items {
-        let p = item
-            .as_u64()
-            .filter(|p| *p >= 1 && *p <= u64::from(u32::MAX));
+        let p = as_integer(item).filter(|p| *p >= 1 && *p <= i64::from(u32::MAX));
         let p =
             p.ok_or_else(|| Error::event("positions", "Positions must be positive integers"))?;
         out.push(p as u32);
     }
-    if event_type != EventType::Click || query_id.is_none() {
+    if event_type != EventType::Click || query_id.is_none() || object_ids.is_empty() {
         return Err(Error::event(
             "positions",
-            "Positions are only allowed for clicks after a search, with a queryID",
+            "Positions are only allowed for clicks on objectIDs after a search, with a queryID",
         ));
     }
     if out.len() != object_ids.len() {
@@ -211,9 +213,68 @@ pub(super) fn positions(
     Ok(out)
 }
 
-/// `objectData`: only on conversions.
-pub(super) fn object_data(obj: &Fields, event_type: EventType) -> Result<Option<Value>> {
-    conversion_only(obj, "objectData", event_type)
+/// `objectData`: only on conversions with `objectIDs`, one object per
+/// object id, each with optional `price` and `discount` (number or string),
+/// `quantity` (integer) and `queryID` (as the event's); other keys are
+/// ignored, as on the event.
+pub(super) fn object_data(
+    obj: &Fields,
+    event_type: EventType,
+    object_ids: &[String],
+) -> Result<Option<Value>> {
+    let Some(data) = conversion_only(obj, "objectData", event_type)? else {
+        return Ok(None);
+    };
+    let items = data
+        .as_array()
+        .ok_or_else(|| Error::event("objectData", "ObjectData must be an array of objects"))?;
+    if object_ids.is_empty() {
+        return Err(Error::event(
+            "objectData",
+            "ObjectData is only allowed with ObjectIDs",
+        ));
+    }
+    if items.len() != object_ids.len() {
+        return Err(Error::event(
+            "objectData",
+            "ObjectData must have the same length as ObjectIDs",
+        ));
+    }
+    for (i, item) in items.iter().enumerate() {
+        let item = item.as_object().ok_or_else(|| {
+            Error::event("objectData", format!("ObjectData[{i}] must be an object"))
+        })?;
+        for key in ["price", "discount"] {
+            if item
+                .get(key)
+                .is_some_and(|v| !(v.is_number() || v.is_string()))
+            {
+                return Err(Error::event(
+                    "objectData",
+                    format!("ObjectData[{i}].{key} must be a number or a string"),
+                ));
+            }
+        }
+        if item
+            .get("quantity")
+            .is_some_and(|q| as_integer(q).and_then(|q| i32::try_from(q).ok()).is_none())
+        {
+            return Err(Error::event(
+                "objectData",
+                format!("ObjectData[{i}].quantity must be a 32-bit integer"),
+            ));
+        }
+        if item
+            .get("queryID")
+            .is_some_and(|q| !q.as_str().is_some_and(query_id_ok))
+        {
+            return Err(Error::event(
+                "objectData",
+                format!("ObjectData[{i}].queryID must be 32 hexadecimal characters"),
+            ));
+        }
+    }
+    Ok(Some(data))
 }
 
 /// `value`: only on conversions, a number or a string.
@@ -228,13 +289,36 @@ pub(super) fn value(obj: &Fields, event_type: EventType) -> Result<Option<Value>
     Ok(value)
 }
 
-/// `currency`: only on conversions, a string.
-pub(super) fn currency(obj: &Fields, event_type: EventType) -> Result<Option<String>> {
-    match conversion_only(obj, "currency", event_type)? {
-        None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(Error::event("currency", "Currency must be a string")),
+/// `currency`: only on conversions, a three-letter ISO 4217 code
+/// (`EUR`); required when the event has a `value` or a `price`.
+pub(super) fn currency(
+    obj: &Fields,
+    event_type: EventType,
+    value: Option<&Value>,
+    object_data: Option<&Value>,
+) -> Result<Option<String>> {
+    let currency = match conversion_only(obj, "currency", event_type)? {
+        None => None,
+        Some(Value::String(s)) if s.len() == 3 && s.bytes().all(|b| b.is_ascii_uppercase()) => {
+            Some(s)
+        }
+        Some(_) => {
+            return Err(Error::event(
+                "currency",
+                "Currency must be a three-letter ISO 4217 code",
+            ))
+        }
+    };
+    let priced = object_data
+        .and_then(Value::as_array)
+        .is_some_and(|items| items.iter().any(|i| i.get("price").is_some()));
+    if currency.is_none() && (value.is_some() || priced) {
+        return Err(Error::event(
+            "currency",
+            "Currency is required with a value or a price",
+        ));
     }
+    Ok(currency)
 }
 
 /// A field allowed only on conversion events, as given.
@@ -250,6 +334,17 @@ fn conversion_only(
             format!("{field} is only allowed for conversion events"),
         )),
         Some(v) => Ok(Some(v.clone())),
+    }
+}
+
+/// An integer as JSON Schema counts them: `2` and `2.0` alike.
+fn as_integer(v: &Value) -> Option<i64> {
+    match v.as_i64() {
+        Some(n) => Some(n),
+        None => v
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && (-9.2e18..9.2e18).contains(f))
+            .map(|f| f as i64),
     }
 }
 
@@ -283,16 +378,21 @@ fn get_string_list(obj: &Fields, field: &'static str) -> Result<Option<Vec<Strin
     Ok(Some(out))
 }
 
-/// Decode `%XX` escapes (and `+` as a space is NOT applied: values are
-/// URL-encoded with percent escapes only). `None` when malformed.
+/// Decode `%XX` escapes (`+` stays a plus: values are URL-encoded with
+/// percent escapes only). `None` when an escape is malformed or the bytes
+/// are not UTF-8.
 fn percent_decode(text: &str) -> Option<String> {
+    fn hex(b: u8) -> Option<u8> {
+        (b as char).to_digit(16).map(|d| d as u8)
+    }
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
+            let hi = hex(*bytes.get(i + 1)?)?;
+            let lo = hex(*bytes.get(i + 2)?)?;
+            out.push(hi << 4 | lo);
             i += 3;
         } else {
             out.push(bytes[i]);
@@ -302,7 +402,12 @@ fn percent_decode(text: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// Split `facet:value` at the first `:` and URL-decode the value.
+/// A filter as the API defines it: `facet:value` with the value
+/// URL-encoded (`discount:10%25`), or the whole filter URL-encoded
+/// (`brand%3AApple`, as `encodeURIComponent` writes it). With a literal
+/// `:` the facet is kept as written and only the value decoded, as
+/// before whole-filter decoding existed, so stored events keep their
+/// identity.
 fn parse_filter(filter: &str) -> Result<(String, String)> {
     let bad = || {
         Error::event(
@@ -310,9 +415,25 @@ fn parse_filter(filter: &str) -> Result<(String, String)> {
             format!("Filters must be facet:value strings, got {filter:?}"),
         )
     };
-    let (facet, value) = filter.split_once(':').ok_or_else(bad)?;
+    let malformed = || {
+        Error::event(
+            "filters",
+            format!("Filters must be URL-encoded: {filter:?} has a malformed percent-encoding"),
+        )
+    };
+    let (facet, value) = match filter.split_once(':') {
+        Some((facet, value)) => (
+            facet.to_string(),
+            percent_decode(value).ok_or_else(malformed)?,
+        ),
+        None => {
+            let decoded = percent_decode(filter).ok_or_else(malformed)?;
+            let (facet, value) = decoded.split_once(':').ok_or_else(bad)?;
+            (facet.to_string(), value.to_string())
+        }
+    };
     if facet.is_empty() || value.is_empty() {
         return Err(bad());
     }
-    Ok((facet.to_string(), percent_decode(value).ok_or_else(bad)?))
+    Ok((facet, value))
 }

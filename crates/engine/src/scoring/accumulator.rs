@@ -1,6 +1,8 @@
 //! [`Accumulator`]: the one implementation of the formula (see
 //! [`crate::scoring`]), fed by every path.
 
+use std::cmp::Ordering;
+
 use rustc_hash::FxHashMap;
 
 use super::sorted::SortedScores;
@@ -20,6 +22,11 @@ pub(crate) struct Accumulator<'w> {
     /// the first count); values are UTF-8, kept as bytes so that a value
     /// read as bytes is checked once, when first met.
     raw: Vec<FxHashMap<Vec<u8>, i64>>,
+    /// More of `raw`, added as sorted runs ([`Accumulator::add_sorted_at`]):
+    /// by slot, sorted by value, each value once. A rollup's counters come
+    /// sorted, so most of a profile is merged here without hashing, and
+    /// needs no sort at the end.
+    sorted: Vec<RawValues>,
     last_event_millis: Option<i64>,
 }
 
@@ -28,6 +35,7 @@ impl<'w> Accumulator<'w> {
         Accumulator {
             weights,
             raw: Vec::new(),
+            sorted: Vec::new(),
             last_event_millis: None,
         }
     }
@@ -88,6 +96,60 @@ impl<'w> Accumulator<'w> {
         self.add_new_checked(slot, value, add, |v| std::str::from_utf8(v).map(drop))
     }
 
+    /// `raw(slot, value) += weight * count` for each `(value, count)` of
+    /// `run`, whose values must be strictly increasing (bytewise) and
+    /// UTF-8: each is checked as it goes in. After an error (from `run` or
+    /// a bad value) part of the run may have been added: the caller drops
+    /// the accumulator with the read that failed.
+    pub(crate) fn add_sorted_at<'v, E>(
+        &mut self,
+        slot: usize,
+        weight: i64,
+        run: impl IntoIterator<Item = Result<(&'v [u8], i64), E>>,
+        bad_value: impl Fn(&[u8]) -> E,
+    ) -> Result<(), E> {
+        if self.sorted.is_empty() {
+            self.sorted
+                .resize_with(self.weights.facet_names().len(), Vec::new);
+        }
+        let run = run.into_iter();
+        let base = std::mem::take(&mut self.sorted[slot]);
+        let mut merged = Vec::with_capacity(base.len().max(run.size_hint().0));
+        let mut base = base.into_iter().peekable();
+        let result = (|| {
+            for item in run {
+                let (value, count) = item?;
+                // One comparison per value passed: the values met so far
+                // are below `value`, so the merged list stays sorted only
+                // if `value` is above the last one in it.
+                let order = loop {
+                    match base.peek().map(|(b, _)| b.as_slice().cmp(value)) {
+                        Some(Ordering::Less) => merged.extend(base.next()),
+                        order => break order,
+                    }
+                };
+                if order == Some(Ordering::Equal) {
+                    if let Some((b, r)) = base.next() {
+                        merged.push((b, r + weight * count));
+                    }
+                    continue;
+                }
+                if merged
+                    .last()
+                    .is_some_and(|(last, _)| last.as_slice() >= value)
+                    || std::str::from_utf8(value).is_err()
+                {
+                    return Err(bad_value(value));
+                }
+                merged.push((value.to_vec(), weight * count));
+            }
+            Ok(())
+        })();
+        merged.extend(base);
+        self.sorted[slot] = merged;
+        result
+    }
+
     /// `raw(slot, value) += add`; a value not met before is kept only if
     /// `check` passes it.
     fn add_new_checked<E>(
@@ -133,29 +195,42 @@ impl<'w> Accumulator<'w> {
     pub(crate) fn take_sorted(&mut self) -> Option<(i64, SortedScores)> {
         let Some(last_event_millis) = self.last_event_millis.take() else {
             self.raw.iter_mut().for_each(FxHashMap::clear);
+            self.sorted.iter_mut().for_each(Vec::clear);
             return None;
         };
         let names = self.weights.facet_names();
         let mut kept: Vec<(String, RawValues)> = Vec::with_capacity(names.len());
-        for (facet, values) in names.iter().zip(&mut self.raw) {
-            let mut taken: RawValues = Vec::with_capacity(values.len());
-            taken.extend(values.drain().filter(|(_, r)| *r > 0));
-            if values.capacity() > 4096 {
-                // A heavy user's room would make every later user's drain
-                // walk it.
-                *values = FxHashMap::default();
+        for (slot, facet) in names.iter().enumerate() {
+            let mut taken = self
+                .sorted
+                .get_mut(slot)
+                .map(std::mem::take)
+                .unwrap_or_default();
+            if let Some(values) = self.raw.get_mut(slot) {
+                // The hashed adds: into the sorted ones where the value is
+                // there, the rest sorted and merged in.
+                let mut extra: RawValues = Vec::new();
+                for (value, add) in values.drain() {
+                    match taken.binary_search_by(|(v, _)| v.as_slice().cmp(&value)) {
+                        Ok(i) => taken[i].1 += add,
+                        Err(_) => extra.push((value, add)),
+                    }
+                }
+                if values.capacity() > 4096 {
+                    // A heavy user's room would make every later user's
+                    // drain walk it.
+                    *values = FxHashMap::default();
+                }
+                if !extra.is_empty() {
+                    extra.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                    taken = merge_sorted(taken, extra);
+                }
             }
+            taken.retain(|(_, r)| *r > 0);
             if taken.len() > MAX_VALUES_PER_FACET {
-                // The kept values: the highest scores, ties to the smaller
-                // value (values are distinct: one order; bytes sort as
-                // their text does).
-                taken.select_nth_unstable_by(MAX_VALUES_PER_FACET - 1, |a, b| {
-                    b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0))
-                });
-                taken.truncate(MAX_VALUES_PER_FACET);
+                keep_highest(&mut taken, MAX_VALUES_PER_FACET);
             }
             if !taken.is_empty() {
-                taken.sort_unstable_by(|a, b| a.0.cmp(&b.0));
                 kept.push((facet.clone(), taken));
             }
         }
@@ -182,6 +257,43 @@ impl<'w> Accumulator<'w> {
 /// One facet's values as the accumulator holds them: `(value as UTF-8
 /// bytes, raw score)`.
 type RawValues = Vec<(Vec<u8>, i64)>;
+
+/// Keep the `n` highest scores of `values` (sorted by value, distinct),
+/// ties to the smaller value (bytes sort as their text does), in value
+/// order: the `n`-th highest score found among the scores alone, then one
+/// pass in order.
+fn keep_highest(values: &mut RawValues, n: usize) {
+    let mut scores: Vec<i64> = values.iter().map(|v| v.1).collect();
+    let (_, &mut threshold, _) = scores.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
+    let above = scores.iter().filter(|r| **r > threshold).count();
+    // Values at the threshold: the first ones in value order.
+    let mut ties = n - above;
+    values.retain(|(_, r)| {
+        if *r > threshold {
+            true
+        } else if *r == threshold && ties > 0 {
+            ties -= 1;
+            true
+        } else {
+            false
+        }
+    });
+}
+
+/// Two lists sorted by value, with distinct values between them, as one.
+fn merge_sorted(a: RawValues, b: RawValues) -> RawValues {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    loop {
+        let take_a = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => x.0 <= y.0,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return out,
+        };
+        out.extend(if take_a { a.next() } else { b.next() });
+    }
+}
 
 /// A value the accumulator holds as text: every one was checked as it went
 /// in (by `&str` or by [`Accumulator::add_utf8_at`]), so the lossy branch
@@ -306,5 +418,74 @@ mod tests {
             scores.0,
             vec![("brand".to_string(), vec![("Café".to_string(), 20)])]
         );
+    }
+
+    proptest::proptest! {
+        /// Sorted runs and hashed adds, in any mix, score as hashed adds
+        /// alone do.
+        #[test]
+        fn sorted_runs_count_as_single_adds(
+            runs in proptest::collection::vec(
+                (
+                    0usize..2,
+                    1i64..4,
+                    proptest::collection::btree_map("[a-e]{0,2}", -3i64..6, 0..8),
+                    proptest::bool::ANY,
+                ),
+                0..6,
+            )
+        ) {
+            let strategy = strategy();
+            let weights = strategy.weights();
+            let mut runs_acc = Accumulator::new(&weights);
+            let mut single = Accumulator::new(&weights);
+            for (slot, weight, values, as_run) in &runs {
+                if *as_run {
+                    let run = values.iter().map(|(v, n)| Ok::<_, ()>((v.as_bytes(), *n)));
+                    runs_acc.add_sorted_at(*slot, *weight, run, |_| ()).unwrap();
+                } else {
+                    for (v, n) in values {
+                        runs_acc.add_at(*slot, v, weight * n);
+                    }
+                }
+                for (v, n) in values {
+                    single.add_at(*slot, v, weight * n);
+                }
+            }
+            runs_acc.note_event_time(1);
+            single.note_event_time(1);
+            proptest::prop_assert_eq!(runs_acc.take_sorted(), single.take_sorted());
+        }
+    }
+
+    #[test]
+    fn a_sorted_run_refuses_disorder_and_bad_text() {
+        let strategy = strategy();
+        let weights = strategy.weights();
+        let mut acc = Accumulator::new(&weights);
+        let run = [Ok::<_, ()>((&b"b"[..], 1)), Ok((&b"a"[..], 1))];
+        assert!(acc.add_sorted_at(0, 1, run, |_| ()).is_err());
+        let run = [Ok::<_, ()>((&b"bad \xff"[..], 1))];
+        assert!(acc.add_sorted_at(0, 1, run, |_| ()).is_err());
+    }
+
+    proptest::proptest! {
+        /// The values kept of a long facet: the highest scores, ties to the
+        /// smaller value, in value order.
+        #[test]
+        fn keep_highest_is_a_sort_by_score_then_value(
+            values in proptest::collection::btree_map("[a-f]{1,3}", 1i64..6, 0..40),
+            n in 1usize..12,
+        ) {
+            let mut kept: RawValues = values.iter().map(|(v, r)| (v.as_bytes().to_vec(), *r)).collect();
+            if kept.len() > n {
+                keep_highest(&mut kept, n);
+            }
+            let mut want: RawValues = values.iter().map(|(v, r)| (v.as_bytes().to_vec(), *r)).collect();
+            want.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            want.truncate(n);
+            want.sort();
+            proptest::prop_assert_eq!(kept, want);
+        }
     }
 }

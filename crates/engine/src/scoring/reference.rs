@@ -15,8 +15,9 @@ pub struct ListedEvent {
     pub event: ScoredEvent,
 }
 
-/// Every user's profile: drop duplicates by id and events older than
-/// `now - retention`, then score each user's events one by one.
+/// Every user's profile: drop duplicates by id and events of days that
+/// left the window (see the module docs of [`crate::scoring`]), then score
+/// each user's events one by one.
 pub fn profiles(
     events: &[ListedEvent],
     strategy: &Strategy,
@@ -26,8 +27,10 @@ pub fn profiles(
     let weights = strategy.weights();
     let mut seen = BTreeSet::new();
     let mut by_user: BTreeMap<&str, Vec<&ScoredEvent>> = BTreeMap::new();
+    let day = crate::engine::DAY_MILLIS;
+    let window_start = ((now_millis - retention_millis).div_euclid(day) + 1) * day;
     for e in events {
-        if e.event.timestamp_millis < now_millis - retention_millis {
+        if e.event.timestamp_millis < window_start {
             continue;
         }
         if seen.insert((e.user.as_str(), e.id.as_str())) {
@@ -90,13 +93,15 @@ mod tests {
 
     #[test]
     fn worked_example() {
+        // Ten days in, a one-day retention: the window is day 10.
+        const T: i64 = 10 * crate::engine::DAY_MILLIS;
         let events = vec![
             ev(
                 "u",
                 "1",
                 EventType::Click,
                 "click",
-                100,
+                T + 100,
                 &[("brand", "Apple"), ("color", "Black")],
             ),
             ev(
@@ -104,7 +109,7 @@ mod tests {
                 "2",
                 EventType::Conversion,
                 "buy",
-                200,
+                T + 200,
                 &[("brand", "Samsung")],
             ),
             ev(
@@ -112,7 +117,7 @@ mod tests {
                 "2",
                 EventType::Conversion,
                 "buy",
-                200,
+                T + 200,
                 &[("brand", "Samsung")],
             ), // retry
             ev(
@@ -120,13 +125,27 @@ mod tests {
                 "3",
                 EventType::View,
                 "view",
-                300,
+                T + 300,
                 &[("brand", "Apple")],
             ), // not in strategy
-            ev("u", "4", EventType::Click, "click", 5, &[("brand", "Old")]), // expired
-            ev("v", "5", EventType::Click, "click", 150, &[("size", "L")]),  // no scored facet
+            ev(
+                "u",
+                "4",
+                EventType::Click,
+                "click",
+                T - 1,
+                &[("brand", "Old")],
+            ), // expired
+            ev(
+                "v",
+                "5",
+                EventType::Click,
+                "click",
+                T + 150,
+                &[("size", "L")],
+            ), // no scored facet
         ];
-        let out = profiles(&events, &strategy(), 1000, 990);
+        let out = profiles(&events, &strategy(), T + 1000, crate::engine::DAY_MILLIS);
         assert_eq!(out.len(), 1);
         let p = &out["u"];
         // raw: Apple 10*100 = 1000, Black 10*10 = 100, Samsung 50*100 = 5000.
@@ -134,11 +153,11 @@ mod tests {
         assert_eq!(p.scores["brand"]["Apple"], 4);
         assert_eq!(p.scores["color"]["Black"], 1); // 0.4 -> max(1, 0)
         assert!(!p.scores["brand"].contains_key("Old"));
-        assert_eq!(p.last_event_millis, 200);
-        assert_eq!(p.to_json()["lastEventAt"], "1970-01-01T00:00:00Z");
+        assert_eq!(p.last_event_millis, T + 200);
+        assert_eq!(p.to_json()["lastEventAt"], "1970-01-11T00:00:00Z");
         // Serialized directly, the same bytes as through a `Value`.
         let value = serde_json::json!({"userToken": p.user_token,
-            "lastEventAt": "1970-01-01T00:00:00Z", "scores": p.scores});
+            "lastEventAt": "1970-01-11T00:00:00Z", "scores": p.scores});
         assert_eq!(
             serde_json::to_string(&p).expect("serializes"),
             value.to_string()

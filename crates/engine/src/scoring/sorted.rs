@@ -16,26 +16,18 @@ impl SortedScores {
     /// The API's profile JSON (`lastEventAt`, `scores`, `userToken`) of
     /// these scores, appended to `out`: the bytes serde_json writes for
     /// [`Profile`] (tests), written by hand, without building maps or
-    /// serde's per-entry machinery (profile reads answer with it, and a
-    /// many-light batch writes one profile per five events). With
-    /// `stored_version`, as a batch stores it: plus `lastEventMillis` and
-    /// `strategyVersion`, keys still in sorted order (as a
-    /// `serde_json::Value` writes them).
+    /// serde's per-entry machinery (profile reads answer with it, and an
+    /// export of many light users writes one profile per few events).
     pub(crate) fn write_profile_json(
         &self,
         out: &mut Vec<u8>,
         user_token: &str,
         last_event_millis: i64,
-        stored_version: Option<i64>,
     ) -> Result<()> {
         let mut number = itoa::Buffer::new();
         out.extend_from_slice(b"{\"lastEventAt\":");
         let last = affinity_rowkey::time::format_seconds(last_event_millis).unwrap_or_default();
         json_string(out, &last)?;
-        if stored_version.is_some() {
-            out.extend_from_slice(b",\"lastEventMillis\":");
-            out.extend_from_slice(number.format(last_event_millis).as_bytes());
-        }
         out.extend_from_slice(b",\"scores\":{");
         for (i, (facet, values)) in self.0.iter().enumerate() {
             if i > 0 {
@@ -54,10 +46,6 @@ impl SortedScores {
             out.push(b'}');
         }
         out.push(b'}');
-        if let Some(version) = stored_version {
-            out.extend_from_slice(b",\"strategyVersion\":");
-            out.extend_from_slice(number.format(version).as_bytes());
-        }
         out.extend_from_slice(b",\"userToken\":");
         json_string(out, user_token)?;
         out.push(b'}');
@@ -93,4 +81,68 @@ fn json_string(out: &mut Vec<u8>, text: &str) -> Result<()> {
         serde_json::to_writer(&mut *out, text)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn sorted(scores: &BTreeMap<String, BTreeMap<String, u32>>) -> SortedScores {
+        SortedScores(
+            scores
+                .iter()
+                .map(|(f, vs)| (f.clone(), vs.iter().map(|(v, n)| (v.clone(), *n)).collect()))
+                .collect(),
+        )
+    }
+
+    fn written(user: &str, millis: i64, scores: &SortedScores) -> String {
+        let mut out = Vec::new();
+        scores
+            .write_profile_json(&mut out, user, millis)
+            .expect("writes");
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn profile_json_escapes_what_json_needs_escaped() {
+        let scores = BTreeMap::from([
+            (
+                "brand".to_string(),
+                BTreeMap::from([("Apple".to_string(), 20), ("\"Q\"\\\n".to_string(), 3)]),
+            ),
+            (
+                "color".to_string(),
+                BTreeMap::from([("Black".to_string(), 1)]),
+            ),
+        ]);
+        assert_eq!(
+            written("u1", 1_700_000_000_123, &sorted(&scores)),
+            r#"{"lastEventAt":"2023-11-14T22:13:20Z","scores":{"brand":{"\"Q\"\\\n":3,"Apple":20},"color":{"Black":1}},"userToken":"u1"}"#
+        );
+        assert_eq!(sorted(&scores).into_map(), scores);
+    }
+
+    proptest! {
+        /// Any text (quotes, backslashes, control characters, non-ASCII)
+        /// and numbers: the bytes serde_json writes for the profile.
+        #[test]
+        fn profile_json_is_written_as_serde_json_writes_it(
+            user in "\\PC{0,8}",
+            scores in prop::collection::btree_map(
+                "\\PC{0,6}|[\"\\\\\\x00-\\x1f\\x7f]{1,3}",
+                prop::collection::btree_map("\\PC{0,6}|[\"\\\\\\x00-\\x1f]{1,3}", 1u32..=20, 1..4),
+                0..4,
+            ),
+            millis in 0i64..253_402_300_799_999,
+        ) {
+            let written = written(&user, millis, &sorted(&scores));
+            let profile = Profile { user_token: user.clone(), last_event_millis: millis, scores };
+            prop_assert_eq!(written.into_bytes(), serde_json::to_vec(&profile).expect("serializes"));
+        }
+    }
 }

@@ -3,13 +3,15 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use affinity_engine::catalog::{Catalog, CatalogObject};
 use affinity_engine::scoring::reference::{self, ListedEvent};
 use affinity_engine::scoring::{FacetCounts, Profile, ScoredEvent};
-use affinity_engine::{Engine, Event, Limits, Strategy};
-use affinity_model::{MemoryStore, Store};
+use affinity_engine::{Engine, Event, ExportOptions, ExportReport, Limits, Progress, Strategy};
+use affinity_model::{
+    MemoryStore, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowSet, Store, Table,
+};
 use affinity_rowkey::composite::EventKey;
 use serde_json::{json, Value};
 
@@ -171,16 +173,116 @@ pub fn streaming_profiles(
         .collect()
 }
 
-pub fn batch_profiles(engine: &Engine, app: &str, users: &[String]) -> BTreeMap<String, Profile> {
+/// Every profile an export hands over, as the API's JSON text by user
+/// (each user at most once), and the export's report.
+pub fn exported(
+    engine: &Engine,
+    app: &str,
+    options: ExportOptions,
+    strategy: Option<&Strategy>,
+) -> (BTreeMap<String, String>, ExportReport) {
+    let out = Mutex::new(BTreeMap::new());
+    let sink = |user: &str, json: &[u8]| -> std::io::Result<()> {
+        let text = String::from_utf8(json.to_vec()).expect("JSON is UTF-8");
+        let before = out.lock().unwrap().insert(user.to_string(), text);
+        assert!(before.is_none(), "{user} exported twice");
+        Ok(())
+    };
+    let report = engine
+        .export(app, options, strategy, &sink, &Progress::default())
+        .expect("export");
+    (out.into_inner().unwrap(), report)
+}
+
+/// [`exported`] with the default options and the current strategy.
+pub fn exported_profiles(engine: &Engine, app: &str) -> BTreeMap<String, String> {
+    exported(engine, app, ExportOptions::default(), None).0
+}
+
+/// Profiles as the API's JSON text, by user.
+pub fn json_texts(profiles: &BTreeMap<String, Profile>) -> BTreeMap<String, String> {
+    profiles
+        .iter()
+        .map(|(u, p)| (u.clone(), serde_json::to_string(p).expect("serializes")))
+        .collect()
+}
+
+/// What a profile read answers for each listed user under the current
+/// strategy, as JSON text.
+pub fn read_texts(engine: &Engine, app: &str, users: &[String]) -> BTreeMap<String, String> {
+    let strategy = engine
+        .strategy(app)
+        .expect("strategy read")
+        .expect("a strategy");
     users
         .iter()
         .filter_map(|u| {
-            engine
-                .batch_profile(app, u)
-                .expect("batch read")
-                .map(|(p, _)| (u.clone(), p))
+            let json = engine
+                .profile_json_with(app, u, &strategy)
+                .expect("profile read")?;
+            Some((u.clone(), String::from_utf8(json).expect("JSON is UTF-8")))
         })
         .collect()
+}
+
+/// What a profiles table loses: rows of `profiles.<app>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loss {
+    /// Every row of the user (rollup and day rows).
+    User,
+    /// The user's rollup row alone (watermarks, late markers, tombstone).
+    Rollup,
+}
+
+/// Delete rows of `user` from `profiles.<app>` behind the engine's back.
+pub fn lose_state(engine: &Engine, app: &str, user: &str, loss: Loss) {
+    let profiles = engine.app(app).expect("app").profiles;
+    let rows = match loss {
+        Loss::User => RowSet::from_range(RowRange::prefix(format!("{user},"))),
+        Loss::Rollup => RowSet::from_keys([format!("{user},!")]),
+    };
+    delete_rows(profiles.as_ref(), rows);
+}
+
+/// Delete every row of `profiles.<app>` (users and jobs).
+pub fn lose_profiles_table(engine: &Engine, app: &str) {
+    let profiles = engine.app(app).expect("app").profiles;
+    delete_rows(profiles.as_ref(), RowSet::all());
+}
+
+fn delete_rows(table: &dyn Table, rows: RowSet) {
+    let keys: Vec<_> = table
+        .read_rows(&ReadRowsRequest::new(rows).with_filter(RowFilter::StripValue))
+        .expect("read")
+        .map(|r| r.expect("row").key)
+        .collect();
+    let entries: Vec<RowMutations> = keys
+        .into_iter()
+        .map(|k| RowMutations::new(k, vec![Mutation::DeleteFromRow]))
+        .collect();
+    if !entries.is_empty() {
+        for status in table.mutate_rows(&entries).expect("delete") {
+            status.expect("deleted");
+        }
+    }
+}
+
+/// Store events in the events table without their profile state, as a
+/// bulk load of the table would.
+pub fn store_without_state(engine: &Engine, app: &str, events: &[Event]) {
+    let handle = engine.app(app).expect("app");
+    let entries: Vec<RowMutations> = listed(app, events)
+        .iter()
+        .map(|e| {
+            RowMutations::new(
+                handle.event_key(e.id.as_bytes()),
+                handle.event_mutations(&e.event),
+            )
+        })
+        .collect();
+    for status in handle.events.mutate_rows(&entries).expect("write") {
+        status.expect("written");
+    }
 }
 
 pub fn users() -> Vec<String> {

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use affinity_engine::Engine;
 use affinity_http::State;
@@ -50,11 +51,16 @@ impl Server {
 
     /// A server with its own engine on `store`.
     pub async fn on(store: Arc<dyn Store>) -> Server {
+        Server::maintaining(store, None).await
+    }
+
+    /// [`Server::on`], maintaining every application every `every`.
+    pub async fn maintaining(store: Arc<dyn Store>, every: Option<Duration>) -> Server {
         let engine = Arc::new(Engine::open(store).unwrap());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
-        let state = State::new(Arc::clone(&engine), keys());
+        let state = State::new(Arc::clone(&engine), keys()).with_maintenance(every);
         let handle = tokio::spawn(affinity_http::serve(listener, state, async {
             let _ = stopped.await;
         }));

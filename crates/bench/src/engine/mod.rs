@@ -3,24 +3,34 @@
 //!
 //! - `batch`: bulk-loads N events (100 per user, 6 facets of 30 values
 //!   each, spread over 89 days) straight into the events table (unsynced),
-//!   then times `Engine::recompute` with a strategy scoring 3 event kinds
-//!   and 2 of the 6 facets, for each `--threads` count.
+//!   then times `Engine::export` of every profile with a strategy scoring
+//!   3 event kinds and 2 of the 6 facets, for each `--threads` count. The
+//!   export's sink counts the profiles and their JSON bytes and writes
+//!   nothing, so the time is the export's scan and scoring, not output.
 //! - `ingest`: times `Engine::ingest` of N events (6 filters each) spread
 //!   over `--users` users and the last `--days` days, in API-sized batches
 //!   of 1000 from `--clients` concurrent clients, with synced writes (the
 //!   streaming path: events table, trends, profile state).
 //!
-//! With `--data DIR`, `batch --loaded` reruns the recompute on events an
+//! - `maintain`: bulk-loads a closed day of events (1M over 100k users, 4
+//!   filters), on top of `--days` earlier days already folded, then times
+//!   `Engine::maintain` folding that day into the rollups (`maintain.rs`).
+//!
+//! With `--data DIR`, `batch --loaded` reruns the export on events an
 //! earlier run with the same `--events` left there.
 
+mod maintain;
+
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use affinity_embedded::{EmbeddedOptions, EmbeddedStore};
 use affinity_engine::scoring::{FacetCounts, ScoredEvent};
 use affinity_engine::{
-    AppConfig, Engine, Event, EventType, Limits, Progress, RecomputeOptions, Schema, Strategy,
+    AppConfig, Engine, Event, EventType, ExportOptions, Limits, ProfileSink, Progress, Schema,
+    Strategy,
 };
 use affinity_model::{RowMutations, Store};
 use affinity_rowkey::composite::EventKey;
@@ -48,10 +58,12 @@ const NAMES: [(EventType, &str); 3] = [
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
-    /// Batch recompute of bulk-loaded events.
+    /// Batch export of every profile from bulk-loaded events.
     Batch,
     /// Streaming ingest from concurrent clients.
     Ingest,
+    /// Maintenance folding a closed day into the rollups.
+    Maintain,
 }
 
 #[derive(clap::Args)]
@@ -62,25 +74,30 @@ pub struct EngineBenchArgs {
     /// The events layout: narrow or wide.
     #[arg(long, default_value = "wide", value_parser = parse_schema)]
     schema: Schema,
-    /// Events to load (batch) or ingest.
-    #[arg(long, default_value_t = 10_000_000)]
-    events: usize,
+    /// Events to load (batch, default 10M), ingest (default 10M) or load
+    /// on the day maintained (maintain, default 1M).
+    #[arg(long)]
+    events: Option<usize>,
     /// batch: the store in --data already holds the events of an earlier
-    /// run with the same --events (time the recompute alone).
+    /// run with the same --events (time the export alone).
     #[arg(long)]
     loaded: bool,
-    /// batch: recompute thread counts to run, one recompute each.
+    /// batch: export thread counts to run, one export each;
+    /// maintain: the maintenance's threads (one count).
     #[arg(long, value_delimiter = ',', default_value = "2")]
     threads: Vec<usize>,
-    /// ingest: users the events are spread over.
-    #[arg(long, default_value_t = 10_000)]
-    users: u64,
-    /// ingest: days back event times spread over (1: live traffic; 80: a
-    /// backfill, about one event per user and day).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=80))]
-    days: u64,
+    /// ingest, maintain: users the events are spread over (default 10000
+    /// for ingest, 100000 for maintain).
+    #[arg(long)]
+    users: Option<u64>,
+    /// ingest: days back event times spread over (1..=80, default 1: live
+    /// traffic; 80: a backfill, about one event per user and day);
+    /// maintain: earlier days loaded and folded before the day maintained
+    /// (0..=88, default 0).
+    #[arg(long)]
+    days: Option<u64>,
     /// ingest: concurrent clients, each sending its share in batches of
-    /// 1000.
+    /// 1000; maintain: threads loading the events.
     #[arg(long, default_value_t = 4)]
     clients: usize,
     /// ingest: do not sync the log before a batch returns (not durable;
@@ -126,19 +143,23 @@ impl Rng {
 /// Run the benchmark on the embedded store in `data` (default: a temporary
 /// directory, removed afterwards).
 pub fn run(args: EngineBenchArgs, data: Option<&Path>) -> anyhow::Result<()> {
-    anyhow::ensure!(args.events > 0, "--events must be positive");
+    anyhow::ensure!(args.events() > 0, "--events must be positive");
     anyhow::ensure!(
         !args.loaded || data.is_some(),
         "--loaded needs --data: the directory an earlier run loaded"
     );
+    anyhow::ensure!(
+        !args.loaded || args.mode == Mode::Batch,
+        "--loaded is an option of batch only"
+    );
     let (dir, _tmp) = crate::data_dir(data)?;
     let mut options = EmbeddedOptions::default();
     options.sync_writes = args.mode == Mode::Ingest && !args.no_sync;
-    let store: Arc<dyn Store> = Arc::new(
+    let store = Arc::new(
         EmbeddedStore::open_with(&dir, options)
             .with_context(|| format!("opening the embedded store in {}", dir.display()))?,
     );
-    let engine = Engine::open(store)?;
+    let engine = Engine::open(Arc::clone(&store) as Arc<dyn Store>)?;
     engine.configure_app(
         APP,
         AppConfig {
@@ -150,13 +171,48 @@ pub fn run(args: EngineBenchArgs, data: Option<&Path>) -> anyhow::Result<()> {
     match args.mode {
         Mode::Batch => batch(&engine, &args),
         Mode::Ingest => ingest(&engine, &args),
+        Mode::Maintain => maintain::run(&engine, &store, &args),
+    }
+}
+
+impl EngineBenchArgs {
+    fn events(&self) -> usize {
+        let default = match self.mode {
+            Mode::Maintain => 1_000_000,
+            Mode::Batch | Mode::Ingest => 10_000_000,
+        };
+        self.events.unwrap_or(default)
+    }
+
+    fn users(&self) -> u64 {
+        let default = match self.mode {
+            Mode::Maintain => 100_000,
+            Mode::Batch | Mode::Ingest => 10_000,
+        };
+        self.users.unwrap_or(default)
+    }
+
+    /// `--days` within its mode's bounds.
+    fn days(&self) -> anyhow::Result<u64> {
+        let (default, bounds) = match self.mode {
+            Mode::Maintain => (0, 0..=88),
+            Mode::Batch | Mode::Ingest => (1, 1..=80),
+        };
+        let days = self.days.unwrap_or(default);
+        anyhow::ensure!(
+            bounds.contains(&days),
+            "--days must be within {} and {}, got {days}",
+            bounds.start(),
+            bounds.end()
+        );
+        Ok(days)
     }
 }
 
 fn batch(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
     let app = engine.app(APP)?;
     let now = engine.now_millis();
-    let n = args.events;
+    let n = args.events();
     if !args.loaded {
         let mut rng = Rng(42);
         let users = n.div_ceil(100);
@@ -188,19 +244,30 @@ fn batch(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
             t.elapsed().as_secs_f64()
         );
     }
+    println!(
+        "export: every profile scored from the events table; the sink counts the profiles \
+         and their JSON bytes and writes nothing (the time is the export's, not output I/O)"
+    );
     for &threads in &args.threads {
         let progress = Progress::default();
+        let sink = CountingSink::default();
         let t = Instant::now();
-        let options = RecomputeOptions {
+        let options = ExportOptions {
             threads: threads.max(1),
             shard: None,
         };
-        let report = engine.recompute(APP, options, &progress)?;
+        let report = engine.export(APP, options, None, &sink, &progress)?;
         let secs = t.elapsed().as_secs_f64();
         let rate = report.events as f64 / secs;
+        let (profiles, bytes) = sink.totals();
+        anyhow::ensure!(
+            profiles == report.profiles,
+            "the sink got {profiles} profiles, the export reports {}",
+            report.profiles
+        );
         println!(
-            "batch {} ({threads} threads): {} events, {} profiles, {} ranges in {secs:.2} s \
-             = {rate:.0} events/s (goal: >= {GOAL_BATCH:.0} events/s, wide)",
+            "export {} ({threads} threads): {} events, {} profiles, {bytes} JSON bytes, {} ranges \
+             in {secs:.2} s = {rate:.0} events/s (goal: >= {GOAL_BATCH:.0} events/s, wide)",
             args.schema.as_str(),
             report.events,
             report.profiles,
@@ -208,6 +275,32 @@ fn batch(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// An export's sink that counts the profiles and their JSON bytes and
+/// drops them: the benchmark times the export, not writing its output.
+#[derive(Default)]
+pub(crate) struct CountingSink {
+    profiles: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl CountingSink {
+    /// `(profiles, JSON bytes)` handed over so far.
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        (
+            self.profiles.load(Ordering::Relaxed),
+            self.bytes.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl ProfileSink for CountingSink {
+    fn profile(&self, _user: &str, json: &[u8]) -> std::io::Result<()> {
+        self.profiles.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(json.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
 }
 
 fn write(app: &affinity_engine::App, entries: &mut Vec<RowMutations>) -> anyhow::Result<()> {
@@ -221,7 +314,8 @@ fn write(app: &affinity_engine::App, entries: &mut Vec<RowMutations>) -> anyhow:
 }
 
 fn ingest(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.users > 0, "--users must be positive");
+    let (users, days) = (args.users(), args.days()?);
+    anyhow::ensure!(users > 0, "--users must be positive");
     let now = engine.now_millis();
     let limits = Limits {
         now_millis: now,
@@ -229,7 +323,7 @@ fn ingest(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
         max_skew_millis: 0,
     };
     let mut rng = Rng(42);
-    let events: Vec<Event> = (0..args.events)
+    let events: Vec<Event> = (0..args.events())
         .map(|_| {
             let (ty, name) = NAMES[(rng.next() % 3) as usize];
             let filters: Vec<String> = rng
@@ -238,8 +332,8 @@ fn ingest(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
                 .map(|(f, v)| format!("{f}:{v}"))
                 .collect();
             let v = json!({"eventType": ty.as_str(), "eventName": name, "index": "products",
-                "userToken": format!("user{}", rng.next() % args.users),
-                "timestamp": now - 60_000 - (rng.next() % (args.days * DAY as u64)) as i64,
+                "userToken": format!("user{}", rng.next() % users),
+                "timestamp": now - 60_000 - (rng.next() % (days * DAY as u64)) as i64,
                 "filters": filters});
             Event::from_json(&v, &limits)
         })
@@ -273,8 +367,8 @@ fn ingest(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
         "ingest {} ({clients} clients, {} users, {} days{}): {stored} events in {secs:.2} s \
          = {:.0} events/s (goal: >= {GOAL_INGEST:.0} events/s)",
         args.schema.as_str(),
-        args.users,
-        args.days,
+        users,
+        days,
         if args.no_sync { ", not synced" } else { "" },
         stored as f64 / secs
     );

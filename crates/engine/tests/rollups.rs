@@ -1,0 +1,353 @@
+//! Exactness of profile reads with rollups, at every moment: random
+//! sequences of ingestion (late events, retries on the same and on later
+//! days), clock moves (days leaving the window), maintenance (whole, cut
+//! short, two maintainers racing), deletions and rebuilds (after state was
+//! lost, or not), with every user's profile compared with the naive
+//! reference after every step. On the in-memory
+//! store (GC on the test's clock), the embedded store and the Bigtable
+//! emulator (both collect garbage on the real clock: lazily, as far as the
+//! test's clock is concerned).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use affinity_engine::{
+    AppConfig, Engine, Event, MaintainOptions, Progress, RebuildOptions, Schema,
+};
+use affinity_model::Store;
+use common::*;
+use proptest::prelude::*;
+
+const APP: &str = "roll";
+const RETENTION_DAYS: u32 = 3;
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Ingest events `(kind, user, hours before now, items, by objects)`.
+    Ingest(Vec<(u8, u8, u32, Vec<u8>, bool)>),
+    /// Ingest an earlier batch again (a client retry, maybe days later).
+    Retry(usize),
+    /// Move the clock forward.
+    Advance(u32),
+    /// Maintain every user.
+    Maintain,
+    /// Fold only the users in the mask (a maintenance cut short).
+    FoldSome(u8),
+    /// Two maintainers prepare folds of one user, the clock moving
+    /// `hours` in between, and commit in either order.
+    Race {
+        user: u8,
+        hours: u32,
+        second_first: bool,
+    },
+    /// A fold prepared, then the user deleted, then the fold committed.
+    DeleteDuringFold(u8),
+    /// Delete a user.
+    Delete(u8),
+    /// Lose the profile rows of the users in the mask (all of them, or
+    /// the rollup row alone), then rebuild; a second rebuild writes
+    /// nothing.
+    LoseAndRebuild { mask: u8, rollup_only: bool },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let event = (
+        any::<u8>(),
+        0u8..4,
+        0u32..(24 * (RETENTION_DAYS + 1)),
+        proptest::collection::vec(any::<u8>(), 1..4),
+        any::<bool>(),
+    );
+    prop_oneof![
+        4 => proptest::collection::vec(event, 1..8).prop_map(Op::Ingest),
+        1 => any::<usize>().prop_map(Op::Retry),
+        3 => prop_oneof![1u32..6, 6u32..30, 30u32..80].prop_map(Op::Advance),
+        2 => Just(Op::Maintain),
+        1 => any::<u8>().prop_map(Op::FoldSome),
+        1 => (0u8..4, 0u32..30, any::<bool>())
+            .prop_map(|(user, hours, second_first)| Op::Race { user, hours, second_first }),
+        1 => (0u8..4).prop_map(Op::DeleteDuringFold),
+        1 => (0u8..4).prop_map(Op::Delete),
+        1 => (any::<u8>(), any::<bool>())
+            .prop_map(|(mask, rollup_only)| Op::LoseAndRebuild { mask, rollup_only }),
+    ]
+}
+
+fn user(n: u8) -> String {
+    format!("user-{}", n % 4)
+}
+
+struct World {
+    engine: Engine,
+    clock: FakeClock,
+    /// Every batch ingested, to retry.
+    batches: Vec<Vec<Event>>,
+    /// The events the reference counts (deletions drop a user's).
+    kept: Vec<Event>,
+}
+
+impl World {
+    fn ingest(&mut self, events: Vec<Event>) {
+        self.engine.ingest(APP, &events).unwrap();
+        self.kept.extend(events.iter().cloned());
+        self.batches.push(events);
+    }
+
+    fn delete(&mut self, u: &str) {
+        self.engine.delete_user(APP, u).unwrap();
+        self.kept.retain(|e| e.identity() != u);
+    }
+
+    fn check(&self, step: usize, op: &Op) -> Result<(), TestCaseError> {
+        let now = self.clock.now();
+        let expected = reference_profiles(APP, &self.kept, now, i64::from(RETENTION_DAYS) * DAY);
+        let got = streaming_profiles(&self.engine, APP, &users());
+        prop_assert_eq!(got, expected, "after step {} ({:?})", step, op);
+        Ok(())
+    }
+}
+
+fn run(store: Arc<dyn Store>, clock: FakeClock, ops: &[Op]) -> Result<(), TestCaseError> {
+    let engine = Engine::with_clock(store, clock.engine_clock()).unwrap();
+    engine
+        .configure_app(
+            APP,
+            AppConfig {
+                schema: Schema::Wide,
+                retention_days: RETENTION_DAYS,
+            },
+        )
+        .unwrap();
+    engine
+        .put_objects(APP, "products", &catalog_objects())
+        .unwrap();
+    engine.set_strategy(APP, &strategy()).unwrap();
+    let mut world = World {
+        engine,
+        clock,
+        batches: Vec::new(),
+        kept: Vec::new(),
+    };
+    for (step, op) in ops.iter().enumerate() {
+        let now = world.clock.now();
+        match op {
+            Op::Ingest(events) => {
+                let values: Vec<_> = events
+                    .iter()
+                    .map(|(kind, u, hours, items, objects)| {
+                        let ts = now - i64::from(*hours) * 3_600_000 - i64::from(*kind) * 1000;
+                        event_json(*kind, *u, ts, items, *objects)
+                    })
+                    .collect();
+                let limits = affinity_engine::Limits {
+                    now_millis: now,
+                    max_age_millis: i64::from(RETENTION_DAYS) * DAY,
+                    max_skew_millis: 3_600_000,
+                };
+                let events: Vec<Event> = values
+                    .iter()
+                    .filter_map(|v| Event::from_json(v, &limits).ok())
+                    .collect();
+                if !events.is_empty() {
+                    world.ingest(events);
+                }
+            }
+            Op::Retry(i) => {
+                if !world.batches.is_empty() {
+                    let batch = world.batches[i % world.batches.len()].clone();
+                    let oldest = now - i64::from(RETENTION_DAYS) * DAY;
+                    // A retry of events past the retention is refused whole.
+                    if batch.iter().all(|e| e.timestamp_millis >= oldest) {
+                        world.ingest(batch);
+                    }
+                }
+            }
+            Op::Advance(hours) => world.clock.set(now + i64::from(*hours) * 3_600_000),
+            Op::Maintain => {
+                let report = world
+                    .engine
+                    .maintain(APP, MaintainOptions::default(), &Progress::default())
+                    .unwrap();
+                prop_assert_eq!(report.conflicts, 0);
+            }
+            Op::FoldSome(mask) => {
+                let app = world.engine.app(APP).unwrap();
+                for u in 0..4u8 {
+                    if mask & (1 << u) != 0 {
+                        world.engine.fold_user(&app, &user(u)).unwrap();
+                    }
+                }
+            }
+            Op::Race {
+                user: u,
+                hours,
+                second_first,
+            } => {
+                let app = world.engine.app(APP).unwrap();
+                let first = world.engine.prepare_fold(&app, &user(*u)).unwrap();
+                world.clock.set(now + i64::from(*hours) * 3_600_000);
+                let second = world.engine.prepare_fold(&app, &user(*u)).unwrap();
+                let (a, b) = if *second_first {
+                    (second, first)
+                } else {
+                    (first, second)
+                };
+                let plans: Vec<_> = [a, b].into_iter().flatten().collect();
+                let committed: Vec<bool> = plans
+                    .iter()
+                    .map(|plan| world.engine.commit_fold(&app, plan).unwrap())
+                    .collect();
+                // Both read the same rollup: the second commits only if the
+                // first left its watermark where both read it.
+                if committed.len() == 2 && committed[0] && committed[1] {
+                    prop_assert_eq!(plans[0].old.map(|w| w.h), Some(plans[0].new.h));
+                }
+            }
+            Op::DeleteDuringFold(u) => {
+                let app = world.engine.app(APP).unwrap();
+                let plan = world.engine.prepare_fold(&app, &user(*u)).unwrap();
+                world.delete(&user(*u));
+                if let Some(plan) = plan {
+                    prop_assert!(!world.engine.commit_fold(&app, &plan).unwrap());
+                }
+            }
+            Op::Delete(u) => world.delete(&user(*u)),
+            Op::LoseAndRebuild { mask, rollup_only } => {
+                let loss = if *rollup_only {
+                    Loss::Rollup
+                } else {
+                    Loss::User
+                };
+                for u in (0..4u8).filter(|u| mask & (1 << u) != 0) {
+                    lose_state(&world.engine, APP, &user(u), loss);
+                }
+                let options = RebuildOptions::default();
+                let first = world
+                    .engine
+                    .rebuild(APP, options, &Progress::default())
+                    .unwrap();
+                if mask & 0xf == 0 {
+                    prop_assert_eq!((first.restored, first.markers), (0, 0));
+                }
+                let again = world
+                    .engine
+                    .rebuild(APP, options, &Progress::default())
+                    .unwrap();
+                prop_assert_eq!((again.restored, again.markers), (0, 0));
+            }
+        }
+        world.check(step, op)?;
+    }
+    // A last full maintenance leaves every user's reads at most two rows
+    // plus the days since the fold watermark.
+    world
+        .engine
+        .maintain(APP, MaintainOptions::default(), &Progress::default())
+        .unwrap();
+    world.check(ops.len(), &Op::Maintain)?;
+    let deleted: BTreeSet<String> = users()
+        .into_iter()
+        .filter(|u| world.kept.iter().all(|e| e.identity() != u))
+        .collect();
+    for u in &deleted {
+        prop_assert_eq!(world.engine.user_row_count(APP, u).unwrap(), 0, "{}", u);
+    }
+    Ok(())
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    proptest::collection::vec(op(), 1..40)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn memory_store_reads_equal_the_reference(ops in ops(), hour in 0i64..24) {
+        let start = 1_700_000_000_000 - 1_700_000_000_000 % DAY + hour * 3_600_000;
+        let clock = FakeClock::new(start);
+        run(clock.memory_store(), clock, &ops)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn embedded_store_reads_equal_the_reference(ops in ops(), hour in 0i64..24) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(affinity_embedded::EmbeddedStore::open(dir.path()).unwrap());
+        let now = real_now();
+        run(store, FakeClock::new(now - now % DAY + hour * 3_600_000), &ops)?;
+    }
+
+    #[ignore = "needs the Cloud Bigtable emulator (scripts/test runs it)"]
+    #[test]
+    fn emulator_reads_equal_the_reference(ops in ops(), hour in 0i64..24) {
+        let store = affinity_bigtable::emulator::test_store();
+        let now = real_now();
+        run(store, FakeClock::new(now - now % DAY + hour * 3_600_000), &ops)?;
+    }
+}
+
+/// Maintenance as a named job: shards cover every user once, a restarted
+/// job skips the ranges it finished, and reads stay exact.
+#[test]
+fn a_named_maintenance_shares_its_split_and_resumes_where_it_stopped() {
+    let start = 1_700_000_000_000 - 1_700_000_000_000 % DAY + 10 * 3_600_000;
+    let clock = FakeClock::new(start);
+    let engine = Engine::with_clock(clock.memory_store(), clock.engine_clock()).unwrap();
+    engine
+        .configure_app(
+            APP,
+            AppConfig {
+                schema: Schema::Narrow,
+                retention_days: RETENTION_DAYS,
+            },
+        )
+        .unwrap();
+    engine.set_strategy(APP, &strategy()).unwrap();
+    let mut values = Vec::new();
+    for u in 0..60 {
+        let mut v = event_json(0, 0, start - u * 60_000, &[u as u8], false);
+        v["userToken"] = serde_json::json!(format!("bulk-{u:02}"));
+        values.push(v);
+    }
+    let events = parse_all(&values, start);
+    engine.ingest(APP, &events).unwrap();
+    // The next day, yesterday's arrivals are closed: every user folds.
+    clock.set(start + DAY);
+    let job = |shard| MaintainOptions { threads: 2, shard };
+    let first = engine
+        .maintain_job(APP, job(Some((0, 2))), "m1", &Progress::default())
+        .unwrap();
+    assert!(first.ranges > 1);
+    assert!(first.folded > 0 && first.folded < 60);
+    let progress = Progress::default();
+    let rest = engine
+        .maintain_job(APP, job(None), "m1", &progress)
+        .unwrap();
+    let snap = progress.snapshot();
+    assert_eq!(snap.ranges_done, snap.ranges_total);
+    assert_eq!(first.ranges + rest.ranges, snap.ranges_total);
+    assert_eq!(
+        (first.users + rest.users, first.folded + rest.folded),
+        (60, 60)
+    );
+    let users: Vec<String> = (0..60).map(|u| format!("bulk-{u:02}")).collect();
+    assert_eq!(
+        streaming_profiles(&engine, APP, &users),
+        reference_profiles(APP, &events, start + DAY, i64::from(RETENTION_DAYS) * DAY)
+    );
+    let again = engine
+        .maintain_job(APP, job(None), "m1", &Progress::default())
+        .unwrap();
+    assert_eq!((again.ranges, again.users), (0, 0));
+    // A fresh maintenance finds every rollup up to date.
+    let fresh = engine
+        .maintain(APP, MaintainOptions::default(), &Progress::default())
+        .unwrap();
+    assert_eq!((fresh.users, fresh.folded), (60, 0));
+}

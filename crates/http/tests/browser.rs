@@ -1,0 +1,389 @@
+//! Browsers and Algolia's JavaScript clients against a real server.
+//!
+//! - A page served from another origin (a second HTTP server on another
+//!   port) sends events with `fetch`, XHR, `navigator.sendBeacon` and
+//!   Algolia's `search-insights` library in headless Chromium (Debian's
+//!   `/usr/bin/chromium`, driven by `playwright-core`); the events must
+//!   arrive, as the events debugger and the profiles show.
+//! - Algolia's Insights client v5 with `compression: 'gzip'` sends a large
+//!   batch gzipped and a purchase with `objectData` plainly.
+//! - Algolia's Python client 4.x sets the strategy, sends events and reads
+//!   and deletes a profile.
+//!
+//! The JavaScript side lives in `tests/browser/` at the repository root
+//! (its `package.json` and lock; `scripts/test` installs Chromium and runs
+//! `npm ci` there), the Python side in `tests/clients/` (`scripts/test`
+//! installs its requirements in a venv, `~/.cache/affinity/python`).
+//! Without Chromium, Node, Python or those packages the tests are reported
+//! as ignored (skipped), never passed; under `CI=true` they fail.
+//! The binary has its own `main` (libtest-mimic) to decide that at run time.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use axum::http::header::CONTENT_TYPE;
+use axum::routing::get;
+use common::*;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+fn main() {
+    let args = libtest_mimic::Arguments::from_args();
+    let trials = [
+        (
+            "browser_sends_events_from_another_origin_with_fetch_xhr_and_send_beacon",
+            browser_prerequisites as fn() -> Result<(), String>,
+            browser_sends_events_from_another_origin as fn(),
+        ),
+        (
+            "algolia_js_insights_client_sends_gzip_batches",
+            client_prerequisites,
+            algolia_js_client_sends_gzip_batches,
+        ),
+        (
+            "algolia_python_client_sends_events_and_reads_profiles",
+            python_prerequisites,
+            algolia_python_client_works,
+        ),
+    ];
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    let tests = trials
+        .into_iter()
+        .map(|(name, prerequisites, body)| {
+            let missing = prerequisites().err();
+            let ignored = missing.is_some() && !ci;
+            if let (Some(why), true) = (&missing, ignored) {
+                eprintln!("skipping {name}: {why}");
+            }
+            libtest_mimic::Trial::test(name, move || {
+                match prerequisites() {
+                    Err(why) if ci => return Err(format!("{why} (required under CI=true)").into()),
+                    Err(why) => {
+                        eprintln!("skipping {name}: {why}");
+                        return Ok(());
+                    }
+                    Ok(()) => {}
+                }
+                body();
+                Ok(())
+            })
+            .with_ignored_flag(ignored)
+        })
+        .collect();
+    libtest_mimic::run(&args, tests).exit();
+}
+
+/// `tests/browser` at the repository root.
+fn js_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser")
+}
+
+fn chromium() -> PathBuf {
+    std::env::var_os("AFFINITY_CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"))
+}
+
+fn node_package(name: &str) -> Result<(), String> {
+    let ok = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        return Err("node is not installed".into());
+    }
+    if !js_dir().join("node_modules").join(name).is_dir() {
+        return Err(format!(
+            "tests/browser/node_modules/{name} is missing (scripts/test runs npm ci there)"
+        ));
+    }
+    Ok(())
+}
+
+fn browser_prerequisites() -> Result<(), String> {
+    if !chromium().is_file() {
+        return Err(format!(
+            "{} is missing (Debian package chromium; scripts/test installs it)",
+            chromium().display()
+        ));
+    }
+    node_package("playwright-core")?;
+    node_package("search-insights")
+}
+
+fn client_prerequisites() -> Result<(), String> {
+    node_package("@algolia/client-insights")
+}
+
+/// The venv `scripts/test` installs Algolia's Python client into.
+fn python() -> PathBuf {
+    std::env::var_os("AFFINITY_PYTHON")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let home = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))?;
+            Some(home.join("affinity/python/bin/python"))
+        })
+        .unwrap_or_else(|| PathBuf::from("python3"))
+}
+
+fn python_prerequisites() -> Result<(), String> {
+    let ok = Command::new(python())
+        .args(["-c", "import algoliasearch"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} cannot import algoliasearch (scripts/test installs tests/clients/requirements.txt)",
+            python().display()
+        ))
+    }
+}
+
+/// Run `node SCRIPT ARGS` in `tests/browser` and parse its last line.
+fn node(script: &str, args: &[&str]) -> Value {
+    run(Command::new("node")
+        .arg(script)
+        .args(args)
+        .current_dir(js_dir()))
+}
+
+/// Run a client program and parse the last line it prints.
+fn run(command: &mut Command) -> Value {
+    let out = command.output().expect("run the client");
+    let script = format!("{command:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{script} failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|_| panic!("not JSON: {stdout}"))
+}
+
+/// The accepted debugger entries, once every user of `users` has one (or
+/// after 15 seconds: what arrived by then).
+async fn arrived(server: &Server, users: &[&str]) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = server
+            .admin(Method::GET, "/1/events/debug?limit=1000")
+            .send()
+            .await
+            .unwrap();
+        let (_, body) = parts(r).await;
+        let entries = body["events"].as_array().cloned().unwrap_or_default();
+        let has = |u: &str| {
+            entries
+                .iter()
+                .any(|e| e["status"] == "accepted" && e["event"]["userToken"] == u)
+        };
+        if users.iter().all(|u| has(u)) || Instant::now() > deadline {
+            return entries;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn brand_scores(server: &Server, user: &str) -> Value {
+    let path = format!("/1/profiles/personalization/{user}");
+    let (_, p) = parts(server.admin(Method::GET, &path).send().await.unwrap()).await;
+    p["scores"]["brand"].clone()
+}
+
+/// The page's origin: a second server serving `page.html` and the
+/// `search-insights` module.
+async fn page_server() -> String {
+    let dir = js_dir();
+    let page = std::fs::read_to_string(dir.join("page.html")).unwrap();
+    let module = std::fs::read_to_string(
+        dir.join("node_modules/search-insights/dist/search-insights-browser.mjs"),
+    )
+    .unwrap();
+    let router = axum::Router::new()
+        .route(
+            "/",
+            get(move || async move { ([(CONTENT_TYPE, "text/html")], page) }),
+        )
+        .route(
+            "/search-insights-browser.mjs",
+            get(move || async move { ([(CONTENT_TYPE, "text/javascript")], module) }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    origin
+}
+
+fn browser_sends_events_from_another_origin() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let server = Server::embedded().await;
+        assert_eq!(parts(server.set_strategy().await).await.0, 200);
+        let origin = page_server().await;
+        assert_ne!(origin, server.base, "two origins");
+        let url = format!("{origin}/?api={}&app={APP}&key={EVENTS_KEY}", server.base);
+        let chromium = chromium();
+        let out = tokio::task::spawn_blocking(move || {
+            node("run-page.mjs", &[&url, &chromium.to_string_lossy()])
+        })
+        .await
+        .unwrap();
+        let results = &out["results"];
+        let ok = json!({"status": 200, "body": {"status": 200, "message": "OK"}});
+        for call in ["fetchHeaders", "fetchCredentials", "xhr"] {
+            assert_eq!(results[call], ok, "{call}: {out}");
+        }
+        assert_eq!(results["beacon"], true, "{out}");
+        assert_eq!(results["searchInsights"], true, "{out}");
+
+        let users = [
+            "fetch-headers",
+            "fetch-credentials",
+            "xhr",
+            "beacon",
+            "search-insights",
+        ];
+        let entries = arrived(&server, &users).await;
+        for user in users {
+            let entry = entries
+                .iter()
+                .find(|e| e["event"]["userToken"] == user)
+                .unwrap_or_else(|| panic!("{user} did not arrive: {entries:?}"));
+            assert_eq!(entry["status"], "accepted", "{entry}");
+            assert_eq!(entry["request"]["origin"], origin.as_str(), "{entry}");
+            assert!(
+                entry["request"]["userAgent"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Chrome"),
+                "{entry}"
+            );
+        }
+        let beacon = entries
+            .iter()
+            .find(|e| e["event"]["userToken"] == "beacon")
+            .unwrap();
+        assert!(beacon["request"]["contentType"]
+            .as_str()
+            .unwrap()
+            .starts_with("text/plain"));
+        assert!(
+            entries.iter().all(|e| e["status"] == "accepted"),
+            "{entries:?}"
+        );
+        // search-insights encodes each filter whole: brand%3AApple%20Inc.
+        let si = entries
+            .iter()
+            .find(|e| e["event"]["userToken"] == "search-insights")
+            .unwrap();
+        assert_eq!(si["event"]["filters"], json!(["brand%3AApple%20Inc"]));
+        assert_eq!(
+            brand_scores(&server, "search-insights").await,
+            json!({"Apple Inc": 20})
+        );
+        assert_eq!(brand_scores(&server, "beacon").await, json!({"Apple": 20}));
+        server.stop().await;
+    });
+}
+
+fn algolia_js_client_sends_gzip_batches() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let server = Server::embedded().await;
+        assert_eq!(parts(server.set_strategy().await).await.0, 200);
+        let host = server.base.trim_start_matches("http://").to_string();
+        let out = tokio::task::spawn_blocking(move || {
+            node("algolia-client.mjs", &[&host, APP, EVENTS_KEY])
+        })
+        .await
+        .unwrap();
+        let ok = json!({"status": 200, "message": "OK"});
+        assert_eq!((&out["big"], &out["small"]), (&ok, &ok), "{out}");
+        assert_eq!(out["invalid"]["status"], 422, "{out}");
+        let entries = arrived(&server, &["js-gzip-0", "js-small"]).await;
+        let gzipped: Vec<&Value> = entries
+            .iter()
+            .filter(|e| e["request"]["contentEncoding"] == "gzip")
+            .collect();
+        assert_eq!(gzipped.len(), 40, "{entries:?}");
+        assert!(gzipped.iter().all(|e| e["status"] == "accepted"));
+        let small = entries
+            .iter()
+            .find(|e| e["event"]["userToken"] == "js-small" && e["status"] == "accepted")
+            .unwrap();
+        assert_eq!(small["request"]["contentEncoding"], Value::Null, "{small}");
+        assert_eq!(small["event"]["objectData"][0]["price"], 10.5);
+        let rejected = entries.iter().find(|e| e["status"] == "rejected").unwrap();
+        assert_eq!(rejected["rejection"]["code"], "currency", "{rejected}");
+        assert_eq!(
+            brand_scores(&server, "js-gzip-0").await,
+            json!({"Apple": 20})
+        );
+        server.stop().await;
+    });
+}
+
+fn algolia_python_client_works() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let server = Server::embedded().await;
+        let objects = json!({"objects": [{"objectID": "p1", "brand": "Apple"}]});
+        let r = server
+            .admin(Method::POST, "/1/indexes/products/objects")
+            .body(objects.to_string());
+        assert_eq!(parts(r.send().await.unwrap()).await.0, 200);
+        let addr = server.base.trim_start_matches("http://").to_string();
+        let (host, port) = addr.rsplit_once(':').unwrap();
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/clients/algolia_client.py");
+        let mut command = Command::new(python());
+        command.arg(script).args([host, port, APP, ADMIN]);
+        let out = tokio::task::spawn_blocking(move || run(&mut command))
+            .await
+            .unwrap();
+        assert!(out["strategy"]["updatedAt"].is_string(), "{out}");
+        assert_eq!(
+            out["events"],
+            json!({"status": 200, "message": "OK"}),
+            "{out}"
+        );
+        assert_eq!(out["invalid"]["status"], 422, "{out}");
+        assert!(
+            out["invalid"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("malformed percent-encoding"),
+            "{out}"
+        );
+        assert_eq!(out["profile"]["userToken"], "py-buyer", "{out}");
+        assert_eq!(
+            out["profile"]["scores"]["brand"],
+            json!({"Apple": 20}),
+            "{out}"
+        );
+        assert_eq!(out["deleted"]["userToken"], "py-buyer", "{out}");
+        let entries = arrived(&server, &["py-buyer"]).await;
+        let purchase = entries
+            .iter()
+            .find(|e| e["event"]["eventSubtype"] == "purchase")
+            .unwrap();
+        assert_eq!(
+            purchase["event"]["objectData"][0]["price"], 9.99,
+            "{purchase}"
+        );
+        assert_eq!(purchase["event"]["currency"], "USD");
+        assert!(purchase["request"]["userAgent"]
+            .as_str()
+            .unwrap()
+            .contains("Algolia for Python"));
+        server.stop().await;
+    });
+}
