@@ -24,11 +24,24 @@ pub struct Strategy {
     pub personalization_impact: u32,
 }
 
+/// An integer from 0 to 100; an integral float (`2.0`) counts as an
+/// integer, as JSON Schema counts it.
+fn integer_0_100(v: &Value) -> Option<u32> {
+    let n = match v.as_u64() {
+        Some(n) => n,
+        None => {
+            let f = v.as_f64()?;
+            if f.fract() != 0.0 || !(0.0..=100.0).contains(&f) {
+                return None;
+            }
+            f as u64
+        }
+    };
+    (n <= 100).then_some(n as u32)
+}
+
 fn score_of(v: &Value, field: &'static str) -> Result<u32> {
-    v.as_u64()
-        .filter(|s| *s <= 100)
-        .map(|s| s as u32)
-        .ok_or_else(|| {
+    integer_0_100(v).ok_or_else(|| {
             Error::strategy(
                 field,
                 format!("{field} score must be an integer between 0 and 100"),
@@ -76,7 +89,7 @@ impl Strategy {
                     "EventType must be one of view, click, conversion",
                 )
             })?;
-            if name.is_empty() || name.len() > 64 {
+            if name.is_empty() || name.chars().count() > 64 {
                 return Err(Error::strategy(
                     "eventsScoring",
                     "eventName must be 1 to 64 characters",
@@ -118,15 +131,14 @@ impl Strategy {
                 ));
             }
         }
-        let personalization_impact = field(obj, "personalizationImpact", "personalizationImpact")?
-            .as_u64()
-            .filter(|p| *p <= 100)
-            .ok_or_else(|| {
-                Error::strategy(
-                    "personalizationImpact",
-                    "personalizationImpact must be an integer between 0 and 100",
-                )
-            })? as u32;
+        let personalization_impact =
+            integer_0_100(field(obj, "personalizationImpact", "personalizationImpact")?)
+                .ok_or_else(|| {
+                    Error::strategy(
+                        "personalizationImpact",
+                        "personalizationImpact must be an integer between 0 and 100",
+                    )
+                })?;
         Ok(Strategy {
             events,
             facets,

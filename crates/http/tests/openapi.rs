@@ -1,7 +1,7 @@
 //! The OpenAPI document says exactly what the server enforces: random
 //! request bodies, valid and not, go to a real server, and each answer
 //! must agree with the document as a JSON Schema 2020-12 validator reads
-//! it (plus the document's two `x-affinity-*` rules a schema cannot say):
+//! it (plus the document's `x-affinity-*` rules a schema cannot say):
 //! 200 for a body the document allows, 400 or 422 for one it forbids.
 //!
 //! Bodies are made by a seeded generator that knows each field's valid
@@ -431,6 +431,102 @@ fn objects_body(rng: &mut StdRng) -> Value {
     }
 }
 
+/// The document's uniqueness rule (`x-affinity-uniqueBy`) on the
+/// strategy's two lists.
+fn strategy_extensions_allow(doc: &Value, body: &Value) -> bool {
+    let props = &doc["components"]["schemas"]["Strategy"]["properties"];
+    ["eventsScoring", "facetsScoring"].iter().all(|list| {
+        let keys: Vec<&str> = props[list]["x-affinity-uniqueBy"]
+            .as_array()
+            .expect("x-affinity-uniqueBy")
+            .iter()
+            .map(|k| k.as_str().unwrap())
+            .collect();
+        let Some(items) = body[list].as_array() else {
+            return true;
+        };
+        let mut seen = std::collections::HashSet::new();
+        items
+            .iter()
+            .all(|item| seen.insert(keys.iter().map(|k| item[k].to_string()).collect::<Vec<_>>()))
+    })
+}
+
+/// A score, valid or not: bounds, integral and other floats, wrong types.
+fn score(rng: &mut StdRng) -> Value {
+    pick(
+        rng,
+        &[
+            json!(0),
+            json!(100),
+            json!(37),
+            json!(2.0),
+            json!(101),
+            json!(-1),
+            json!(2.5),
+            json!("2"),
+            Value::Null,
+        ],
+    )
+}
+
+fn strategy_body(rng: &mut StdRng) -> Value {
+    let names = [
+        json!("click"),
+        json!("buy"),
+        json!(""),
+        json!("e".repeat(64)),
+        json!("e".repeat(65)),
+        json!("é".repeat(64)),
+        json!(7),
+    ];
+    let events: Vec<Value> = (0..rng.random_range(0..4))
+        .map(|_| {
+            let mut e = Map::new();
+            for (key, value) in [
+                ("eventName", pick(rng, &names)),
+                (
+                    "eventType",
+                    pick(rng, &[json!("click"), json!("conversion"), json!("search")]),
+                ),
+                ("score", score(rng)),
+            ] {
+                if !rng.random_ratio(1, 20) {
+                    e.insert(key.into(), value);
+                }
+            }
+            Value::Object(e)
+        })
+        .collect();
+    let facets: Vec<Value> = (0..rng.random_range(0..4))
+        .map(|_| {
+            let mut f = Map::new();
+            let name = pick(rng, &[json!("brand"), json!("color"), json!(""), json!(1)]);
+            if !rng.random_ratio(1, 20) {
+                f.insert("facetName".into(), name);
+            }
+            if !rng.random_ratio(1, 20) {
+                f.insert("score".into(), score(rng));
+            }
+            Value::Object(f)
+        })
+        .collect();
+    let mut body = Map::new();
+    for (key, value) in [
+        ("eventsScoring", json!(events)),
+        ("facetsScoring", json!(facets)),
+        ("personalizationImpact", score(rng)),
+    ] {
+        if !rng.random_ratio(1, 25) {
+            body.insert(key.into(), value);
+        }
+    }
+    if rng.random_ratio(1, 25) {
+        body.insert("extra".into(), json!(1));
+    }
+    Value::Object(body)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn random_bodies_are_accepted_exactly_when_the_document_allows_them() {
     let server = Server::embedded().await;
@@ -444,6 +540,7 @@ async fn random_bodies_are_accepted_exactly_when_the_document_allows_them() {
     .await;
     let batch = compile(&doc, "/components/schemas/EventsBatch");
     let objects = compile(&doc, "/components/schemas/ObjectsBatch");
+    let strategy = compile(&doc, "/components/schemas/Strategy");
     let seed: u64 = std::env::var("AFFINITY_FUZZ_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -461,7 +558,11 @@ async fn random_bodies_are_accepted_exactly_when_the_document_allows_them() {
             break;
         }
         let now = server.engine.now_millis();
-        let (path, body, allows) = if case % 4 == 3 {
+        let (path, body, allows) = if case % 8 == 5 {
+            let body = strategy_body(&mut rng);
+            let allows = strategy.is_valid(&body) && strategy_extensions_allow(&doc, &body);
+            ("/1/strategies/personalization", body, allows)
+        } else if case % 4 == 3 {
             let body = objects_body(&mut rng);
             let allows = objects.is_valid(&body);
             ("/1/indexes/products/objects", body, allows)
