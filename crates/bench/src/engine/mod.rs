@@ -104,6 +104,12 @@ pub struct EngineBenchArgs {
     /// to see what syncing costs).
     #[arg(long)]
     no_sync: bool,
+    /// ingest: the share of users who log in (0..=1): half of such a
+    /// user's events carry `authenticatedUserToken` beside their anonymous
+    /// `userToken` (identity stitching: each links the two), the other half
+    /// are anonymous; then profile reads of each class are timed.
+    #[arg(long, default_value_t = 0.0)]
+    logged_in: f64,
 }
 
 fn parse_schema(text: &str) -> Result<Schema, String> {
@@ -322,7 +328,14 @@ fn ingest(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
         max_age_millis: 89 * DAY,
         max_skew_millis: 0,
     };
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&args.logged_in),
+        "--logged-in must be between 0 and 1"
+    );
+    // Users below this number log in.
+    let logged_in = (users as f64 * args.logged_in).round() as u64;
     let mut rng = Rng(42);
+    let mut linking = 0usize;
     let events: Vec<Event> = (0..args.events())
         .map(|_| {
             let (ty, name) = NAMES[(rng.next() % 3) as usize];
@@ -331,10 +344,15 @@ fn ingest(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
                 .into_iter()
                 .map(|(f, v)| format!("{f}:{v}"))
                 .collect();
-            let v = json!({"eventType": ty.as_str(), "eventName": name, "index": "products",
-                "userToken": format!("user{}", rng.next() % users),
+            let user = rng.next() % users;
+            let mut v = json!({"eventType": ty.as_str(), "eventName": name, "index": "products",
+                "userToken": format!("user{user}"),
                 "timestamp": now - 60_000 - (rng.next() % (days * DAY as u64)) as i64,
                 "filters": filters});
+            if user < logged_in && rng.next() % 2 == 0 {
+                v["authenticatedUserToken"] = json!(format!("member{user}"));
+                linking += 1;
+            }
             Event::from_json(&v, &limits)
         })
         .collect::<Result<_, _>>()?;
@@ -372,5 +390,45 @@ fn ingest(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
         if args.no_sync { ", not synced" } else { "" },
         stored as f64 / secs
     );
+    if logged_in > 0 {
+        println!(
+            "identity: {logged_in} users log in; {linking} events carry both tokens \
+             (each writes the link's two cells once per batch and pair)"
+        );
+        let anonymous: Vec<String> = (logged_in..users)
+            .take(1000)
+            .map(|u| format!("user{u}"))
+            .collect();
+        let by_anonymous: Vec<String> = (0..logged_in)
+            .take(1000)
+            .map(|u| format!("user{u}"))
+            .collect();
+        let by_identity: Vec<String> = (0..logged_in)
+            .take(1000)
+            .map(|u| format!("member{u}"))
+            .collect();
+        for (class, tokens) in [
+            ("anonymous users (no link)", &anonymous),
+            ("logged-in users by their anonymous token", &by_anonymous),
+            ("logged-in users by their authenticated token", &by_identity),
+        ] {
+            if tokens.is_empty() {
+                continue;
+            }
+            let t = Instant::now();
+            for token in tokens {
+                anyhow::ensure!(
+                    engine.profile(APP, token)?.is_some(),
+                    "no profile for {token}"
+                );
+            }
+            let per_read = t.elapsed().as_secs_f64() / tokens.len() as f64;
+            println!(
+                "profile reads, {class}: {:.0} µs per read ({} users, one thread, before maintenance)",
+                per_read * 1e6,
+                tokens.len()
+            );
+        }
+    }
     Ok(())
 }
