@@ -143,7 +143,7 @@ pub fn boosts(
         .collect();
     // `scores` iterates facets then values in order, so a stable sort by
     // weight leaves ties in (facet, value) order.
-    out.sort_by(|a, b| b.weight.cmp(&a.weight));
+    out.sort_by_key(|b| std::cmp::Reverse(b.weight));
     out.truncate(options.limit);
     Ok(out)
 }

@@ -204,7 +204,7 @@ pub fn rerank(
         })
         .collect();
     // Stable: equal keys keep the engine's order.
-    ranked.sort_by(|a, b| b.0.cmp(&a.0));
+    ranked.sort_by_key(|r| std::cmp::Reverse(r.0));
     Ok(ranked.into_iter().map(|(_, r)| r).collect())
 }
 
