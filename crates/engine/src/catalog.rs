@@ -23,7 +23,7 @@ pub struct CatalogObject {
     pub geoloc: Option<(f64, f64)>,
 }
 
-fn scalar(value: &Value) -> Option<String> {
+pub(crate) fn scalar(value: &Value) -> Option<String> {
     match value {
         Value::String(s) => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),

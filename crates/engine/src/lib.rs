@@ -11,10 +11,11 @@
 //! store errors through the model's `ErrorCode`).
 //!
 //! The API is the handle [`Engine`] and the types at the crate root, plus
-//! four modules: [`scoring`] (the formula, written out there, and the
+//! five modules: [`scoring`] (the formula, written out there, and the
 //! naive reference tests hold every path to), [`catalog`], [`trends`]
-//! (regional trends, top facet values around a place) and [`state`] (the
-//! layout of the streaming profile state).
+//! (regional trends, top facet values around a place), [`state`] (the
+//! layout of the streaming profile state) and [`boost`] (profiles as
+//! query-time boosts, and hits re-ranked by affinity).
 //!
 //! Where to start reading the source:
 //! - `event.rs`, `catalog.rs`, `strategy.rs`: the domain and its
@@ -32,7 +33,9 @@
 //!   reads short;
 //! - `migrate.rs`: narrow -> wide migration (dual-write, backfill, verify,
 //!   cut over);
-//! - `trends.rs`: regional trends.
+//! - `trends.rs`: regional trends;
+//! - `boost.rs`: a profile as a search engine's boosts, `boost/rerank.rs`:
+//!   hits re-ranked by the blend of their order and the user's affinities.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -66,6 +69,7 @@
 
 mod arena;
 mod batch;
+pub mod boost;
 pub mod catalog;
 mod csv;
 mod engine;

@@ -22,7 +22,7 @@ use crate::error::{blocking, Error, Result, MAX_BATCH_EVENTS};
 use crate::state::State;
 use crate::time::iso;
 
-fn check_index(index: &str) -> Result<()> {
+pub(crate) fn check_index(index: &str) -> Result<()> {
     if (1..=256).contains(&index.len()) {
         Ok(())
     } else {

@@ -17,7 +17,8 @@
 //!
 //! Where to start reading: `server.rs` (routes and middleware), `auth.rs`,
 //! `body.rs`, `error.rs`, then one module per group of endpoints
-//! (`insights.rs`, `personalization.rs`, `catalog.rs`, `ops.rs`) and
+//! (`insights.rs`, `personalization.rs`, `query.rs`, `catalog.rs`,
+//! `ops.rs`) and
 //! `debug.rs` (the events debugger's ring).
 //!
 //! ```
@@ -52,6 +53,7 @@ mod jobs;
 mod metrics;
 mod ops;
 mod personalization;
+mod query;
 mod server;
 mod state;
 mod time;

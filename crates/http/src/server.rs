@@ -8,6 +8,8 @@
 //! | `GET /1/strategies/personalization` | search, profiles |
 //! | `POST /1/strategies/personalization` (starts a job) | admin |
 //! | `GET /1/profiles/personalization/{userToken}` | search, profiles |
+//! | `GET /1/profiles/personalization/{userToken}/optionalFilters` | search, profiles |
+//! | `POST /1/indexes/{indexName}/rerank` | search, profiles |
 //! | `DELETE /1/profiles/{userToken}` | admin |
 //! | `POST /1/indexes/{indexName}/objects` | admin |
 //! | `GET/PUT/DELETE /1/indexes/{indexName}/objects/{objectID}` | search, profiles / admin |
@@ -33,7 +35,7 @@ use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 
 use crate::error::MAX_BODY_BYTES;
 use crate::state::State;
-use crate::{catalog, insights, ops, personalization};
+use crate::{catalog, insights, ops, personalization, query};
 
 /// Every route of the API on `state`.
 pub fn router(state: Arc<State>) -> Router {
@@ -63,6 +65,11 @@ pub fn router(state: Arc<State>) -> Router {
             "/1/profiles/personalization/{userToken}",
             get(personalization::get_profile),
         )
+        .route(
+            "/1/profiles/personalization/{userToken}/optionalFilters",
+            get(query::get_optional_filters),
+        )
+        .route("/1/indexes/{indexName}/rerank", post(query::post_rerank))
         .route(
             "/1/profiles/{userToken}",
             axum::routing::delete(personalization::delete_profile),

@@ -3,6 +3,9 @@
 //! must agree with the document as a JSON Schema 2020-12 validator reads
 //! it (plus the document's `x-affinity-*` rules a schema cannot say):
 //! 200 for a body the document allows, 400 or 422 for one it forbids.
+//! Bodies go to `POST /1/events`, `/1/indexes/products/objects` and
+//! `/1/indexes/products/rerank`; a re-ranking's 200 answer must also
+//! match the document's `RerankedHits`.
 //!
 //! Bodies are made by a seeded generator that knows each field's valid
 //! and invalid shapes (boundaries, nulls, wrong types, percent-encodings,
@@ -527,6 +530,104 @@ fn strategy_body(rng: &mut StdRng) -> Value {
     Value::Object(body)
 }
 
+/// A hit as a search engine returns it: mostly valid, sometimes without
+/// an id or not an object.
+fn hit(rng: &mut StdRng) -> Value {
+    if rng.random_ratio(1, 25) {
+        return pick(rng, &[json!("p1"), json!(7), Value::Null]);
+    }
+    let mut h = Map::new();
+    let id = pick(
+        rng,
+        &[
+            json!("p1"),
+            json!("p2"),
+            json!("zz"),
+            json!(""),
+            json!(1),
+            Value::Null,
+        ],
+    );
+    if !rng.random_ratio(1, 20) {
+        h.insert("objectID".into(), id);
+    }
+    if rng.random_bool(0.7) {
+        h.insert(
+            "brand".into(),
+            pick(
+                rng,
+                &[
+                    json!("Apple"),
+                    json!(["Apple", "Sony"]),
+                    json!(3),
+                    json!({"x": 1}),
+                ],
+            ),
+        );
+    }
+    if rng.random_bool(0.2) {
+        h.insert(
+            "_rankingInfo".into(),
+            pick(rng, &[json!({"nbTypos": 0}), json!(1)]),
+        );
+    }
+    Value::Object(h)
+}
+
+/// A re-ranking body: its three fields valid or not, sometimes missing,
+/// sometimes a field too many.
+fn rerank_body(rng: &mut StdRng) -> Value {
+    let mut b = Map::new();
+    if !rng.random_ratio(1, 15) {
+        let user = pick(
+            rng,
+            &[
+                json!("u1"),
+                json!("u2"),
+                json!("a b"),
+                json!(""),
+                json!(5),
+                Value::Null,
+            ],
+        );
+        b.insert("userToken".into(), user);
+    }
+    if !rng.random_ratio(1, 15) {
+        let hits = match rng.random_range(0..30) {
+            0 => json!((0..1001)
+                .map(|i| json!({"objectID": format!("h{i}")}))
+                .collect::<Vec<_>>()),
+            1 => hit(rng),
+            _ => {
+                let n = rng.random_range(0..5);
+                json!((0..n).map(|_| hit(rng)).collect::<Vec<_>>())
+            }
+        };
+        b.insert("hits".into(), hits);
+    }
+    if rng.random_bool(0.4) {
+        let impact = pick(
+            rng,
+            &[
+                json!(0),
+                json!(60),
+                json!(100),
+                json!(50.0),
+                json!(101),
+                json!(-1),
+                json!(2.5),
+                json!("50"),
+                Value::Null,
+            ],
+        );
+        b.insert("personalizationImpact".into(), impact);
+    }
+    if rng.random_ratio(1, 15) {
+        b.insert("query".into(), json!("phone"));
+    }
+    Value::Object(b)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn random_bodies_are_accepted_exactly_when_the_document_allows_them() {
     let server = Server::embedded().await;
@@ -541,6 +642,10 @@ async fn random_bodies_are_accepted_exactly_when_the_document_allows_them() {
     let batch = compile(&doc, "/components/schemas/EventsBatch");
     let objects = compile(&doc, "/components/schemas/ObjectsBatch");
     let strategy = compile(&doc, "/components/schemas/Strategy");
+    let rerank = compile(&doc, "/components/schemas/RerankRequest");
+    let reranked = compile(&doc, "/components/schemas/RerankedHits");
+    // Re-ranking needs a strategy (and its hits a catalog to fall back on).
+    assert_eq!(parts(server.set_strategy().await).await.0, 200);
     let seed: u64 = std::env::var("AFFINITY_FUZZ_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -566,6 +671,10 @@ async fn random_bodies_are_accepted_exactly_when_the_document_allows_them() {
             let body = objects_body(&mut rng);
             let allows = objects.is_valid(&body);
             ("/1/indexes/products/objects", body, allows)
+        } else if case % 4 == 2 {
+            let body = rerank_body(&mut rng);
+            let allows = rerank.is_valid(&body);
+            ("/1/indexes/products/rerank", body, allows)
         } else {
             let body = events_body(&mut rng, now);
             let allows = batch.is_valid(&body)
@@ -587,6 +696,12 @@ async fn random_bodies_are_accepted_exactly_when_the_document_allows_them() {
              {status} {answer}\nPOST {path} {body}",
             if allows { "allows" } else { "forbids" }
         );
+        if allows && path.ends_with("/rerank") {
+            assert!(
+                reranked.is_valid(&answer),
+                "case {case} (AFFINITY_FUZZ_SEED={seed}): the answer breaks RerankedHits: {answer}"
+            );
+        }
         if allows {
             allowed += 1;
         } else {

@@ -25,7 +25,7 @@ pub struct Tally {
 }
 
 impl Tally {
-    fn error(&mut self, message: String) {
+    pub(super) fn error(&mut self, message: String) {
         self.errors += 1;
         self.first_error.get_or_insert(message);
     }
@@ -48,7 +48,7 @@ impl Tally {
         }
     }
 
-    fn answered(&mut self, started: Instant, sent: Instant) {
+    pub(super) fn answered(&mut self, started: Instant, sent: Instant) {
         self.latencies.push(sent.elapsed());
         self.stamps
             .push(u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX));
@@ -243,7 +243,7 @@ pub async fn read_profiles(
     join(tasks, started).await
 }
 
-async fn join(tasks: Vec<tokio::task::JoinHandle<Tally>>, started: Instant) -> Phase {
+pub(super) async fn join(tasks: Vec<tokio::task::JoinHandle<Tally>>, started: Instant) -> Phase {
     let mut tally = Tally::default();
     for task in tasks {
         match task.await {

@@ -10,6 +10,10 @@
 //! taken per user class, plus one client alone and the rows and cells a
 //! read takes ([`classes`]).
 //!
+//! After the reads, [`query`]: `--readers` clients asking optional
+//! filters, then re-ranking 100 hits, for heavy users (all users without
+//! history), `--seconds` each, next to the same p99 goal.
+//!
 //! Between the phases the in-process embedded store is settled: its
 //! memtables flushed and its compactions waited for, timed, and the ingest
 //! rate is given again counting that time, so each phase pays for its own
@@ -35,6 +39,7 @@ mod history;
 mod load;
 mod mix;
 mod phases;
+mod query;
 mod report;
 mod server;
 

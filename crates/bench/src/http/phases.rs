@@ -1,6 +1,7 @@
 //! The phases of a run, in order: the history and its maintenance (with
 //! `--history-days`, in process), the live ingest, the settle, the reads
-//! (per user class with history), then the report.
+//! (per user class with history), the query-time requests (optional
+//! filters and re-rankings of heavy users), then the report.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,9 +14,10 @@ use serde_json::json;
 use super::classes::{self, read_classes, single_client};
 use super::history;
 use super::load::{ingest, read_profiles, uniform_bodies, Bodies};
-use super::mix::{Live, Mix};
+use super::mix::{Class, Live, Mix};
+use super::query::query_phases;
 use super::report::{report, HistoryFigures, Settled};
-use super::{clip, HttpBenchArgs, Settle, Target};
+use super::{clip, HttpBenchArgs, Settle, Target, GOAL_READ_P99_MS};
 use crate::wire::Answer;
 
 /// The store and engine of the server in this process.
@@ -105,18 +107,41 @@ pub async fn bench(
             read_profiles(&target, args.readers, args.seconds as f64, users).await
         }
     };
+    let (query_users, who): (Arc<[u32]>, _) = match &mix {
+        Some(mix) => (mix.members(Class::Heavy).into(), "heavy users"),
+        None => ((0..args.users() as u32).collect(), "users"),
+    };
+    let query = if query_users.is_empty() {
+        Vec::new()
+    } else {
+        query_phases(&target, args.readers, args.seconds as f64, query_users, who).await
+    };
     let (ingest_errors, read_errors) = (
         ingest.tally.errors,
-        reads.tally.errors + figures.single.as_ref().map_or(0, |s| s.errors),
+        reads.tally.errors
+            + figures.single.as_ref().map_or(0, |s| s.errors)
+            + query.iter().map(|q| q.errors).sum::<u64>(),
     );
     let first_error = ingest
         .tally
         .first_error
         .clone()
         .or_else(|| reads.tally.first_error.clone())
-        .or_else(|| figures.single.as_ref().and_then(|s| s.first_error.clone()));
+        .or_else(|| figures.single.as_ref().and_then(|s| s.first_error.clone()))
+        .or_else(|| query.iter().find_map(|q| q.first_error.clone()));
     let (mut lines, mut json) = report(args, ingest, &settled, reads, described, kind);
     figures.add_to(args, &mut lines, &mut json);
+    for q in &query {
+        lines.push('\n');
+        lines.push_str(&q.line());
+    }
+    json["query_time"] = json!({
+        "optional_filters": query.first().map(|q| q.json()),
+        "rerank": query.get(1).map(|q| q.json()),
+        "rerank_hits": super::query::RERANK_HITS,
+    });
+    json["goals"]["query_time_p99_ms"] = json!(GOAL_READ_P99_MS);
+    json["goals"]["query_time_met"] = json!(!query.is_empty() && query.iter().all(|q| q.met()));
     println!("{lines}");
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&json)? + "\n")
@@ -124,7 +149,7 @@ pub async fn bench(
     }
     if ingest_errors + read_errors > 0 {
         bail!(
-            "{} requests failed (ingest {ingest_errors}, profile reads {read_errors}); the first: {}",
+            "{} requests failed (ingest {ingest_errors}, profile reads and query-time requests {read_errors}); the first: {}",
             ingest_errors + read_errors,
             first_error.unwrap_or_default()
         );

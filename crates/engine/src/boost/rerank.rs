@@ -1,0 +1,374 @@
+//! Hits of any search engine re-ranked by a user's affinities.
+//!
+//! # Blend
+//!
+//! For `n` hits in the engine's order (hit `i` at 0-based position `i`),
+//! impact `p` (0..=100):
+//!
+//! ```text
+//! affinity(h) = sum of the profile's scores (1..=20) of the distinct
+//!               (facet, value) pairs of h, over the facets the strategy scores
+//! position(i) = 1 - i / n
+//! score(h)    = (1 - p/100) x position(i) + p/100 x affinity(h) / A
+//! ```
+//!
+//! where `A` is the highest affinity among the hits (the affinity term is
+//! 0 when no hit has any). Hits are sorted by `score`, highest first;
+//! ties keep the engine's order. The comparison is exact: it sorts by
+//! `(100 - p) x (n - i) x A + p x affinity x n`, the score times
+//! `100 x n x A`, in integers. At `p = 0` the order is the engine's; for
+//! a user without a profile every affinity is 0, so the order is the
+//! engine's too.
+//!
+//! # Facets of a hit
+//!
+//! A hit's attributes are read as a catalog object's (strings, numbers,
+//! booleans, or arrays of them; objects such as `_highlightResult` are not
+//! facet values). A hit that carries no attribute the strategy scores is
+//! looked up by `objectID` in the catalog of the index, when one is given;
+//! an id the catalog does not hold has affinity 0.
+
+use serde_json::Value;
+
+use crate::catalog::{scalar, Catalog};
+use crate::error::{Error, Result};
+use crate::scoring::Profile;
+use crate::strategy::Strategy;
+
+use super::check_impact;
+
+/// The most hits one re-ranking takes.
+pub const MAX_HITS: usize = 1000;
+
+/// A hit as re-ranking reads it: its id and the values it carries of the
+/// facets the strategy scores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    pub object_id: String,
+    /// `(facet, value)` pairs of scored facets, in attribute order.
+    pub facets: Vec<(String, String)>,
+}
+
+impl Hit {
+    /// Read a hit (`{"objectID": "...", attributes...}`), keeping the
+    /// values of the facets `strategy` scores.
+    pub fn from_json(value: &Value, strategy: &Strategy) -> Result<Hit> {
+        let obj = value.as_object().ok_or_else(|| Error::InvalidArgument {
+            name: "hits",
+            reason: "a hit must be a JSON object".into(),
+        })?;
+        let object_id = match obj.get("objectID") {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            _ => {
+                return Err(Error::InvalidArgument {
+                    name: "objectID",
+                    reason: "objectID must be a non-empty string".into(),
+                })
+            }
+        };
+        let mut facets = Vec::new();
+        for (name, v) in obj {
+            if name == "objectID" || !strategy.facets.contains_key(name) {
+                continue;
+            }
+            match v {
+                Value::Array(items) => {
+                    facets.extend(items.iter().filter_map(scalar).map(|s| (name.clone(), s)))
+                }
+                other => facets.extend(scalar(other).map(|s| (name.clone(), s))),
+            }
+        }
+        Ok(Hit { object_id, facets })
+    }
+}
+
+/// Where a hit's facet values came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FacetSource {
+    /// Its own attributes.
+    Hit,
+    /// The catalog object of its id.
+    Catalog,
+    /// Neither: no scored attribute, and the catalog does not hold it.
+    None,
+}
+
+impl FacetSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FacetSource::Hit => "hit",
+            FacetSource::Catalog => "catalog",
+            FacetSource::None => "none",
+        }
+    }
+}
+
+/// One hit's place in the new order and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranked {
+    /// Its 0-based position in the input.
+    pub input: usize,
+    /// The sum of its facet values' profile scores.
+    pub affinity: u64,
+    /// The blended score, 0..=1.
+    pub score: f64,
+    pub source: FacetSource,
+}
+
+/// Whether re-ranking `hits` needs the catalog: some hit carries no value
+/// of a scored facet.
+pub fn needs_catalog(hits: &[Hit]) -> bool {
+    hits.iter().any(|h| h.facets.is_empty())
+}
+
+/// The hits' affinities under `profile`, and where their facets came from.
+fn affinities(
+    profile: Option<&Profile>,
+    strategy: &Strategy,
+    hits: &[Hit],
+    catalog: Option<&Catalog>,
+) -> Vec<(u64, FacetSource)> {
+    let score = |pairs: &mut Vec<(&str, &str)>| -> u64 {
+        pairs.sort_unstable();
+        pairs.dedup();
+        let Some(profile) = profile else { return 0 };
+        pairs
+            .iter()
+            .filter_map(|(f, v)| profile.scores.get(*f)?.get(*v))
+            .map(|s| u64::from(*s))
+            .sum()
+    };
+    hits.iter()
+        .map(|hit| {
+            if !hit.facets.is_empty() {
+                let mut pairs: Vec<(&str, &str)> = hit
+                    .facets
+                    .iter()
+                    .map(|(f, v)| (f.as_str(), v.as_str()))
+                    .collect();
+                return (score(&mut pairs), FacetSource::Hit);
+            }
+            match catalog.and_then(|c| c.get(&hit.object_id)) {
+                Some(object) => {
+                    let mut pairs: Vec<(&str, &str)> = object
+                        .facets
+                        .iter()
+                        .filter(|(f, _)| strategy.facets.contains_key(f))
+                        .map(|(f, v)| (f.as_str(), v.as_str()))
+                        .collect();
+                    (score(&mut pairs), FacetSource::Catalog)
+                }
+                None => (0, FacetSource::None),
+            }
+        })
+        .collect()
+}
+
+/// `hits` re-ordered by the blend of their order and `profile`'s
+/// affinities at `impact` (see the module's formula); `catalog` resolves
+/// hits without scored attributes.
+pub fn rerank(
+    profile: Option<&Profile>,
+    strategy: &Strategy,
+    impact: u32,
+    hits: &[Hit],
+    catalog: Option<&Catalog>,
+) -> Result<Vec<Ranked>> {
+    check_impact(impact)?;
+    if hits.len() > MAX_HITS {
+        return Err(Error::InvalidArgument {
+            name: "hits",
+            reason: format!("{} hits, the most is {MAX_HITS}", hits.len()),
+        });
+    }
+    let found = affinities(profile, strategy, hits, catalog);
+    let n = hits.len() as u128;
+    let top = found.iter().map(|(a, _)| *a).max().unwrap_or(0).max(1);
+    let p = u128::from(impact);
+    let key = |i: usize, affinity: u64| {
+        (100 - p) * (n - i as u128) * u128::from(top) + p * u128::from(affinity) * n
+    };
+    let mut ranked: Vec<(u128, Ranked)> = found
+        .into_iter()
+        .enumerate()
+        .map(|(i, (affinity, source))| {
+            let k = key(i, affinity);
+            let score = k as f64 / (100.0 * n as f64 * top as f64);
+            let ranked = Ranked {
+                input: i,
+                affinity,
+                score: (score * 1e6).round() / 1e6,
+                source,
+            };
+            (k, ranked)
+        })
+        .collect();
+    // Stable: equal keys keep the engine's order.
+    ranked.sort_by_key(|r| std::cmp::Reverse(r.0));
+    Ok(ranked.into_iter().map(|(_, r)| r).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::tests::{profile, strategy};
+    use super::*;
+    use crate::catalog::CatalogObject;
+
+    fn hits(list: &[Value]) -> Vec<Hit> {
+        let s = strategy(50);
+        list.iter()
+            .map(|v| Hit::from_json(v, &s).unwrap())
+            .collect()
+    }
+
+    fn order(ranked: &[Ranked]) -> Vec<usize> {
+        ranked.iter().map(|r| r.input).collect()
+    }
+
+    #[test]
+    fn reads_scored_attributes_only() {
+        let s = strategy(50);
+        let h = Hit::from_json(
+            &json!({"objectID": "p1", "brand": "Apple", "color": ["red", 3, {"x": 1}],
+                    "name": "Phone", "_highlightResult": {"brand": {"value": "x"}}}),
+            &s,
+        )
+        .unwrap();
+        assert_eq!(h.object_id, "p1");
+        let mut facets = h.facets.clone();
+        facets.sort();
+        let pair = |f: &str, v: &str| (f.to_string(), v.to_string());
+        assert_eq!(
+            facets,
+            [
+                pair("brand", "Apple"),
+                pair("color", "3"),
+                pair("color", "red")
+            ]
+        );
+        for bad in [
+            json!({"brand": "Apple"}),
+            json!({"objectID": ""}),
+            json!({"objectID": 7}),
+        ] {
+            match Hit::from_json(&bad, &s) {
+                Err(Error::InvalidArgument { name, .. }) => assert_eq!(name, "objectID"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+        assert!(Hit::from_json(&json!("p1"), &s).is_err());
+    }
+
+    #[test]
+    fn blends_position_and_affinity() {
+        let p = profile(&[
+            ("brand", "Apple", 20),
+            ("brand", "Sony", 10),
+            ("color", "red", 5),
+        ]);
+        let s = strategy(50);
+        let h = hits(&[
+            json!({"objectID": "a", "brand": "Nokia"}),
+            json!({"objectID": "b", "brand": "Sony"}),
+            json!({"objectID": "c", "brand": "Apple", "color": ["red", "red"]}),
+            json!({"objectID": "d", "brand": "Nokia"}),
+        ]);
+        // n = 4, A = 25 (c: 20 + 5, red counted once).
+        // impact 50: a 0.5, b 0.375 + 0.2 = 0.575, c 0.25 + 0.5 = 0.75, d 0.125.
+        let r = rerank(Some(&p), &s, 50, &h, None).unwrap();
+        assert_eq!(order(&r), [2, 1, 0, 3]);
+        assert_eq!(r[0].affinity, 25);
+        assert_eq!(r[0].score, 0.75);
+        assert_eq!(r[1].score, 0.575);
+        assert_eq!(r[2].score, 0.5);
+        assert_eq!(r[0].source, FacetSource::Hit);
+        // impact 100: by affinity alone, ties (a, d: 0) in input order.
+        assert_eq!(
+            order(&rerank(Some(&p), &s, 100, &h, None).unwrap()),
+            [2, 1, 0, 3]
+        );
+        // impact 20: a 0.8, b 0.6 + 0.08, c 0.4 + 0.2 = 0.6, d 0.2.
+        assert_eq!(
+            order(&rerank(Some(&p), &s, 20, &h, None).unwrap()),
+            [0, 1, 2, 3]
+        );
+        // impact 0 and no profile: the input order.
+        for (prof, impact) in [(Some(&p), 0), (None, 100)] {
+            let r = rerank(prof, &s, impact, &h, None).unwrap();
+            assert_eq!(order(&r), [0, 1, 2, 3]);
+        }
+    }
+
+    #[test]
+    fn ties_keep_the_engines_order() {
+        let p = profile(&[
+            ("brand", "Apple", 20),
+            ("brand", "Sony", 10),
+            ("color", "red", 10),
+        ]);
+        let s = strategy(50);
+        let h = hits(&[
+            json!({"objectID": "a", "brand": "Nokia"}),
+            json!({"objectID": "b", "brand": "Sony"}),
+            json!({"objectID": "c", "brand": "Apple", "color": "red"}),
+        ]);
+        // n = 3, A = 30, impact 50: a 1/2, b 1/3 + 1/6 = 1/2 exactly,
+        // c 1/6 + 1/2 = 2/3. a and b tie: a stays before b.
+        let r = rerank(Some(&p), &s, 50, &h, None).unwrap();
+        assert_eq!(order(&r), [2, 0, 1]);
+        assert_eq!((r[1].score, r[2].score), (0.5, 0.5));
+        assert_eq!(r[0].score, 0.666667);
+    }
+
+    #[test]
+    fn hits_without_scored_attributes_are_read_from_the_catalog() {
+        let mut catalog = Catalog::new();
+        catalog.insert(
+            CatalogObject::from_json(&json!({"objectID": "c", "brand": "Apple", "size": "L"}))
+                .unwrap(),
+        );
+        let p = profile(&[("brand", "Apple", 20)]);
+        let s = strategy(100);
+        let h = hits(&[
+            json!({"objectID": "a", "name": "only a name"}),
+            json!({"objectID": "b", "brand": "Nokia"}),
+            json!({"objectID": "c"}),
+        ]);
+        assert!(needs_catalog(&h));
+        let r = rerank(Some(&p), &s, 100, &h, Some(&catalog)).unwrap();
+        assert_eq!(order(&r), [2, 0, 1]);
+        let sources: Vec<&str> = r.iter().map(|r| r.source.as_str()).collect();
+        assert_eq!(sources, ["catalog", "none", "hit"]);
+        assert_eq!(r[0].affinity, 20);
+        // Without the catalog, c has nothing to match.
+        let r = rerank(Some(&p), &s, 100, &h, None).unwrap();
+        assert_eq!(order(&r), [0, 1, 2]);
+    }
+
+    #[test]
+    fn refuses_too_many_hits_and_impacts_over_100() {
+        let s = strategy(50);
+        let h: Vec<Hit> = (0..=MAX_HITS)
+            .map(|i| Hit {
+                object_id: format!("o{i}"),
+                facets: Vec::new(),
+            })
+            .collect();
+        let name = |r: Result<Vec<Ranked>>| match r {
+            Err(Error::InvalidArgument { name, .. }) => name,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(name(rerank(None, &s, 50, &h, None)), "hits");
+        assert_eq!(
+            name(rerank(None, &s, 101, &h[..3], None)),
+            "personalizationImpact"
+        );
+        assert_eq!(
+            rerank(None, &s, 50, &h[..MAX_HITS], None).unwrap().len(),
+            MAX_HITS
+        );
+        assert!(rerank(None, &s, 50, &[], None).unwrap().is_empty());
+    }
+}
