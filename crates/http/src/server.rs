@@ -8,6 +8,8 @@
 //! | `GET /1/strategies/personalization` | search, profiles |
 //! | `POST /1/strategies/personalization` (starts a job) | admin |
 //! | `GET /1/profiles/personalization/{userToken}` | search, profiles |
+//! | `GET /1/profiles/personalization/{userToken}/explain` | profiles |
+//! | `POST /1/strategies/personalization/preview` (stores nothing) | profiles |
 //! | `DELETE /1/profiles/{userToken}` | admin |
 //! | `POST /1/indexes/{indexName}/objects` | admin |
 //! | `GET/PUT/DELETE /1/indexes/{indexName}/objects/{objectID}` | search, profiles / admin |
@@ -33,7 +35,7 @@ use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 
 use crate::error::MAX_BODY_BYTES;
 use crate::state::State;
-use crate::{catalog, insights, ops, personalization};
+use crate::{catalog, explain, insights, ops, personalization};
 
 /// Every route of the API on `state`.
 pub fn router(state: Arc<State>) -> Router {
@@ -60,8 +62,16 @@ pub fn router(state: Arc<State>) -> Router {
             get(personalization::get_strategy).post(personalization::post_strategy),
         )
         .route(
+            "/1/strategies/personalization/preview",
+            post(explain::post_preview),
+        )
+        .route(
             "/1/profiles/personalization/{userToken}",
             get(personalization::get_profile),
+        )
+        .route(
+            "/1/profiles/personalization/{userToken}/explain",
+            get(explain::get_explain),
         )
         .route(
             "/1/profiles/{userToken}",
