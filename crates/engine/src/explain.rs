@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use crate::engine::{Engine, DAY_MILLIS};
+use crate::engine::{App, Engine, DAY_MILLIS};
 use crate::error::{Error, Result};
 use crate::event::EventType;
 use crate::scoring::{scale, ScoredEvent, MAX_VALUES_PER_FACET};
@@ -247,6 +247,44 @@ fn add_event(totals: &mut Totals, weights: &Weights, event: &ScoredEvent, times:
     }
 }
 
+/// Each member token's events within the window at the time of the
+/// explanation, read once however many later windows use them.
+#[derive(Default)]
+struct MemberEvents(BTreeMap<String, Vec<ScoredEvent>>);
+
+impl MemberEvents {
+    /// The members of `user`'s identity when the window starts on day
+    /// `window`, their events read if not yet.
+    fn load(
+        &mut self,
+        engine: &Engine,
+        app: &App,
+        user: &str,
+        window: i64,
+        now: i64,
+    ) -> Result<Vec<String>> {
+        let mut members = Vec::new();
+        for (member, _) in engine.identity(app, user, window)? {
+            if !self.0.contains_key(&member) {
+                // Events are at most an hour ahead of the clock.
+                let events = engine.user_events(app, &member, window * DAY_MILLIS, now + DAY_MILLIS)?;
+                self.0.insert(member.clone(), events);
+            }
+            members.push(member);
+        }
+        Ok(members)
+    }
+
+    /// `member`'s loaded events of days `window` and later.
+    fn events<'a>(&'a self, member: &str, window: i64) -> impl Iterator<Item = &'a ScoredEvent> + 'a {
+        self.0
+            .get(member)
+            .into_iter()
+            .flatten()
+            .filter(move |e| e.timestamp_millis >= window * DAY_MILLIS)
+    }
+}
+
 impl Engine {
     /// Explain `raw(facet, value)` of `user`'s profile under the current
     /// strategy (see the module docs). `None` when the application has no
@@ -273,33 +311,29 @@ impl Engine {
         let now = self.now_millis();
         let window = app.config.window_start_day(now);
         let retention = i64::from(app.config.retention_days);
-        // Events are at most an hour ahead of the clock.
-        let end = now + DAY_MILLIS;
-        let mut events: Vec<(String, ScoredEvent)> = Vec::new();
-        for (member, _) in self.identity(&app, user, window)? {
-            for e in self.user_events(&app, &member, window * DAY_MILLIS, end)? {
-                events.push((member.clone(), e));
-            }
-        }
+        let mut cache = MemberEvents::default();
+        let members = cache.load(self, &app, user, window, now)?;
+        let events: Vec<(&str, &ScoredEvent)> = members
+            .iter()
+            .flat_map(|m| cache.events(m, window).map(move |e| (m.as_str(), e)))
+            .collect();
         if !events.iter().any(|(_, e)| e.is_scoring(&weights)) {
             return Ok(None);
         }
 
         let mut totals = Totals::new();
-        let mut by_day: BTreeMap<i64, Vec<&ScoredEvent>> = BTreeMap::new();
         type Kind = (i64, String, EventType, String);
         let mut rows: BTreeMap<Kind, (u32, i64)> = BTreeMap::new();
         let mut unscored: BTreeMap<(EventType, String), (u32, i64)> = BTreeMap::new();
         for (member, e) in &events {
             add_event(&mut totals, &weights, e, 1);
-            let day = e.timestamp_millis.div_euclid(DAY_MILLIS);
-            by_day.entry(day).or_default().push(e);
             let count = i64::from(e.counts.get(facet, value));
             if count == 0 {
                 continue;
             }
+            let day = e.timestamp_millis.div_euclid(DAY_MILLIS);
             let slot = if weights.event(e.event_type, &e.event_name).is_some() {
-                rows.entry((day, member.clone(), e.event_type, e.event_name.clone()))
+                rows.entry((day, member.to_string(), e.event_type, e.event_name.clone()))
                     .or_default()
             } else {
                 unscored
@@ -309,6 +343,7 @@ impl Engine {
             slot.0 += 1;
             slot.1 += count;
         }
+        drop(events);
         let contributions: Vec<Contribution> = rows
             .into_iter()
             .map(|((day, member, ty, name), (n, count))| {
@@ -329,18 +364,26 @@ impl Engine {
             .collect();
         let now_standing = standing(&totals, facet, value);
 
-        // Days leave oldest first; the first one after which the value's
-        // score differs is the next change.
+        // Days leave oldest first. Each day leaving takes its events out
+        // and may end links (a link lasts while its event is in the
+        // window), which changes the identity's members: the profile is
+        // recomputed at each later window start until the score differs
+        // or no event of today is left.
         let mut next_change = None;
-        for (day, list) in &by_day {
-            for e in list {
-                add_event(&mut totals, &weights, e, -1);
+        let last_day = (now + DAY_MILLIS).div_euclid(DAY_MILLIS);
+        for later in window + 1..=last_day + 1 {
+            let members = cache.load(self, &app, user, later, now)?;
+            let mut totals = Totals::new();
+            for m in &members {
+                for e in cache.events(m, later) {
+                    add_event(&mut totals, &weights, e, 1);
+                }
             }
             let then = standing(&totals, facet, value);
             if then.score != now_standing.score {
                 next_change = Some(NextChange {
-                    at_millis: (day + retention) * DAY_MILLIS,
-                    day: *day,
+                    at_millis: (later - 1 + retention) * DAY_MILLIS,
+                    day: later - 1,
                     raw: then.raw,
                     max_raw: then.max.map_or(0, |m| m.raw),
                     score: then.score,
