@@ -462,9 +462,7 @@ pub fn profile(args: ProfileArgs, backend: &BackendArgs) -> anyhow::Result<()> {
     };
     let engine = open_engine(backend)?;
     let Some(profile) = engine.profile(&app, &user)? else {
-        bail!(
-            "no profile for user {user:?} in app {app:?}"
-        );
+        bail!("no profile for user {user:?} in app {app:?}");
     };
     if json {
         println!("{}", profile.to_json());

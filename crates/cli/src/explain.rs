@@ -58,7 +58,11 @@ pub fn profile(cmd: ProfileCommand, backend: &BackendArgs) -> anyhow::Result<()>
         "  {:<10} {:<16} {:<12} {:<20} {:>6} {:>6} {:>5} {:>5} {:>12}  leaves at",
         "day", "user", "type", "name", "events", "count", "event", "facet", "contribution"
     );
-    for (c, row) in x.contributions.iter().zip(json["contributions"].as_array().into_iter().flatten()) {
+    for (c, row) in x
+        .contributions
+        .iter()
+        .zip(json["contributions"].as_array().into_iter().flatten())
+    {
         println!(
             "  {:<10} {:<16} {:<12} {:<20} {:>6} {:>6} {:>5} {:>5} {:>12}  {}",
             row["day"].as_str().unwrap_or("?"),

@@ -267,7 +267,8 @@ impl MemberEvents {
         for (member, _) in engine.identity(app, user, window)? {
             if !self.0.contains_key(&member) {
                 // Events are at most an hour ahead of the clock.
-                let events = engine.user_events(app, &member, window * DAY_MILLIS, now + DAY_MILLIS)?;
+                let events =
+                    engine.user_events(app, &member, window * DAY_MILLIS, now + DAY_MILLIS)?;
                 self.0.insert(member.clone(), events);
             }
             members.push(member);
@@ -276,7 +277,11 @@ impl MemberEvents {
     }
 
     /// `member`'s loaded events of days `window` and later.
-    fn events<'a>(&'a self, member: &str, window: i64) -> impl Iterator<Item = &'a ScoredEvent> + 'a {
+    fn events<'a>(
+        &'a self,
+        member: &str,
+        window: i64,
+    ) -> impl Iterator<Item = &'a ScoredEvent> + 'a {
         self.0
             .get(member)
             .into_iter()
@@ -438,7 +443,10 @@ mod tests {
         ]);
         let s = standing(&t, "brand", "Nike");
         assert_eq!((s.raw, s.rank, s.facet_values), (500, Some(2), 2));
-        assert_eq!(s.max.map(|m| (m.facet, m.value)), Some(("color".into(), "Red".into())));
+        assert_eq!(
+            s.max.map(|m| (m.facet, m.value)),
+            Some(("color".into(), "Red".into()))
+        );
         assert_eq!((s.kept, s.score), (true, Some(10)));
         let s = standing(&t, "brand", "Zara");
         assert_eq!((s.raw, s.rank, s.kept, s.score), (0, None, false, None));

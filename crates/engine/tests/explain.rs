@@ -14,7 +14,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use affinity_engine::scoring::reference::{self, ListedEvent};
 use affinity_engine::scoring::{scale, Profile};
-use affinity_engine::{AppConfig, Engine, Event, Explanation, Limits, MaintainOptions, Progress, Schema};
+use affinity_engine::{
+    AppConfig, Engine, Event, Explanation, Limits, MaintainOptions, Progress, Schema,
+};
 use common::*;
 use proptest::prelude::*;
 
@@ -153,7 +155,10 @@ fn check(
             i64::from(c.event_score) * i64::from(c.facet_score) * c.count
         );
         prop_assert!(c.day * DAY >= window_start(now), "{c:?} before the window");
-        prop_assert_eq!(c.leaves_at_millis, (c.day + i64::from(RETENTION_DAYS)) * DAY);
+        prop_assert_eq!(
+            c.leaves_at_millis,
+            (c.day + i64::from(RETENTION_DAYS)) * DAY
+        );
     }
     let raw = reference.raw(token, now);
     let want = raw
@@ -261,10 +266,11 @@ fn run(clock: FakeClock, ops: &[Op]) -> Result<(), TestCaseError> {
     if let Some((token, x)) = last {
         let next = x.next_change.clone().expect("kept only with a change");
         let score_at = |engine: &Engine| {
-            engine
-                .profile(APP, &token)
-                .unwrap()
-                .and_then(|p| p.scores.get(&x.facet).and_then(|vs| vs.get(&x.value).copied()))
+            engine.profile(APP, &token).unwrap().and_then(|p| {
+                p.scores
+                    .get(&x.facet)
+                    .and_then(|vs| vs.get(&x.value).copied())
+            })
         };
         let now = clock.now();
         // Only a prediction that still holds at this instant is checked.
@@ -275,7 +281,14 @@ fn run(clock: FakeClock, ops: &[Op]) -> Result<(), TestCaseError> {
             prop_assert_eq!(score_at(&engine), x.score);
             clock.set(next.at_millis);
             prop_assert_eq!(score_at(&engine), next.score, "at {:?}", next);
-            check(&engine, &reference, &token, &x.facet, &x.value, next.at_millis)?;
+            check(
+                &engine,
+                &reference,
+                &token,
+                &x.facet,
+                &x.value,
+                next.at_millis,
+            )?;
         }
     }
     Ok(())
@@ -333,16 +346,33 @@ fn worked_example() {
     let rows: Vec<(i64, &str, u32, i64, i64)> = x
         .contributions
         .iter()
-        .map(|c| (c.day - day0 / DAY, c.event_name.as_str(), c.events, c.count, c.contribution))
+        .map(|c| {
+            (
+                c.day - day0 / DAY,
+                c.event_name.as_str(),
+                c.events,
+                c.count,
+                c.contribution,
+            )
+        })
         .collect();
     assert_eq!(rows, [(0, "click", 2, 2, 2000), (1, "view", 1, 1, 100)]);
     assert_eq!(x.not_scored.len(), 1);
-    assert_eq!((x.not_scored[0].event_name.as_str(), x.not_scored[0].count), ("other", 1));
+    assert_eq!(
+        (x.not_scored[0].event_name.as_str(), x.not_scored[0].count),
+        ("other", 1)
+    );
     // raw 2100 of a maximum 5000 (Samsung): round(20 * 0.42) = 8.
     assert_eq!(x.raw, 2100);
     let max = x.max.as_ref().unwrap();
-    assert_eq!((max.raw, max.facet.as_str(), max.value.as_str()), (5000, "brand", "Samsung"));
-    assert_eq!((x.rank, x.facet_values, x.kept, x.score), (Some(2), 2, true, Some(8)));
+    assert_eq!(
+        (max.raw, max.facet.as_str(), max.value.as_str()),
+        (5000, "brand", "Samsung")
+    );
+    assert_eq!(
+        (x.rank, x.facet_values, x.kept, x.score),
+        (Some(2), 2, true, Some(8))
+    );
     assert_eq!(
         engine.profile(APP, "alice").unwrap().unwrap().scores["brand"]["Apple"],
         8

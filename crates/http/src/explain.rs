@@ -189,8 +189,15 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect()
         };
-        assert_eq!(param(&params(&[("facet", "brand")]), "facet").ok(), Some("brand"));
-        for list in [vec![], vec![("facet", "")], vec![("facet", "a"), ("facet", "b")]] {
+        assert_eq!(
+            param(&params(&[("facet", "brand")]), "facet").ok(),
+            Some("brand")
+        );
+        for list in [
+            vec![],
+            vec![("facet", "")],
+            vec![("facet", "a"), ("facet", "b")],
+        ] {
             let err = param(&params(&list), "facet").err().expect("refused");
             assert_eq!(err.field(), Some("facet"));
         }

@@ -54,7 +54,12 @@ async fn shop() -> Server {
     let events = vec![
         click("alice", "Apple"),
         earlier,
-        event("alice", "click", "Product Clicked", &["brand:Apple", "color:Black"]),
+        event(
+            "alice",
+            "click",
+            "Product Clicked",
+            &["brand:Apple", "color:Black"],
+        ),
         event("alice", "conversion", "Product Bought", &["brand:Samsung"]),
         event("alice", "view", "Product Viewed", &["brand:Apple"]),
         click("bob", "Nike"),
@@ -69,7 +74,10 @@ async fn explanations_add_up_to_the_profile_read() {
     let doc = document(&server).await;
     let schema = compile(&doc, "/components/schemas/Explanation");
     let path = "/1/profiles/personalization/{userToken}/explain";
-    assert_valid(&schema, &doc["components"]["schemas"]["Explanation"]["example"]);
+    assert_valid(
+        &schema,
+        &doc["components"]["schemas"]["Explanation"]["example"],
+    );
     assert_valid(
         &schema,
         &doc["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["example"],
@@ -95,7 +103,10 @@ async fn explanations_add_up_to_the_profile_read() {
         assert_eq!(status, 200, "{x}");
         assert_valid(&schema, &x);
         let rows = x["contributions"].as_array().unwrap();
-        let sum: i64 = rows.iter().map(|c| c["contribution"].as_i64().unwrap()).sum();
+        let sum: i64 = rows
+            .iter()
+            .map(|c| c["contribution"].as_i64().unwrap())
+            .sum();
         assert_eq!(json!(sum), x["raw"], "{x}");
         for c in rows {
             let product = c["eventScore"].as_i64().unwrap()
@@ -103,16 +114,28 @@ async fn explanations_add_up_to_the_profile_read() {
                 * c["count"].as_i64().unwrap();
             assert_eq!(json!(product), c["contribution"], "{c}");
         }
-        assert_eq!(x["score"], profile["scores"][facet][value], "{facet}:{value} {x}");
-        assert_eq!(x["maxRaw"], json!({"raw": 5000, "facet": "brand", "value": "Samsung"}));
+        assert_eq!(
+            x["score"], profile["scores"][facet][value],
+            "{facet}:{value} {x}"
+        );
+        assert_eq!(
+            x["maxRaw"],
+            json!({"raw": 5000, "facet": "brand", "value": "Samsung"})
+        );
     }
     // By hand: 3 clicks x 10 x 100 = 3000 of 5000 -> 12; the view counts
     // nothing and says so; today's events leave in 90 days.
     let url = "/1/profiles/personalization/alice/explain?facet=brand&value=Apple";
     let (_, x) = parts(server.admin(Method::GET, url).send().await.unwrap()).await;
-    assert_eq!((x["raw"].clone(), x["score"].clone()), (json!(3000), json!(12)));
+    assert_eq!(
+        (x["raw"].clone(), x["score"].clone()),
+        (json!(3000), json!(12))
+    );
     assert_eq!(x["contributions"][0]["events"], 3);
-    assert_eq!(x["notScored"], json!([{"eventType": "view", "eventName": "Product Viewed", "events": 1, "count": 1}]));
+    assert_eq!(
+        x["notScored"],
+        json!([{"eventType": "view", "eventName": "Product Viewed", "events": 1, "count": 1}])
+    );
     assert_eq!(x["formula"], "max(1, round(20 x 3000 / 5000)) = 12");
     // Everything is of today: the next change is when today leaves, and
     // then the profile is empty.
@@ -125,17 +148,41 @@ async fn explanations_add_up_to_the_profile_read() {
     assert_eq!(parts(r.send().await.unwrap()).await.0, 403);
     // Errors name the field.
     for (url, status, field) in [
-        ("/1/profiles/personalization/alice/explain?value=Apple", 422, "facet"),
-        ("/1/profiles/personalization/alice/explain?facet=brand", 422, "value"),
-        ("/1/profiles/personalization/alice/explain?facet=size&value=M", 400, "facet"),
-        ("/1/profiles/personalization/a%20b/explain?facet=brand&value=M", 422, "UserToken"),
+        (
+            "/1/profiles/personalization/alice/explain?value=Apple",
+            422,
+            "facet",
+        ),
+        (
+            "/1/profiles/personalization/alice/explain?facet=brand",
+            422,
+            "value",
+        ),
+        (
+            "/1/profiles/personalization/alice/explain?facet=size&value=M",
+            400,
+            "facet",
+        ),
+        (
+            "/1/profiles/personalization/a%20b/explain?facet=brand&value=M",
+            422,
+            "UserToken",
+        ),
     ] {
         let (got, body) = parts(server.admin(Method::GET, url).send().await.unwrap()).await;
         assert_eq!(got, status, "{url} {body}");
-        assert!(body["message"].as_str().unwrap().contains(field), "{url} {body}");
+        assert!(
+            body["message"].as_str().unwrap().contains(field),
+            "{url} {body}"
+        );
     }
     let url = "/1/profiles/personalization/nobody/explain?facet=brand&value=Apple";
-    assert_eq!(parts(server.admin(Method::GET, url).send().await.unwrap()).await.0, 404);
+    assert_eq!(
+        parts(server.admin(Method::GET, url).send().await.unwrap())
+            .await
+            .0,
+        404
+    );
     server.stop().await;
 }
 
@@ -193,7 +240,10 @@ async fn previews_score_a_candidate_and_store_nothing() {
         let want = if read.0 == 200 { read.1 } else { Value::Null };
         assert_eq!(u["current"], want, "{token}");
     }
-    assert_eq!(users[0]["candidate"]["scores"], json!({"color": {"Black": 20}}));
+    assert_eq!(
+        users[0]["candidate"]["scores"],
+        json!({"color": {"Black": 20}})
+    );
     assert_eq!(users[1]["candidate"], Value::Null);
     assert_eq!(users[2]["current"], Value::Null);
 
@@ -256,18 +306,33 @@ async fn previews_score_a_candidate_and_store_nothing() {
     let many: Vec<String> = (0..101).map(|i| format!("u{i}")).collect();
     for (body, status, field) in [
         (json!({"userTokens": ["alice"]}), 422, "strategy"),
-        (json!({"strategy": candidate, "userTokens": []}), 422, "userTokens"),
-        (json!({"strategy": candidate, "userTokens": many}), 422, "userTokens"),
+        (
+            json!({"strategy": candidate, "userTokens": []}),
+            422,
+            "userTokens",
+        ),
+        (
+            json!({"strategy": candidate, "userTokens": many}),
+            422,
+            "userTokens",
+        ),
         (json!({"strategy": candidate}), 422, "userTokens"),
         (json!({"strategy": candidate, "sample": 0}), 422, "sample"),
         (json!({"strategy": candidate, "sample": 101}), 422, "sample"),
-        (json!({"strategy": candidate, "sample": 1, "extra": 1}), 422, "extra"),
+        (
+            json!({"strategy": candidate, "sample": 1, "extra": 1}),
+            422,
+            "extra",
+        ),
     ] {
         assert!(!request.is_valid(&body), "the document allows {body}");
         let r = server.admin(Method::POST, path).body(body.to_string());
         let (got, answer) = parts(r.send().await.unwrap()).await;
         assert_eq!(got, status, "{body} {answer}");
-        assert!(answer["message"].as_str().unwrap().contains(field), "{body} {answer}");
+        assert!(
+            answer["message"].as_str().unwrap().contains(field),
+            "{body} {answer}"
+        );
     }
     // The profiles ACL: a search key may not enumerate users.
     let r = server
@@ -287,6 +352,9 @@ async fn previews_score_a_candidate_and_store_nothing() {
     .1;
     assert_eq!(strategy_after, strategy_before);
     assert_eq!(server.engine.strategy_history(APP, 10).unwrap().len(), 1);
-    assert_eq!(server.engine.user_row_count(APP, "alice").unwrap(), rows_before);
+    assert_eq!(
+        server.engine.user_row_count(APP, "alice").unwrap(),
+        rows_before
+    );
     server.stop().await;
 }
