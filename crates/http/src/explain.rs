@@ -198,7 +198,7 @@ mod tests {
             vec![("facet", "")],
             vec![("facet", "a"), ("facet", "b")],
         ] {
-            let err = param(&params(&list), "facet").err().expect("refused");
+            let err = param(&params(&list), "facet").expect_err("refused");
             assert_eq!(err.field(), Some("facet"));
         }
     }
