@@ -55,8 +55,10 @@ pub struct Explanation {
     /// the profile does not hold the value (raw 0, or not kept).
     pub score: Option<u32>,
     /// The next time the score changes if no event arrives: the first day
-    /// whose leaving the window changes it. `None` when no day leaving
-    /// changes it (the value is not in the profile and never enters it).
+    /// whose leaving the window changes it (its events leave, the maximum
+    /// may move, identity links of that day end). `None` when no day
+    /// leaving changes it (the value is not in the profile and never
+    /// enters it).
     pub next_change: Option<NextChange>,
 }
 
