@@ -22,7 +22,13 @@ pub struct AppArgs {
     app: String,
 }
 
-fn open_engine(backend: &BackendArgs) -> anyhow::Result<Engine> {
+impl AppArgs {
+    pub fn app(&self) -> &str {
+        &self.app
+    }
+}
+
+pub fn open_engine(backend: &BackendArgs) -> anyhow::Result<Engine> {
     Ok(Engine::open(backend.open()?)?)
 }
 
@@ -98,6 +104,9 @@ pub enum StrategyCommand {
         #[command(flatten)]
         app: AppArgs,
     },
+    /// Score users' profiles under a candidate strategy next to the
+    /// current ones; nothing is stored.
+    Preview(crate::explain::PreviewArgs),
 }
 
 pub fn strategy(cmd: StrategyCommand, backend: &BackendArgs) -> anyhow::Result<()> {
@@ -118,12 +127,13 @@ pub fn strategy(cmd: StrategyCommand, backend: &BackendArgs) -> anyhow::Result<(
             Some(strategy) => println!("{}", serde_json::to_string_pretty(&strategy.to_json())?),
             None => bail!("application {:?} has no strategy", app.app),
         },
+        StrategyCommand::Preview(args) => crate::explain::preview(args, backend)?,
     }
     Ok(())
 }
 
 /// A strategy (the Algolia strategy JSON) from `FILE` or `-`.
-fn read_strategy(file: &PathBuf) -> anyhow::Result<Strategy> {
+pub fn read_strategy(file: &PathBuf) -> anyhow::Result<Strategy> {
     let mut text = String::new();
     open_input(file)?.read_to_string(&mut text)?;
     let json: serde_json::Value =
@@ -428,26 +438,33 @@ fn show_progress(progress: &Progress, unit: &str, done: &AtomicBool) {
 }
 
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct ProfileArgs {
-    #[command(flatten)]
-    app: AppArgs,
+    #[command(subcommand)]
+    command: Option<crate::explain::ProfileCommand>,
+    /// Application id (the tenant).
+    #[arg(long, required = true)]
+    app: Option<String>,
     /// The user token (or authenticated user token).
-    user: String,
+    #[arg(required = true)]
+    user: Option<String>,
     /// Print exactly the API's profile JSON.
     #[arg(long)]
     json: bool,
 }
 
 pub fn profile(args: ProfileArgs, backend: &BackendArgs) -> anyhow::Result<()> {
-    let engine = open_engine(backend)?;
-    let Some(profile) = engine.profile(&args.app.app, &args.user)? else {
-        bail!(
-            "no profile for user {:?} in app {:?}",
-            args.user,
-            args.app.app
-        );
+    let json = args.json;
+    let (app, user) = match (args.command, args.app, args.user) {
+        (Some(cmd), _, _) => return crate::explain::profile(cmd, backend),
+        (None, Some(app), Some(user)) => (app, user),
+        _ => bail!("give --app APP and a user token"),
     };
-    if args.json {
+    let engine = open_engine(backend)?;
+    let Some(profile) = engine.profile(&app, &user)? else {
+        bail!("no profile for user {user:?} in app {app:?}");
+    };
+    if json {
         println!("{}", profile.to_json());
     } else {
         print_profile(&profile, 10);

@@ -5,6 +5,7 @@ mod backend;
 mod demo;
 mod engine_cmds;
 mod events;
+mod explain;
 mod geo;
 mod keys;
 mod serve;

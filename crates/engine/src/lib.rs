@@ -31,6 +31,8 @@
 //!   from the events table; `rebuild.rs`: profile state re-derived from
 //!   the events table; `maintain.rs` and `rollup.rs`: the rollups that keep
 //!   reads short;
+//! - `explain.rs`: one score explained day by day from the events table;
+//!   `preview.rs`: profiles under a candidate strategy, storing nothing;
 //! - `migrate.rs`: narrow -> wide migration (dual-write, backfill, verify,
 //!   cut over);
 //! - `trends.rs`: regional trends;
@@ -75,11 +77,13 @@ mod csv;
 mod engine;
 mod error;
 mod event;
+mod explain;
 mod export;
 mod ingest;
 mod job;
 mod maintain;
 mod migrate;
+mod preview;
 mod profile;
 mod rebuild;
 pub mod rollup;
@@ -97,10 +101,12 @@ pub use engine::{
 };
 pub use error::{Error, Result};
 pub use event::{Event, EventType, Limits, API_MAX_AGE_MILLIS, MAX_SKEW_MILLIS};
+pub use explain::{Contribution, Explanation, MaxRaw, NextChange, Unscored};
 pub use export::{ExportOptions, ExportReport, ProfileSink};
 pub use ingest::{IngestReport, BATCH_EVENTS};
 pub use maintain::{MaintainOptions, MaintainReport};
 pub use migrate::Verification;
+pub use preview::{Preview, MAX_PREVIEW_USERS};
 pub use profile::Deleted;
 pub use rebuild::{RebuildOptions, RebuildReport};
 pub use schema::Schema;

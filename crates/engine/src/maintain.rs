@@ -92,7 +92,7 @@ fn user_ranges(app: &App) -> Result<Vec<RowRange>> {
 }
 
 /// The first user whose rows start at or after `cursor` within `range`.
-fn next_user(
+pub(crate) fn next_user(
     app: &App,
     range: &RowRange,
     cursor: &std::ops::Bound<Bytes>,

@@ -48,6 +48,7 @@ mod catalog;
 mod config;
 mod debug;
 mod error;
+mod explain;
 mod insights;
 mod jobs;
 mod metrics;

@@ -10,6 +10,8 @@
 //! | `GET /1/profiles/personalization/{userToken}` | search, profiles |
 //! | `GET /1/profiles/personalization/{userToken}/optionalFilters` | search, profiles |
 //! | `POST /1/indexes/{indexName}/rerank` | search, profiles |
+//! | `GET /1/profiles/personalization/{userToken}/explain` | profiles |
+//! | `POST /1/strategies/personalization/preview` (stores nothing) | profiles |
 //! | `DELETE /1/profiles/{userToken}` | admin |
 //! | `POST /1/indexes/{indexName}/objects` | admin |
 //! | `GET/PUT/DELETE /1/indexes/{indexName}/objects/{objectID}` | search, profiles / admin |
@@ -35,7 +37,7 @@ use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 
 use crate::error::MAX_BODY_BYTES;
 use crate::state::State;
-use crate::{catalog, insights, ops, personalization, query};
+use crate::{catalog, explain, insights, ops, personalization, query};
 
 /// Every route of the API on `state`.
 pub fn router(state: Arc<State>) -> Router {
@@ -62,6 +64,10 @@ pub fn router(state: Arc<State>) -> Router {
             get(personalization::get_strategy).post(personalization::post_strategy),
         )
         .route(
+            "/1/strategies/personalization/preview",
+            post(explain::post_preview),
+        )
+        .route(
             "/1/profiles/personalization/{userToken}",
             get(personalization::get_profile),
         )
@@ -70,6 +76,10 @@ pub fn router(state: Arc<State>) -> Router {
             get(query::get_optional_filters),
         )
         .route("/1/indexes/{indexName}/rerank", post(query::post_rerank))
+        .route(
+            "/1/profiles/personalization/{userToken}/explain",
+            get(explain::get_explain),
+        )
         .route(
             "/1/profiles/{userToken}",
             axum::routing::delete(personalization::delete_profile),
