@@ -42,11 +42,11 @@ fn integer_0_100(v: &Value) -> Option<u32> {
 
 fn score_of(v: &Value, field: &'static str) -> Result<u32> {
     integer_0_100(v).ok_or_else(|| {
-            Error::strategy(
-                field,
-                format!("{field} score must be an integer between 0 and 100"),
-            )
-        })
+        Error::strategy(
+            field,
+            format!("{field} score must be an integer between 0 and 100"),
+        )
+    })
 }
 
 fn field<'a>(obj: &'a Map<String, Value>, key: &str, field: &'static str) -> Result<&'a Value> {
@@ -131,14 +131,17 @@ impl Strategy {
                 ));
             }
         }
-        let personalization_impact =
-            integer_0_100(field(obj, "personalizationImpact", "personalizationImpact")?)
-                .ok_or_else(|| {
-                    Error::strategy(
-                        "personalizationImpact",
-                        "personalizationImpact must be an integer between 0 and 100",
-                    )
-                })?;
+        let personalization_impact = integer_0_100(field(
+            obj,
+            "personalizationImpact",
+            "personalizationImpact",
+        )?)
+        .ok_or_else(|| {
+            Error::strategy(
+                "personalizationImpact",
+                "personalizationImpact must be an integer between 0 and 100",
+            )
+        })?;
         Ok(Strategy {
             events,
             facets,
