@@ -349,7 +349,7 @@ fn ingest(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
                 "userToken": format!("user{user}"),
                 "timestamp": now - 60_000 - (rng.next() % (days * DAY as u64)) as i64,
                 "filters": filters});
-            if user < logged_in && rng.next() % 2 == 0 {
+            if user < logged_in && rng.next().is_multiple_of(2) {
                 v["authenticatedUserToken"] = json!(format!("member{user}"));
                 linking += 1;
             }
