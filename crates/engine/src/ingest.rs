@@ -309,71 +309,65 @@ impl Engine {
         }
         drop(entries);
         self.write_trends(&app, events)?;
-        self.write_links(&app, events)?;
-        self.write_state(&app, &unique, &mut arena)?;
+        self.write_state(&app, &unique, link_mutations(events), &mut arena)?;
         report.stored = unique.len();
         Ok(report)
     }
+}
 
-    /// Link each event's anonymous `userToken` to its
-    /// `authenticatedUserToken` (both rows blind, stamped with the event's
-    /// time, so a retry writes the same cells; see
-    /// `docs/design/identity.md`).
-    fn write_links(&self, app: &App, events: &[Event]) -> Result<()> {
-        let mut links: Vec<(&str, &str, i64)> = events
-            .iter()
-            .filter_map(|e| {
-                let auth = e.authenticated_user_token.as_deref()?;
-                (auth != e.user_token).then_some((e.user_token.as_str(), auth, e.timestamp_millis))
-            })
-            .collect();
-        if links.is_empty() {
-            return Ok(());
-        }
-        links.sort_unstable();
-        links.dedup();
-        let entries: Vec<RowMutations> = links
-            .iter()
-            .flat_map(|(anonymous, identity, millis)| {
-                let ts = millis.max(&0) * 1000;
-                [
-                    RowMutations::new(
-                        rollup_key(anonymous),
-                        vec![Mutation::set_cell(
-                            LINKS_FAMILY,
-                            identity.to_string(),
-                            ts,
-                            Vec::new(),
-                        )],
-                    ),
-                    RowMutations::new(
-                        rollup_key(identity),
-                        vec![Mutation::set_cell(
-                            MEMBERS_FAMILY,
-                            anonymous.to_string(),
-                            ts,
-                            Vec::new(),
-                        )],
-                    ),
-                ]
-            })
-            .collect();
-        for chunk in requests(&entries) {
-            for status in app.profiles.mutate_rows(chunk)? {
-                status?;
-            }
-        }
-        Ok(())
-    }
+/// The links of `events`: each event's anonymous `userToken` to its
+/// `authenticatedUserToken` (both rows blind, stamped with the event's
+/// time, so a retry writes the same cells; see
+/// `docs/design/identity.md`).
+fn link_mutations(events: &[Event]) -> Vec<RowMutations> {
+    let mut links: Vec<(&str, &str, i64)> = events
+        .iter()
+        .filter_map(|e| {
+            let auth = e.authenticated_user_token.as_deref()?;
+            (auth != e.user_token).then_some((e.user_token.as_str(), auth, e.timestamp_millis))
+        })
+        .collect();
+    links.sort_unstable();
+    links.dedup();
+    links
+        .iter()
+        .flat_map(|(anonymous, identity, millis)| {
+            let ts = millis.max(&0) * 1000;
+            [
+                RowMutations::new(
+                    rollup_key(anonymous),
+                    vec![Mutation::set_cell(
+                        LINKS_FAMILY,
+                        identity.to_string(),
+                        ts,
+                        Vec::new(),
+                    )],
+                ),
+                RowMutations::new(
+                    rollup_key(identity),
+                    vec![Mutation::set_cell(
+                        MEMBERS_FAMILY,
+                        anonymous.to_string(),
+                        ts,
+                        Vec::new(),
+                    )],
+                ),
+            ]
+        })
+        .collect()
+}
 
+impl Engine {
     /// Write the profile state of `events` (stored already, in key order,
     /// each once): step 2 and 3 of the protocol (see the module docs).
     /// Ingestion calls it for each batch, a rebuild for the stored events
-    /// whose state is missing.
+    /// whose state is missing. `links` (identity links, rollup rows) go
+    /// with the late markers, in the request before the state.
     pub(crate) fn write_state(
         &self,
         app: &App,
         events: &[Prepared],
+        links: Vec<RowMutations>,
         arena: &mut Arena,
     ) -> Result<()> {
         // Every state add is stamped with today: the day it arrived (see
@@ -398,6 +392,18 @@ impl Engine {
                 }
                 _ => marks.push(RowMutations::new(rollup_key(user), vec![mark])),
             }
+        }
+        if !links.is_empty() {
+            // One entry per row: a user's marker and links together.
+            marks.extend(links);
+            marks.sort_by(|a, b| a.row_key.cmp(&b.row_key));
+            marks.dedup_by(|later, kept| {
+                let same = later.row_key == kept.row_key;
+                if same {
+                    kept.mutations.append(&mut later.mutations);
+                }
+                same
+            });
         }
         for chunk in requests(&marks) {
             for status in app.profiles.mutate_rows(chunk)? {

@@ -364,7 +364,8 @@ impl Rebuild<'_> {
         let mut keep = keep.into_iter();
         batch.retain(|_| keep.next().unwrap_or(false));
         if !batch.is_empty() {
-            self.engine.write_state(self.app, batch, arena)?;
+            self.engine
+                .write_state(self.app, batch, Vec::new(), arena)?;
         }
         done.events += read;
         done.restored += batch.len() as u64;
