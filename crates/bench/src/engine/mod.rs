@@ -393,7 +393,7 @@ fn ingest(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
     if logged_in > 0 {
         println!(
             "identity: {logged_in} users log in; {linking} events carry both tokens \
-             (each writes the link's two cells once per batch and pair)"
+             (each writes two link cells, on the two tokens' rollup rows)"
         );
         let anonymous: Vec<String> = (logged_in..users)
             .take(1000)
