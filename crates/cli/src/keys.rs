@@ -5,13 +5,13 @@
 
 use std::ops::Bound;
 
+use affinity_http::Restrictions;
 use affinity_rowkey::cover::CoverOptions;
 use affinity_rowkey::curve::{lat_cell, lng_cell, Curve};
 use affinity_rowkey::geo::{GeoLayout, TimeBin};
 use affinity_rowkey::latlong::{latlong_cover, latlong_row_ranges};
 use affinity_rowkey::plan::{plan, BBox, GeoQuery};
 use affinity_rowkey::salt::{SaltScope, Salter};
-use affinity_http::Restrictions;
 use affinity_rowkey::time::parse_millis;
 use anyhow::{bail, Context};
 

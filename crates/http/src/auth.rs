@@ -88,10 +88,12 @@ impl ApiKey {
                 acl,
             });
         };
-        let bad = || Error::Config {
+        let bad = || {
+            Error::Config {
             reason: format!(
                 "application {app:?}: key value {value:?} must be sha256: followed by 64 hexadecimal digits"
             ),
+        }
         };
         if hex.len() != 64 {
             return Err(bad());

@@ -178,7 +178,8 @@ mod tests {
         assert_eq!(err.status(), axum::http::StatusCode::FORBIDDEN);
         assert!(err.to_string().contains("plain text"), "{err}");
         // A malformed digest is refused naming the key.
-        let bad = "[[apps]]\nid = \"shop\"\nkeys = [{ value = \"sha256:abc\", acl = [\"search\"] }]";
+        let bad =
+            "[[apps]]\nid = \"shop\"\nkeys = [{ value = \"sha256:abc\", acl = [\"search\"] }]";
         let err = Config::parse(bad).unwrap().keys().unwrap_err();
         assert!(err.to_string().contains("sha256:abc"), "{err}");
     }

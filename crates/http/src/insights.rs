@@ -161,9 +161,14 @@ fn ingest(
                 .authenticated_user_token
                 .as_deref()
                 .unwrap_or(&event.user_token);
+            // The answer names the event at fault (and so does the
+            // debugger, which is given no index to add).
             r.check_index(&event.index)
                 .and_then(|()| r.check_user(user))
-                .map_err(|e| (e, Some(i)))?;
+                .map_err(|e| {
+                    let message = format!("events[{i}]: {e}");
+                    (Error::Restricted { message }, None)
+                })?;
         }
     }
     state

@@ -436,7 +436,9 @@ mod tests {
             assert!(err.to_string().contains("restrictIndices"), "{err}");
         }
 
-        assert!(r.check_source(Some("192.168.1.77".parse().unwrap())).is_ok());
+        assert!(r
+            .check_source(Some("192.168.1.77".parse().unwrap()))
+            .is_ok());
         assert!(r.check_source(Some("::1".parse().unwrap())).is_ok());
         // An IPv4 client seen on an IPv6 socket is still itself.
         assert!(r
