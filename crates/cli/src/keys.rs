@@ -1,8 +1,11 @@
 //! `affinity keys ...`: salted keys, curve indexes and range covers, for
-//! people and scripts. Glue over `affinity_rowkey`.
+//! people and scripts (glue over `affinity_rowkey`); and API keys: secured
+//! API keys and key digests for the configuration file (glue over
+//! `affinity_http`).
 
 use std::ops::Bound;
 
+use affinity_http::Restrictions;
 use affinity_rowkey::cover::CoverOptions;
 use affinity_rowkey::curve::{lat_cell, lng_cell, Curve};
 use affinity_rowkey::geo::{GeoLayout, TimeBin};
@@ -66,6 +69,60 @@ pub enum KeysCommand {
         #[arg(long, default_value = "hilbert")]
         key: String,
     },
+    /// Print a secured API key derived from a parent key, as Algolia's
+    /// `generateSecuredApiKey` makes it (for tests and operations; a shop
+    /// makes them with Algolia's clients).
+    Secure {
+        /// The parent key, in plain text: a key of the application
+        /// without the admin ACL.
+        #[arg(long)]
+        parent: String,
+        /// Restrict to this user's profile and events.
+        #[arg(long)]
+        user_token: Option<String>,
+        /// Expiry: Unix seconds, or an ISO-8601 time.
+        #[arg(long, conflicts_with = "valid_for")]
+        valid_until: Option<String>,
+        /// Expiry this many seconds from now.
+        #[arg(long)]
+        valid_for: Option<u64>,
+        /// Restrict events and catalog objects to these indices
+        /// (comma-separated; `dev_*`, `*_dev` patterns).
+        #[arg(long, value_delimiter = ',')]
+        restrict_indices: Vec<String>,
+        /// Restrict clients to these addresses or CIDR networks
+        /// (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        restrict_sources: Vec<String>,
+    },
+    /// Print `sha256:<hex>` of a key, to write in the configuration file
+    /// instead of the key itself.
+    Hash {
+        /// The key.
+        key: String,
+    },
+}
+
+/// Unix seconds from `--valid-until` (seconds, or an ISO-8601 time) or
+/// `--valid-for` (seconds from now).
+fn valid_until(until: Option<&str>, valid_for: Option<u64>) -> anyhow::Result<Option<u64>> {
+    if let Some(seconds) = valid_for {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .context("the system clock is before 1970")?;
+        return Ok(Some(now.as_secs() + seconds));
+    }
+    let Some(text) = until else {
+        return Ok(None);
+    };
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Ok(Some(seconds));
+    }
+    let millis = parse_millis(text)
+        .with_context(|| format!("--valid-until {text:?}: not Unix seconds or an ISO-8601 time"))?;
+    u64::try_from(millis / 1000)
+        .map(Some)
+        .with_context(|| format!("--valid-until {text:?} is before 1970"))
 }
 
 fn parse_time(name: &str, text: &str) -> anyhow::Result<i64> {
@@ -90,6 +147,33 @@ fn bound(b: &Bound<affinity_model::Bytes>) -> String {
 /// Run one `affinity keys` command.
 pub fn run(cmd: KeysCommand) -> anyhow::Result<()> {
     match cmd {
+        KeysCommand::Secure {
+            parent,
+            user_token,
+            valid_until: until,
+            valid_for,
+            restrict_indices,
+            restrict_sources,
+        } => {
+            let sources = restrict_sources
+                .iter()
+                .map(|s| {
+                    s.parse::<ipnet::IpNet>()
+                        .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                        .with_context(|| {
+                            format!("--restrict-sources {s:?}: not an IP address or CIDR network")
+                        })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let restrictions = Restrictions {
+                user_token,
+                valid_until: valid_until(until.as_deref(), valid_for)?,
+                restrict_indices: (!restrict_indices.is_empty()).then_some(restrict_indices),
+                restrict_sources: (!sources.is_empty()).then_some(sources),
+            };
+            println!("{}", restrictions.generate(&parent));
+        }
+        KeysCommand::Hash { key } => println!("{}", affinity_http::hash_key(&key)),
         KeysCommand::Salt {
             buckets,
             prefix_len,

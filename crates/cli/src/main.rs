@@ -74,7 +74,8 @@ enum Command {
     /// Regional trends: the top facet values of events on located objects
     /// in an area and time window, weighted by the strategy.
     Trends(trends::TrendsArgs),
-    /// Row keys: salted keys, Hilbert indexes and area + time range covers.
+    /// Row keys (salted keys, Hilbert indexes and area + time range
+    /// covers) and API keys (secured API keys, key digests).
     #[command(subcommand)]
     Keys(keys::KeysCommand),
     /// Benchmarks that print their figures.

@@ -1,15 +1,22 @@
 //! Applications, their API keys and ACLs, and the request extractor that
 //! authenticates a caller from `x-algolia-application-id` and
 //! `x-algolia-api-key` (headers, or query parameters of the same names).
+//! A key is one of the application's keys (configured in plain text or as
+//! a SHA-256 digest) or a secured API key derived from one of them (see
+//! [`crate::secured`]).
 
 use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{FromRequestParts, Query};
+use axum::extract::{ConnectInfo, FromRequestParts, Query};
 use axum::http::request::Parts;
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use crate::error::{Error, Result};
+use crate::secured::{Restrictions, SecuredKey};
 use crate::state::State;
 
 pub const APP_ID_HEADER: &str = "x-algolia-application-id";
@@ -46,11 +53,66 @@ impl Acl {
     }
 }
 
-/// One API key.
+/// One API key. Every comparison is of SHA-256 digests, in constant
+/// time, so a key configured as a hash (`sha256:<hex>`) and one in plain
+/// text are checked alike, and the time taken tells nothing of a key's
+/// length or first differing byte.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiKey {
-    pub value: String,
+    digest: [u8; 32],
+    /// The key itself when configured in plain text: only such a key can
+    /// be the parent of secured API keys, whose HMAC is computed with it.
+    plain: Option<String>,
     pub acl: BTreeSet<Acl>,
+}
+
+/// The prefix of a key configured as its SHA-256 digest.
+pub const SHA256_PREFIX: &str = "sha256:";
+
+/// `sha256:<hex>` of a key: what to write in the configuration file to
+/// keep the key itself out of it.
+pub fn hash_key(key: &str) -> String {
+    let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{SHA256_PREFIX}{hex}")
+}
+
+impl ApiKey {
+    /// A key from its configured value: `sha256:` and 64 hexadecimal
+    /// digits is a digest, anything else the key itself.
+    fn parse(app: &str, value: &str, acl: BTreeSet<Acl>) -> Result<ApiKey> {
+        let Some(hex) = value.strip_prefix(SHA256_PREFIX) else {
+            return Ok(ApiKey {
+                digest: Sha256::digest(value.as_bytes()).into(),
+                plain: Some(value.to_string()),
+                acl,
+            });
+        };
+        let bad = || {
+            Error::Config {
+            reason: format!(
+                "application {app:?}: key value {value:?} must be sha256: followed by 64 hexadecimal digits"
+            ),
+        }
+        };
+        if hex.len() != 64 {
+            return Err(bad());
+        }
+        let mut digest = [0u8; 32];
+        for (out, pair) in digest.iter_mut().zip(hex.as_bytes().chunks_exact(2)) {
+            let pair = std::str::from_utf8(pair).map_err(|_| bad())?;
+            *out = u8::from_str_radix(pair, 16).map_err(|_| bad())?;
+        }
+        Ok(ApiKey {
+            digest,
+            plain: None,
+            acl,
+        })
+    }
+
+    fn matches(&self, digest: &[u8; 32]) -> bool {
+        self.digest.ct_eq(digest).into()
+    }
 }
 
 /// The keys of every application.
@@ -59,18 +121,18 @@ pub struct Keys {
     apps: HashMap<String, Vec<ApiKey>>,
 }
 
-/// Compare without an early exit on the first differing byte.
-fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+/// What a presented key grants: its ACLs and, for a secured API key, the
+/// restrictions it carries.
+#[derive(Debug, Clone)]
+pub struct Access {
+    pub acl: BTreeSet<Acl>,
+    pub restrictions: Option<Arc<Restrictions>>,
 }
 
 impl Keys {
     /// Add a key to an application (creating it); an empty key or ACL
-    /// list is refused.
+    /// list is refused. `key` is the key itself or `sha256:<hex>`, its
+    /// digest (see [`hash_key`]).
     pub fn add(&mut self, app: &str, key: &str, acl: impl IntoIterator<Item = Acl>) -> Result<()> {
         affinity_engine::validate_app(app)?;
         let acl: BTreeSet<Acl> = acl.into_iter().collect();
@@ -79,20 +141,63 @@ impl Keys {
                 reason: format!("application {app:?}: a key needs a value and at least one ACL"),
             });
         }
-        self.apps.entry(app.to_string()).or_default().push(ApiKey {
-            value: key.to_string(),
-            acl,
-        });
+        let key = ApiKey::parse(app, key, acl)?;
+        self.apps.entry(app.to_string()).or_default().push(key);
         Ok(())
     }
 
-    /// The ACLs of `key` in `app`, if it is one of its keys.
+    /// The ACLs of `key` in `app`, if it is one of its keys (plain or
+    /// hashed; secured keys are [`Keys::authenticate`]'s).
     pub fn check(&self, app: &str, key: &str) -> Option<&BTreeSet<Acl>> {
+        let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        // Every key is compared, so the time taken does not tell which
+        // matched.
         self.apps
             .get(app)?
             .iter()
-            .find(|k| same_secret(&k.value, key))
-            .map(|k| &k.acl)
+            .fold(None, |found, k| match found {
+                None if k.matches(&digest) => Some(&k.acl),
+                _ => found,
+            })
+    }
+
+    /// What `key` may do in `app`: one of its keys, or a secured API key
+    /// signed by one of its plain-text keys (which then grants the
+    /// parent's ACLs, narrowed by the restrictions it carries). A key
+    /// that is neither, and is not shaped as a secured key, is
+    /// [`Error::Unauthorized`]; a secured key signed by no key of the
+    /// application, derived from an admin key, or unreadable, is
+    /// [`Error::Restricted`].
+    pub fn authenticate(&self, app: &str, key: &str) -> Result<Access> {
+        if let Some(acl) = self.check(app, key) {
+            return Ok(Access {
+                acl: acl.clone(),
+                restrictions: None,
+            });
+        }
+        let keys = self.apps.get(app).ok_or(Error::Unauthorized)?;
+        let secured = SecuredKey::decode(key).ok_or(Error::Unauthorized)?;
+        let parent = keys
+            .iter()
+            .filter_map(|k| Some((k.plain.as_deref()?, k)))
+            .find(|(plain, _)| secured.signed_by(plain))
+            .map(|(_, k)| k)
+            .ok_or_else(|| Error::Restricted {
+                message: "Invalid secured API key: it was signed by no key of this application \
+                    (tampered with, or derived from a key that is not configured in plain text)"
+                    .into(),
+            })?;
+        if parent.acl.contains(&Acl::Admin) {
+            return Err(Error::Restricted {
+                message: "Invalid secured API key: it derives from an admin key, \
+                    and secured API keys must derive from a key without the admin ACL"
+                    .into(),
+            });
+        }
+        Ok(Access {
+            acl: parent.acl.clone(),
+            restrictions: Some(Arc::new(secured.restrictions()?)),
+        })
     }
 
     /// The configured application ids.
@@ -105,11 +210,14 @@ impl Keys {
     }
 }
 
-/// An authenticated caller: its application and ACLs.
+/// An authenticated caller: its application and ACLs, and the
+/// restrictions of its key when it is a secured API key (its expiry and
+/// sources already checked).
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub app: String,
     pub acl: BTreeSet<Acl>,
+    pub restrictions: Option<Arc<Restrictions>>,
 }
 
 impl Caller {
@@ -127,6 +235,25 @@ impl Caller {
                 acl: acls.first().map_or("admin", |a| a.as_str()),
             })
         }
+    }
+
+    /// Ok unless the key is restricted to another `userToken`.
+    pub fn require_user(&self, user: &str) -> Result<()> {
+        self.restrictions
+            .as_ref()
+            .map_or(Ok(()), |r| r.check_user(user))
+    }
+
+    /// Ok unless the key is restricted to other indices.
+    pub fn require_index(&self, index: &str) -> Result<()> {
+        self.restrictions
+            .as_ref()
+            .map_or(Ok(()), |r| r.check_index(index))
+    }
+
+    /// The user the key is restricted to, if any.
+    pub fn only_user(&self) -> Option<&str> {
+        self.restrictions.as_ref()?.user_token.as_deref()
     }
 }
 
@@ -155,10 +282,22 @@ impl FromRequestParts<Arc<State>> for Caller {
             .unwrap_or_default();
         let app = credential(parts, &query, APP_ID_HEADER).ok_or(Error::Unauthorized)?;
         let key = credential(parts, &query, API_KEY_HEADER).ok_or(Error::Unauthorized)?;
-        let acl = state.keys.check(&app, &key).ok_or(Error::Unauthorized)?;
+        let access = state.keys.authenticate(&app, &key)?;
+        if let Some(r) = &access.restrictions {
+            let now = u64::try_from(state.engine.now_millis() / 1000).unwrap_or(0);
+            r.check_time(now)?;
+            // The connection's peer: a proxy in front of the server makes
+            // every client its own address (see docs/api.md).
+            let peer = parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(addr)| addr.ip());
+            r.check_source(peer)?;
+        }
         Ok(Caller {
             app,
-            acl: acl.clone(),
+            acl: access.acl,
+            restrictions: access.restrictions,
         })
     }
 }

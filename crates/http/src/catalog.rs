@@ -47,6 +47,7 @@ pub async fn post_objects(
 ) -> Result<Json<Value>> {
     caller.require(Acl::Admin)?;
     check_index(&index)?;
+    caller.require_index(&index)?;
     blocking(move || {
         let value = body.json()?;
         let list = value
@@ -82,6 +83,7 @@ pub async fn put_object(
 ) -> Result<Json<Value>> {
     caller.require(Acl::Admin)?;
     check_index(&index)?;
+    caller.require_index(&index)?;
     blocking(move || {
         let mut value = body.json()?;
         let obj = value
@@ -116,6 +118,7 @@ pub async fn get_object(
 ) -> Result<Json<Value>> {
     caller.require_any(&[Acl::Profiles, Acl::Search])?;
     check_index(&index)?;
+    caller.require_index(&index)?;
     blocking(move || {
         let catalog = state.engine.catalog(&caller.app, &index)?;
         match catalog.get(&object_id) {
@@ -137,6 +140,7 @@ pub async fn delete_object(
 ) -> Result<Json<Value>> {
     caller.require(Acl::Admin)?;
     check_index(&index)?;
+    caller.require_index(&index)?;
     blocking(move || {
         state
             .engine

@@ -9,6 +9,9 @@
 //! keys = [
 //!   { value = "admin-secret", acl = ["admin"] },
 //!   { value = "browser-key", acl = ["events", "search"] },
+//!   # the SHA-256 of a key (`affinity keys hash KEY`): the key itself is
+//!   # not in the file, and it cannot be the parent of secured API keys
+//!   { value = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", acl = ["search"] },
 //! ]
 //! ```
 
@@ -41,6 +44,9 @@ pub struct AppEntry {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeyEntry {
+    /// The key, or `sha256:` and the 64 hexadecimal digits of its SHA-256
+    /// digest. Only a key in plain text can sign secured API keys: their
+    /// HMAC is keyed by the key itself, which a digest does not give back.
     pub value: String,
     pub acl: Vec<Acl>,
 }
@@ -150,6 +156,32 @@ mod tests {
             .contains(&Acl::Admin));
         assert!(keys.check("cli", "cli-key").unwrap().contains(&Acl::Admin));
         assert!(keys.check("cli", "cli-ke").is_none());
+    }
+
+    #[test]
+    fn hashed_keys_are_checked_and_cannot_sign_secured_keys() {
+        let hashed = crate::auth::hash_key("browser");
+        // `echo -n browser | sha256sum`
+        assert_eq!(
+            hashed,
+            "sha256:d4c3e8a11256ab82a4fc72560eb4a2b0e87bad820c290dd9b03616de240aa6db"
+        );
+        let file = format!(
+            "[[apps]]\nid = \"shop\"\nkeys = [{{ value = \"{hashed}\", acl = [\"search\"] }}]"
+        );
+        let keys = Config::parse(&file).unwrap().keys().unwrap();
+        assert!(keys.check("shop", "browser").is_some());
+        assert!(keys.check("shop", &hashed).is_none());
+        assert!(keys.check("shop", "browse").is_none());
+        let secured = crate::secured::Restrictions::default().generate("browser");
+        let err = keys.authenticate("shop", &secured).unwrap_err();
+        assert_eq!(err.status(), axum::http::StatusCode::FORBIDDEN);
+        assert!(err.to_string().contains("plain text"), "{err}");
+        // A malformed digest is refused naming the key.
+        let bad =
+            "[[apps]]\nid = \"shop\"\nkeys = [{ value = \"sha256:abc\", acl = [\"search\"] }]";
+        let err = Config::parse(bad).unwrap().keys().unwrap_err();
+        assert!(err.to_string().contains("sha256:abc"), "{err}");
     }
 
     #[test]

@@ -23,6 +23,11 @@ pub enum Error {
     /// A valid key without the ACL the endpoint needs.
     #[error("Method not allowed with this API key: it needs the {acl} ACL")]
     Forbidden { acl: &'static str },
+    /// A secured API key refused: signed by no key of the application,
+    /// expired, unreadable, or a restriction the request breaks (the
+    /// message names it).
+    #[error("{message}")]
+    Restricted { message: String },
     /// A body over [`MAX_BODY_BYTES`], as sent or once decompressed.
     #[error("Request body is too large: {len}, the limit is 2097152 bytes")]
     TooLarge { len: String },
@@ -84,7 +89,7 @@ impl Error {
         use affinity_engine::Error as E;
         match self {
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
-            Error::Forbidden { .. } => StatusCode::FORBIDDEN,
+            Error::Forbidden { .. } | Error::Restricted { .. } => StatusCode::FORBIDDEN,
             Error::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Error::UnsupportedEncoding { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::InvalidJson { .. } | Error::BadEncoding { .. } | Error::Config { .. } => {
@@ -117,7 +122,7 @@ impl Error {
         }
         match self {
             Error::Unauthorized => "unauthorized",
-            Error::Forbidden { .. } => "forbidden",
+            Error::Forbidden { .. } | Error::Restricted { .. } => "forbidden",
             Error::TooLarge { .. } => "too_large",
             Error::UnsupportedEncoding { .. } => "unsupported_encoding",
             Error::BadEncoding { .. } => "bad_encoding",

@@ -16,6 +16,7 @@ use crate::auth::{Acl, Caller};
 use crate::body::Body;
 use crate::debug::{Filter, Rejection, RequestOrigin};
 use crate::error::{blocking, Error, Result, MAX_BATCH_EVENTS};
+use crate::secured::Restrictions;
 use crate::state::State;
 
 /// Check a user token of a path: `[a-zA-Z0-9_=/+-]{1,129}`.
@@ -100,12 +101,13 @@ pub async fn post_events(
     };
     let shared = Arc::clone(&state);
     let app = caller.app.clone();
+    let restrictions = caller.restrictions.clone();
     let (outcome, events) = blocking(move || {
         let mut value = match body.json() {
             Ok(v) => v,
             Err(e) => return Ok((Err((e, None)), vec![excerpt(body.raw())])),
         };
-        let outcome = ingest(&shared, &app, &value);
+        let outcome = ingest(&shared, &app, restrictions.as_deref(), &value);
         let events = match value.get_mut("events").map(Value::take) {
             Some(Value::Array(events)) => events,
             _ => vec![value],
@@ -136,8 +138,16 @@ fn excerpt(raw: &[u8]) -> Value {
 }
 
 /// Validate every event, then store them all (blocking); a failure names
-/// the event at fault when there is one.
-fn ingest(state: &State, app: &str, body: &Value) -> Result<(), (Error, Option<usize>)> {
+/// the event at fault when there is one. A secured key's restrictions
+/// hold for every event: its `index` must be one of `restrictIndices`,
+/// and the user it is stored under (`authenticatedUserToken` when
+/// present, else `userToken`) must be the key's `userToken`.
+fn ingest(
+    state: &State,
+    app: &str,
+    restrictions: Option<&Restrictions>,
+    body: &Value,
+) -> Result<(), (Error, Option<usize>)> {
     let list = event_list(body).map_err(|e| (e, None))?;
     let limits = Limits::api(state.engine.now_millis());
     let events = list
@@ -145,6 +155,22 @@ fn ingest(state: &State, app: &str, body: &Value) -> Result<(), (Error, Option<u
         .enumerate()
         .map(|(i, v)| Event::from_json(v, &limits).map_err(|e| (e.into(), Some(i))))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(r) = restrictions {
+        for (i, event) in events.iter().enumerate() {
+            let user = event
+                .authenticated_user_token
+                .as_deref()
+                .unwrap_or(&event.user_token);
+            // The answer names the event at fault (and so does the
+            // debugger, which is given no index to add).
+            r.check_index(&event.index)
+                .and_then(|()| r.check_user(user))
+                .map_err(|e| {
+                    let message = format!("events[{i}]: {e}");
+                    (Error::Restricted { message }, None)
+                })?;
+        }
+    }
     state
         .engine
         .ingest(app, &events)
@@ -161,7 +187,14 @@ pub async fn get_debug(
     Query(params): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>> {
     caller.require(Acl::Profiles)?;
-    let (filter, wait) = debug_query(&params)?;
+    let (mut filter, wait) = debug_query(&params)?;
+    // A key restricted to one user sees that user's events only.
+    if let Some(only) = caller.only_user() {
+        if let Some(asked) = &filter.user_token {
+            caller.require_user(asked)?;
+        }
+        filter.user_token = Some(only.to_string());
+    }
     let deadline = tokio::time::Instant::now() + wait;
     let mut changed = state.debug.subscribe(&caller.app);
     // A long poll ends when the server stops, so it never holds up a
@@ -250,6 +283,7 @@ pub async fn delete_user_token(
 ) -> Result<StatusCode> {
     caller.require(Acl::Admin)?;
     check_user_token(&user)?;
+    caller.require_user(&user)?;
     blocking(move || Ok(state.engine.delete_user(&caller.app, &user)?)).await?;
     Ok(StatusCode::NO_CONTENT)
 }

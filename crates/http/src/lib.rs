@@ -15,10 +15,11 @@
 //! memory), so many servers can share one store. It is not the CLI either:
 //! `affinity serve` parses flags and calls [`serve`].
 //!
-//! Where to start reading: `server.rs` (routes and middleware), `auth.rs`,
-//! `body.rs`, `error.rs`, then one module per group of endpoints
-//! (`insights.rs`, `personalization.rs`, `query.rs`, `catalog.rs`,
-//! `ops.rs`) and
+//! Where to start reading: `server.rs` (routes and middleware), `auth.rs`
+//! and `secured.rs` (Algolia's secured API keys), `body.rs`, `error.rs`,
+//! then one module per group of endpoints (`insights.rs`,
+//! `personalization.rs`, `query.rs`, `explain.rs`, `catalog.rs`, `ops.rs`)
+//! and
 //! `debug.rs` (the events debugger's ring).
 //!
 //! ```
@@ -55,16 +56,18 @@ mod metrics;
 mod ops;
 mod personalization;
 mod query;
+mod secured;
 mod server;
 mod state;
 mod time;
 mod trends;
 
-pub use auth::{Acl, ApiKey, Keys};
+pub use auth::{hash_key, Access, Acl, ApiKey, Keys, SHA256_PREFIX};
 pub use config::{AppEntry, Config, KeyEntry};
 pub use debug::{Entry, EventLog, Filter, Rejection, RequestOrigin, DEFAULT_DEBUG_EVENTS};
 pub use error::{Error, Result, MAX_BATCH_EVENTS, MAX_BODY_BYTES};
 pub use jobs::{Job, JobState, Jobs};
 pub use metrics::Metrics;
+pub use secured::{Restrictions, SecuredKey};
 pub use server::{router, serve, shutdown_signal};
 pub use state::{State, STRATEGY_TTL};

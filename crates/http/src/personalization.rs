@@ -65,6 +65,7 @@ pub async fn get_profile(
 ) -> Result<Response> {
     caller.require_any(&[Acl::Profiles, Acl::Search])?;
     check_user_token(&user)?;
+    caller.require_user(&user)?;
     let inline = state.inline_reads;
     // The JSON written straight from the sorted scores (no maps, no serde
     // per entry): the bytes `Json(profile)` would answer.
@@ -93,6 +94,7 @@ pub async fn delete_profile(
 ) -> Result<Json<Value>> {
     caller.require(Acl::Admin)?;
     check_user_token(&user)?;
+    caller.require_user(&user)?;
     let (user, now) = blocking(move || {
         state.engine.delete_user(&caller.app, &user)?;
         Ok((user, state.engine.now_millis()))

@@ -8,7 +8,8 @@
 //! - Algolia's Insights client v5 with `compression: 'gzip'` sends a large
 //!   batch gzipped and a purchase with `objectData` plainly.
 //! - Algolia's Python client 4.x sets the strategy, sends events and reads
-//!   and deletes a profile.
+//!   and deletes a profile; and generates secured API keys
+//!   (`generate_secured_api_key`) whose restrictions the server enforces.
 //!
 //! The JavaScript side lives in `tests/browser/` at the repository root
 //! (its `package.json` and lock; `scripts/test` installs Chromium and runs
@@ -47,6 +48,11 @@ fn main() {
             "algolia_python_client_sends_events_and_reads_profiles",
             python_prerequisites,
             algolia_python_client_works,
+        ),
+        (
+            "algolia_python_client_secured_keys_are_enforced",
+            python_prerequisites,
+            algolia_python_secured_keys,
         ),
     ];
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
@@ -384,6 +390,52 @@ fn algolia_python_client_works() {
             .as_str()
             .unwrap()
             .contains("Algolia for Python"));
+        server.stop().await;
+    });
+}
+
+/// Secured keys made by Algolia's Python client (`tests/clients/
+/// secured_keys.py`), restricted to `py-alice` and the `products` index.
+fn algolia_python_secured_keys() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let server = Server::embedded().await;
+        assert_eq!(server.set_strategy().await.status(), 200);
+        let addr = server.base.trim_start_matches("http://").to_string();
+        let (host, port) = addr.rsplit_once(':').unwrap();
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/clients/secured_keys.py");
+        let mut command = Command::new(python());
+        command.arg(script).args([host, port, APP, BROWSER_KEY]);
+        let out = tokio::task::spawn_blocking(move || run(&mut command))
+            .await
+            .unwrap();
+        let refused = |name: &str, words: &str| {
+            assert_eq!(out[name]["status"], 403, "{name}: {out}");
+            let message = out[name]["message"].as_str().unwrap_or_default();
+            assert!(message.contains(words), "{name}: {out}");
+        };
+        assert_eq!(
+            out["own_events"],
+            json!({"status": 200, "message": "OK"}),
+            "{out}"
+        );
+        refused("other_user_events", "userToken \"py-alice\"");
+        refused("other_index_events", "restrictIndices");
+        assert_eq!(out["own_profile"]["userToken"], "py-alice", "{out}");
+        assert_eq!(
+            out["own_profile"]["scores"]["brand"],
+            json!({"Apple": 20}),
+            "{out}"
+        );
+        refused("other_profile", "userToken \"py-alice\"");
+        refused("expired", "expired");
+        refused("tampered", "Invalid secured API key");
+        let remaining = out["remaining_validity"].as_i64().unwrap();
+        assert!((3000..=3600).contains(&remaining), "{out}");
+        // Nothing of the refused events was stored.
+        let r = server.admin(Method::GET, "/1/profiles/personalization/py-bobby");
+        assert_eq!(r.send().await.unwrap().status(), 404);
         server.stop().await;
     });
 }

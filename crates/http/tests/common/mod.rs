@@ -18,6 +18,9 @@ pub const APP: &str = "app1";
 pub const ADMIN: &str = "admin-key";
 pub const EVENTS_KEY: &str = "events-key";
 pub const SEARCH_KEY: &str = "search-key";
+/// A browser's key (`events` and `search`): the parent of the secured
+/// keys of the tests.
+pub const BROWSER_KEY: &str = "browser-key";
 pub const OTHER_APP: &str = "app2";
 pub const OTHER_ADMIN: &str = "other-admin";
 
@@ -35,6 +38,8 @@ pub fn keys() -> Keys {
     keys.add(APP, ADMIN, [Acl::Admin]).unwrap();
     keys.add(APP, EVENTS_KEY, [Acl::Events]).unwrap();
     keys.add(APP, SEARCH_KEY, [Acl::Search]).unwrap();
+    keys.add(APP, BROWSER_KEY, [Acl::Events, Acl::Search])
+        .unwrap();
     keys.add(OTHER_APP, OTHER_ADMIN, [Acl::Admin]).unwrap();
     keys
 }
@@ -54,13 +59,26 @@ impl Server {
         Server::maintaining(store, None).await
     }
 
+    /// A server on a fresh embedded store, with `keys` instead of [`keys`].
+    pub async fn with_keys(keys: Keys) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let store = affinity_embedded::EmbeddedStore::open(dir.path()).unwrap();
+        let mut server = Server::start(Arc::new(store), None, keys).await;
+        server._dir = Some(dir);
+        server
+    }
+
     /// [`Server::on`], maintaining every application every `every`.
     pub async fn maintaining(store: Arc<dyn Store>, every: Option<Duration>) -> Server {
+        Server::start(store, every, keys()).await
+    }
+
+    async fn start(store: Arc<dyn Store>, every: Option<Duration>, keys: Keys) -> Server {
         let engine = Arc::new(Engine::open(store).unwrap());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
-        let state = State::new(Arc::clone(&engine), keys()).with_maintenance(every);
+        let state = State::new(Arc::clone(&engine), keys).with_maintenance(every);
         let handle = tokio::spawn(affinity_http::serve(listener, state, async {
             let _ = stopped.await;
         }));
