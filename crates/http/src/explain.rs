@@ -49,6 +49,7 @@ pub async fn get_explain(
 ) -> Result<Json<Value>> {
     caller.require(Acl::Profiles)?;
     check_user_token(&user)?;
+    caller.require_user(&user)?;
     let facet = param(&params, "facet")?.to_string();
     let value = param(&params, "value")?.to_string();
     let explained =
@@ -124,6 +125,12 @@ pub async fn post_preview(
     body: Body,
 ) -> Result<Json<Value>> {
     caller.require(Acl::Profiles)?;
+    if caller.only_user().is_some() {
+        // A preview reads other users' profiles (a sample lists them).
+        return Err(Error::Restricted {
+            message: "A key restricted to one userToken cannot preview a strategy".into(),
+        });
+    }
     let previews = blocking(move || {
         let body = body.json()?;
         if let Some(extra) = body.as_object().and_then(|o| {

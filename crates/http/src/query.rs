@@ -182,6 +182,7 @@ pub async fn get_optional_filters(
 ) -> Result<Response> {
     caller.require_any(&[Acl::Profiles, Acl::Search])?;
     check_user_token(&user)?;
+    caller.require_user(&user)?;
     let query = parse_boost_query(&params)?;
     let inline = state.inline_reads;
     let answer = read(inline, move || {
@@ -317,9 +318,11 @@ pub async fn post_rerank(
 ) -> Result<Response> {
     caller.require_any(&[Acl::Profiles, Acl::Search])?;
     check_index(&index)?;
+    caller.require_index(&index)?;
     let inline = state.inline_reads;
     let answer = read(inline, move || {
         let RerankBody { user, hits, impact } = parse_rerank_body(body.json()?)?;
+        caller.require_user(&user)?;
         let strategy = strategy_of(&state, &caller.app)?;
         let impact = impact.unwrap_or(strategy.personalization_impact);
         let read = read_hits(&hits, &strategy)?;

@@ -286,3 +286,45 @@ async fn a_key_configured_as_its_digest_authenticates() {
     assert!(message(&body).contains("plain text"), "{body}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn per_user_endpoints_answer_a_user_token_key_for_its_user_only() {
+    let mut keys = keys();
+    keys.add(
+        APP,
+        "page-key",
+        [affinity_http::Acl::Search, affinity_http::Acl::Profiles],
+    )
+    .unwrap();
+    let server = Server::with_keys(keys).await;
+    assert_eq!(server.set_strategy().await.status(), 200);
+    let events = [click("alice", "Apple"), click("bob", "Apple")];
+    assert_eq!(server.post_events(&events).await.status(), 200);
+    let key = secured_key("page-key", &[("userToken", "alice")]);
+    let status = |method: Method, path: String, body: Option<Value>| {
+        let mut r = server.as_key(method, &path, APP, &key);
+        if let Some(body) = body {
+            r = r.body(body.to_string());
+        }
+        async move { r.send().await.unwrap().status().as_u16() }
+    };
+    for user in ["alice", "bob"] {
+        let want = if user == "alice" { 200 } else { 403 };
+        let boosts = format!("/1/profiles/personalization/{user}/optionalFilters");
+        assert_eq!(status(Method::GET, boosts, None).await, want, "{user}");
+        let explain = format!("/1/profiles/personalization/{user}/explain?facet=brand&value=Apple");
+        assert_eq!(status(Method::GET, explain, None).await, want, "{user}");
+        let rerank = json!({"userToken": user, "hits": [{"objectID": "p1", "brand": "Apple"}]});
+        let path = "/1/indexes/products/rerank".to_string();
+        assert_eq!(
+            status(Method::POST, path, Some(rerank)).await,
+            want,
+            "{user}"
+        );
+    }
+    // A preview reads other users' profiles: never with a restricted key.
+    let preview = json!({"strategy": strategy(), "userTokens": ["alice"]});
+    let path = "/1/strategies/personalization/preview".to_string();
+    assert_eq!(status(Method::POST, path, Some(preview)).await, 403);
+    server.stop().await;
+}
