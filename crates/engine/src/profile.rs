@@ -539,6 +539,10 @@ impl Engine {
 /// A facet's slot in the weights and `eventScore * facetScore`.
 type SlotWeight = (usize, i64);
 
+/// An unquoted counter located by [`CounterColumns::locate`]: its value,
+/// its prefix's slot and weight, and whether the prefix is new.
+type Located<'q> = (&'q [u8], Option<SlotWeight>, bool);
+
 /// Counter qualifiers `type,name,facet,value` resolved during one read:
 /// counters sort by their `type,name,facet,` prefix, so a counter nearly
 /// always shares the last one's prefix (one comparison, then its value is
@@ -564,38 +568,13 @@ impl<'w> CounterColumns<'w> {
 
     /// Add counter `q` with count `n` to `acc`.
     fn add(&mut self, q: &[u8], n: i64, acc: &mut Accumulator<'_>) -> Result<()> {
-        if let Some((prefix, resolved)) = self.prefixes.get(self.current) {
-            if let Some(value) = plain_value_after(q, prefix) {
-                if let Some((slot, weight)) = *resolved {
-                    add_value(acc, slot, q, value, weight * n)?;
-                }
-                return Ok(());
-            }
+        match self.locate(q)? {
+            Some((value, target, _)) => match target {
+                Some((slot, weight)) => add_value(acc, slot, q, value, weight * n),
+                None => Ok(()),
+            },
+            None => self.add_parsed(q, n, acc),
         }
-        // A new prefix: split at the commas of an unquoted qualifier.
-        if q.contains(&b'"') {
-            return self.add_parsed(q, n, acc);
-        }
-        let mut commas = comma_positions(q);
-        let (Some(_), Some(_), Some(third), None) =
-            (commas.next(), commas.next(), commas.next(), commas.next())
-        else {
-            return self.add_parsed(q, n, acc);
-        };
-        let (prefix, value) = (&q[..third], &q[third + 1..]);
-        self.current = match self.prefixes.iter().position(|(p, _)| p == prefix) {
-            Some(i) => i,
-            None => {
-                let (ty, name, facet) = parse_last_qualifier(prefix)?;
-                let resolved = self.resolve(ty, &name, &facet);
-                self.prefixes.push((prefix.to_vec(), resolved));
-                self.prefixes.len() - 1
-            }
-        };
-        if let Some((slot, weight)) = self.prefixes[self.current].1 {
-            add_value(acc, slot, q, value, weight * n)?;
-        }
-        Ok(())
     }
 
     /// [`CounterColumns::add`] for the counters of one row, in order: the
@@ -608,27 +587,41 @@ impl<'w> CounterColumns<'w> {
         run: &mut Run<'r>,
         acc: &mut Accumulator<'_>,
     ) -> Result<()> {
+        let Some((value, target, new_prefix)) = self.locate(q)? else {
+            return self.add_parsed(q, n, acc);
+        };
+        if new_prefix {
+            run.flush(acc)?;
+        }
+        // (A row's first counter may continue the last row's prefix: its
+        // run starts here.)
+        run.target = target;
+        if target.is_some() {
+            run.push(value, n);
+        }
+        Ok(())
+    }
+
+    /// The value of unquoted counter `q`, its prefix's facet slot and
+    /// weight (`None`: not scored), and whether its prefix differs from
+    /// the last counter's; `None` for a quoted (or malformed) qualifier,
+    /// which needs the full CSV parse.
+    #[inline]
+    fn locate<'q>(&mut self, q: &'q [u8]) -> Result<Option<Located<'q>>> {
         if let Some((prefix, resolved)) = self.prefixes.get(self.current) {
             if let Some(value) = plain_value_after(q, prefix) {
-                if resolved.is_some() {
-                    // (A row's first counter may continue the last row's
-                    // prefix: its run starts here.)
-                    run.target = *resolved;
-                    run.push(value, n);
-                }
-                return Ok(());
+                return Ok(Some((value, *resolved, false)));
             }
         }
         if q.contains(&b'"') {
-            return self.add_parsed(q, n, acc);
+            return Ok(None);
         }
         let mut commas = comma_positions(q);
         let (Some(_), Some(_), Some(third), None) =
             (commas.next(), commas.next(), commas.next(), commas.next())
         else {
-            return self.add_parsed(q, n, acc);
+            return Ok(None);
         };
-        run.flush(acc)?;
         let (prefix, value) = (&q[..third], &q[third + 1..]);
         self.current = match self.prefixes.iter().position(|(p, _)| p == prefix) {
             Some(i) => i,
@@ -639,11 +632,7 @@ impl<'w> CounterColumns<'w> {
                 self.prefixes.len() - 1
             }
         };
-        run.target = self.prefixes[self.current].1;
-        if run.target.is_some() {
-            run.push(value, n);
-        }
-        Ok(())
+        Ok(Some((value, self.prefixes[self.current].1, true)))
     }
 
     /// The facet slot and weight of the counters of `(ty, name, facet)`,
