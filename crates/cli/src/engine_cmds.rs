@@ -286,10 +286,9 @@ pub fn export(args: ExportArgs, backend: &BackendArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How a batch job over an application runs: `rebuild` and `maintain`.
 #[derive(clap::Args)]
-pub struct RebuildArgs {
-    #[command(flatten)]
-    app: AppArgs,
+pub struct JobArgs {
     /// Take only shard I of N (`I/N`, 0-based), so N processes split the
     /// work (give them the same `--job`).
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
@@ -303,14 +302,22 @@ pub struct RebuildArgs {
     job: Option<String>,
 }
 
+#[derive(clap::Args)]
+pub struct RebuildArgs {
+    #[command(flatten)]
+    app: AppArgs,
+    #[command(flatten)]
+    job: JobArgs,
+}
+
 pub fn rebuild(args: RebuildArgs, backend: &BackendArgs) -> anyhow::Result<()> {
     let engine = open_engine(backend)?;
     let progress = Progress::default();
     let options = RebuildOptions {
-        threads: args.threads.max(1),
-        shard: args.shard,
+        threads: args.job.threads.max(1),
+        shard: args.job.shard,
     };
-    let report = with_progress(&progress, || match &args.job {
+    let report = with_progress(&progress, || match &args.job.job {
         Some(job) => engine.rebuild_job(&args.app.app, options, job, &progress),
         None => engine.rebuild(&args.app.app, options, &progress),
     })?;
@@ -332,27 +339,18 @@ pub fn rebuild(args: RebuildArgs, backend: &BackendArgs) -> anyhow::Result<()> {
 pub struct MaintainArgs {
     #[command(flatten)]
     app: AppArgs,
-    /// Take only shard I of N (`I/N`, 0-based), so N processes split the
-    /// work (give them the same `--job`).
-    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
-    shard: Option<(usize, usize)>,
-    /// Parallel threads.
-    #[arg(long, default_value_t = 2)]
-    threads: usize,
-    /// Run as the named, restartable job: every process given the same
-    /// name shares one split, and a rerun skips the ranges already done.
-    #[arg(long, value_name = "NAME")]
-    job: Option<String>,
+    #[command(flatten)]
+    job: JobArgs,
 }
 
 pub fn maintain(args: MaintainArgs, backend: &BackendArgs) -> anyhow::Result<()> {
     let engine = open_engine(backend)?;
     let progress = Progress::default();
     let options = MaintainOptions {
-        threads: args.threads.max(1),
-        shard: args.shard,
+        threads: args.job.threads.max(1),
+        shard: args.job.shard,
     };
-    let report = with_progress_of(&progress, "day rows", || match &args.job {
+    let report = with_progress_of(&progress, "day rows", || match &args.job.job {
         Some(job) => engine.maintain_job(&args.app.app, options, job, &progress),
         None => engine.maintain(&args.app.app, options, &progress),
     })?;
