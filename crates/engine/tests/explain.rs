@@ -14,17 +14,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use affinity_engine::scoring::reference::{self, ListedEvent};
 use affinity_engine::scoring::{scale, Profile};
-use affinity_engine::{
-    AppConfig, Engine, Event, Explanation, Limits, MaintainOptions, Progress, Schema,
-};
+use affinity_engine::{AppConfig, Engine, Explanation, MaintainOptions, Progress, Schema};
+use common::identity::*;
 use common::*;
 use proptest::prelude::*;
 
 const APP: &str = "explain";
 const RETENTION_DAYS: u32 = 3;
-
-/// `(kind, anonymous token, login as, hours before now, items)`.
-type GenEvent = (u8, u8, Option<u8>, u32, Vec<u8>);
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -49,50 +45,11 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn anonymous(n: u8) -> String {
-    format!("user-{}", n % 4)
-}
-
-fn authenticated(n: u8) -> String {
-    format!("member-{}", n % 2)
-}
-
-fn window_start(now: i64) -> i64 {
-    ((now - i64::from(RETENTION_DAYS) * DAY).div_euclid(DAY) + 1) * DAY
-}
-
-/// The ingested events and logins, and the identity rules of
-/// `docs/design/identity.md` written naively.
-#[derive(Default)]
-struct Reference {
-    events: Vec<Event>,
-    links: Vec<(String, String, i64)>,
-}
-
+/// What only these tests ask of the reference.
 impl Reference {
-    fn owner(&self, token: &str, window_start: i64) -> Option<&str> {
-        self.links
-            .iter()
-            .filter(|(x, _, t)| x == token && *t >= window_start)
-            .min_by(|a, b| a.2.cmp(&b.2).then_with(|| a.1.cmp(&b.1)))
-            .map(|(_, a, _)| a.as_str())
-    }
-
-    fn members(&self, token: &str, window_start: i64) -> BTreeSet<String> {
-        let owner = self.owner(token, window_start).unwrap_or(token).to_string();
-        let mut out: BTreeSet<String> = self
-            .links
-            .iter()
-            .map(|(x, _, _)| x.clone())
-            .filter(|x| self.owner(x, window_start) == Some(owner.as_str()))
-            .collect();
-        out.insert(owner);
-        out
-    }
-
     /// The identity's distinct events within the window, listed under `token`.
     fn listed(&self, token: &str, now: i64) -> Vec<ListedEvent> {
-        let start = window_start(now);
+        let start = window_start(now, RETENTION_DAYS);
         let members = self.members(token, start);
         let mut seen = BTreeSet::new();
         listed(APP, &self.events)
@@ -154,7 +111,10 @@ fn check(
             c.contribution,
             i64::from(c.event_score) * i64::from(c.facet_score) * c.count
         );
-        prop_assert!(c.day * DAY >= window_start(now), "{c:?} before the window");
+        prop_assert!(
+            c.day * DAY >= window_start(now, RETENTION_DAYS),
+            "{c:?} before the window"
+        );
         prop_assert_eq!(
             c.leaves_at_millis,
             (c.day + i64::from(RETENTION_DAYS)) * DAY
@@ -192,43 +152,15 @@ fn run(clock: FakeClock, ops: &[Op]) -> Result<(), TestCaseError> {
     engine.configure_app(APP, config).unwrap();
     engine.set_strategy(APP, &strategy()).unwrap();
     let mut reference = Reference::default();
-    let tokens: Vec<String> = (0..4)
-        .map(anonymous)
-        .chain((0..2).map(authenticated))
-        .collect();
+    let tokens = tokens();
     let mut last: Option<(String, Explanation)> = None;
     for op in ops {
         let now = clock.now();
         match op {
             Op::Ingest(list) => {
-                let limits = Limits {
-                    now_millis: now,
-                    max_age_millis: i64::from(RETENTION_DAYS) * DAY,
-                    max_skew_millis: 3_600_000,
-                };
-                let events: Vec<Event> = list
-                    .iter()
-                    .filter_map(|(kind, anon, login, hours, items)| {
-                        let ts = now - i64::from(*hours) * 3_600_000 - i64::from(*kind);
-                        let mut v = event_json(*kind, *anon, ts, items, false);
-                        if let Some(a) = login {
-                            v["authenticatedUserToken"] = authenticated(*a).into();
-                        }
-                        Event::from_json(&v, &limits).ok()
-                    })
-                    .collect();
-                if events.is_empty() {
+                if !reference.ingest(&engine, APP, list, now, RETENTION_DAYS) {
                     continue;
                 }
-                engine.ingest(APP, &events).unwrap();
-                for e in &events {
-                    if let Some(a) = &e.authenticated_user_token {
-                        reference
-                            .links
-                            .push((e.user_token.clone(), a.clone(), e.timestamp_millis));
-                    }
-                }
-                reference.events.extend(events);
             }
             Op::Advance(hours) => clock.set(now + i64::from(*hours) * 3_600_000),
             Op::Maintain => {

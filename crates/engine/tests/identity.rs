@@ -12,17 +12,14 @@ use std::sync::Arc;
 
 use affinity_engine::scoring::reference::{self, ListedEvent};
 use affinity_engine::scoring::Profile;
-use affinity_engine::{AppConfig, Engine, Event, Limits, MaintainOptions, Progress, Schema};
+use affinity_engine::{AppConfig, Engine, MaintainOptions, Progress, Schema};
 use affinity_model::Store;
+use common::identity::*;
 use common::*;
 use proptest::prelude::*;
 
 const APP: &str = "ident";
 const RETENTION_DAYS: u32 = 3;
-
-/// One generated event: `(kind, anonymous token, login as, hours before
-/// now, items)`.
-type GenEvent = (u8, u8, Option<u8>, u32, Vec<u8>);
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -49,45 +46,10 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn anonymous(n: u8) -> String {
-    format!("user-{}", n % 4)
-}
-
-fn authenticated(n: u8) -> String {
-    format!("member-{}", n % 2)
-}
-
-/// The reference: events kept, links `(anonymous, identity, time)` kept.
-#[derive(Default)]
-struct Reference {
-    events: Vec<Event>,
-    links: Vec<(String, String, i64)>,
-}
-
+/// What only these tests ask of the reference.
 impl Reference {
-    fn owner(&self, token: &str, window_start: i64) -> Option<&str> {
-        self.links
-            .iter()
-            .filter(|(x, _, t)| x == token && *t >= window_start)
-            .min_by(|a, b| a.2.cmp(&b.2).then_with(|| a.1.cmp(&b.1)))
-            .map(|(_, a, _)| a.as_str())
-    }
-
-    fn members(&self, token: &str, window_start: i64) -> BTreeSet<String> {
-        let owner = self.owner(token, window_start).unwrap_or(token).to_string();
-        let mut out: BTreeSet<String> = self
-            .links
-            .iter()
-            .map(|(x, _, _)| x.clone())
-            .filter(|x| self.owner(x, window_start) == Some(owner.as_str()))
-            .collect();
-        out.insert(owner);
-        out
-    }
-
     fn profile(&self, token: &str, now: i64) -> Option<Profile> {
-        let day = DAY;
-        let window_start = ((now - i64::from(RETENTION_DAYS) * day).div_euclid(day) + 1) * day;
+        let window_start = window_start(now, RETENTION_DAYS);
         let members = self.members(token, window_start);
         let listed: Vec<ListedEvent> = listed(APP, &self.events)
             .into_iter()
@@ -97,13 +59,12 @@ impl Reference {
                 ..e
             })
             .collect();
-        reference::profiles(&listed, &strategy(), now, i64::from(RETENTION_DAYS) * day)
+        reference::profiles(&listed, &strategy(), now, i64::from(RETENTION_DAYS) * DAY)
             .remove(token)
     }
 
     fn delete(&mut self, token: &str, now: i64) {
-        let day = DAY;
-        let window_start = ((now - i64::from(RETENTION_DAYS) * day).div_euclid(day) + 1) * day;
+        let window_start = window_start(now, RETENTION_DAYS);
         let doomed = match self.owner(token, window_start) {
             Some(owner) if owner != token => BTreeSet::from([token.to_string()]),
             _ => self.members(token, window_start),
@@ -130,42 +91,14 @@ fn run(store: Arc<dyn Store>, clock: FakeClock, ops: &[Op]) -> Result<(), TestCa
         .unwrap();
     engine.set_strategy(APP, &strategy()).unwrap();
     let mut reference = Reference::default();
-    let tokens: Vec<String> = (0..4)
-        .map(anonymous)
-        .chain((0..2).map(authenticated))
-        .collect();
+    let tokens = tokens();
     for (step, op) in ops.iter().enumerate() {
         let now = clock.now();
         match op {
             Op::Ingest(list) => {
-                let limits = Limits {
-                    now_millis: now,
-                    max_age_millis: i64::from(RETENTION_DAYS) * DAY,
-                    max_skew_millis: 3_600_000,
-                };
-                let events: Vec<Event> = list
-                    .iter()
-                    .filter_map(|(kind, anon, login, hours, items)| {
-                        let ts = now - i64::from(*hours) * 3_600_000 - i64::from(*kind);
-                        let mut v = event_json(*kind, *anon, ts, items, false);
-                        if let Some(a) = login {
-                            v["authenticatedUserToken"] = authenticated(*a).into();
-                        }
-                        Event::from_json(&v, &limits).ok()
-                    })
-                    .collect();
-                if events.is_empty() {
+                if !reference.ingest(&engine, APP, list, now, RETENTION_DAYS) {
                     continue;
                 }
-                engine.ingest(APP, &events).unwrap();
-                for e in &events {
-                    if let Some(a) = &e.authenticated_user_token {
-                        reference
-                            .links
-                            .push((e.user_token.clone(), a.clone(), e.timestamp_millis));
-                    }
-                }
-                reference.events.extend(events);
             }
             Op::Advance(hours) => clock.set(now + i64::from(*hours) * 3_600_000),
             Op::Maintain => {

@@ -1,6 +1,8 @@
 //! Shared helpers of the engine's integration tests.
 #![allow(dead_code)]
 
+pub mod identity;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
