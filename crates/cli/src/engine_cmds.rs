@@ -107,6 +107,30 @@ pub enum StrategyCommand {
     /// Score users' profiles under a candidate strategy next to the
     /// current ones; nothing is stored.
     Preview(crate::explain::PreviewArgs),
+    /// The application's A/B test of strategies.
+    #[command(subcommand)]
+    Variants(VariantsCommand),
+}
+
+#[derive(clap::Subcommand)]
+pub enum VariantsCommand {
+    /// Start or replace the test: `{"variants": [{"name", "trafficPercentage",
+    /// "strategy"?}, ...]}` from FILE or `-` (see docs/api.md).
+    Set {
+        #[command(flatten)]
+        app: AppArgs,
+        file: PathBuf,
+    },
+    /// Print the running test as JSON (`{"variants": []}` when none).
+    Get {
+        #[command(flatten)]
+        app: AppArgs,
+    },
+    /// End the test: every user is served the application's strategy.
+    Clear {
+        #[command(flatten)]
+        app: AppArgs,
+    },
 }
 
 pub fn strategy(cmd: StrategyCommand, backend: &BackendArgs) -> anyhow::Result<()> {
@@ -128,6 +152,47 @@ pub fn strategy(cmd: StrategyCommand, backend: &BackendArgs) -> anyhow::Result<(
             None => bail!("application {:?} has no strategy", app.app),
         },
         StrategyCommand::Preview(args) => crate::explain::preview(args, backend)?,
+        StrategyCommand::Variants(cmd) => variants(cmd, backend)?,
+    }
+    Ok(())
+}
+
+fn variants(cmd: VariantsCommand, backend: &BackendArgs) -> anyhow::Result<()> {
+    let updated = |message: &str, updated_at: i64| -> anyhow::Result<()> {
+        println!(
+            "{}",
+            serde_json::json!({
+                "message": message,
+                "updatedAt": affinity_rowkey::time::format_seconds(updated_at)?,
+            })
+        );
+        Ok(())
+    };
+    match cmd {
+        VariantsCommand::Set { app, file } => {
+            let mut text = String::new();
+            open_input(&file)?.read_to_string(&mut text)?;
+            let json: serde_json::Value = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not JSON", file.display()))?;
+            let test = affinity_engine::Variants::from_json(&json)?;
+            let updated_at = open_engine(backend)?.set_variants(&app.app, &test)?;
+            updated("Variants were successfully updated.", updated_at)?;
+            eprintln!("servers serve the test within a second");
+        }
+        VariantsCommand::Get { app } => {
+            let json = match open_engine(backend)?.variants(&app.app)? {
+                Some(test) => test.to_json(),
+                None => serde_json::json!({"variants": []}),
+            };
+            println!("{}", serde_json::to_string_pretty(&json)?);
+        }
+        VariantsCommand::Clear { app } => {
+            let updated_at = open_engine(backend)?.clear_variants(&app.app)?;
+            updated(
+                "The A/B test was ended: every user is served the application's strategy.",
+                updated_at,
+            )?;
+        }
     }
     Ok(())
 }

@@ -461,3 +461,77 @@ fn backend_flags_before_or_after_the_subcommand() {
     ]);
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--data is not an option of keys"));
 }
+
+#[test]
+fn strategy_variants_set_get_and_clear() {
+    let (dir, data, _, _) = loaded_shop("narrow");
+    let path = |name: &str| dir.path().join(name);
+    let test = serde_json::json!({"variants": [
+        {"name": "control", "trafficPercentage": 70},
+        {"name": "colors", "trafficPercentage": 30, "strategy": {
+            "eventsScoring": [{"eventName": "Product Clicked", "eventType": "click", "score": 30}],
+            "facetsScoring": [{"facetName": "color", "score": 100}],
+            "personalizationImpact": 90}}]});
+    std::fs::write(path("test.json"), test.to_string()).unwrap();
+    let none: serde_json::Value = serde_json::from_str(&ok(
+        &data,
+        &["strategy", "variants", "get", "--app", "shop"],
+    ))
+    .unwrap();
+    assert_eq!(none, serde_json::json!({"variants": []}));
+    let set = ok(
+        &data,
+        &[
+            "strategy",
+            "variants",
+            "set",
+            "--app",
+            "shop",
+            &path("test.json").to_string_lossy(),
+        ],
+    );
+    assert!(set.contains("Variants were successfully updated."), "{set}");
+    let got: serde_json::Value = serde_json::from_str(&ok(
+        &data,
+        &["strategy", "variants", "get", "--app", "shop"],
+    ))
+    .unwrap();
+    assert_eq!(got, test);
+
+    // A bad test names the field and changes nothing.
+    std::fs::write(
+        path("bad.json"),
+        r#"{"variants": [{"name": "a", "trafficPercentage": 60}, {"name": "b", "trafficPercentage": 60}]}"#,
+    )
+    .unwrap();
+    let err = fails(
+        &data,
+        &[
+            "strategy",
+            "variants",
+            "set",
+            "--app",
+            "shop",
+            &path("bad.json").to_string_lossy(),
+        ],
+    );
+    assert!(
+        err.contains("trafficPercentage") && err.contains("120"),
+        "{err}"
+    );
+    let got: serde_json::Value = serde_json::from_str(&ok(
+        &data,
+        &["strategy", "variants", "get", "--app", "shop"],
+    ))
+    .unwrap();
+    assert_eq!(got, test);
+
+    let cleared = ok(&data, &["strategy", "variants", "clear", "--app", "shop"]);
+    assert!(cleared.contains("ended"), "{cleared}");
+    let none: serde_json::Value = serde_json::from_str(&ok(
+        &data,
+        &["strategy", "variants", "get", "--app", "shop"],
+    ))
+    .unwrap();
+    assert_eq!(none, serde_json::json!({"variants": []}));
+}

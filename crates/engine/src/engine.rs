@@ -43,6 +43,7 @@ use crate::rollup;
 use crate::schema::{Schema, WIDE_FAMILY};
 use crate::state::{COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY};
 use crate::strategy::Strategy;
+use crate::variants::Variants;
 
 mod settings;
 
@@ -354,6 +355,7 @@ impl Engine {
         validate_app(app)?;
         let filter = RowFilter::Chain(vec![
             RowFilter::exact_family("s"),
+            RowFilter::exact_qualifier(b"strategy"),
             RowFilter::CellsPerColumnLimit(limit.max(1)),
         ]);
         let Some(row) = self.apps_table.read_row(app.as_bytes(), Some(&filter))? else {
@@ -368,6 +370,62 @@ impl Engine {
                 ))
             })
             .collect()
+    }
+
+    /// Start (or replace) the application's A/B test of strategies (see
+    /// [`crate::variants`]); returns its `updatedAt` (milliseconds).
+    pub fn set_variants(&self, app: &str, variants: &Variants) -> Result<i64> {
+        self.store_variants(app, variants.to_json())
+    }
+
+    /// End the application's A/B test: every user is served the
+    /// application's strategy again. Returns the `updatedAt`.
+    pub fn clear_variants(&self, app: &str) -> Result<i64> {
+        self.store_variants(app, serde_json::Value::Null)
+    }
+
+    fn store_variants(&self, app: &str, json: serde_json::Value) -> Result<i64> {
+        validate_app(app)?;
+        let latest = self.variants_version(app)?.map_or(i64::MIN, |(_, t)| t);
+        let updated_at = self.now_millis().max(latest + 1);
+        self.apps_table.mutate_row(
+            app.as_bytes(),
+            &[Mutation::set_cell(
+                "s",
+                "variants",
+                updated_at * 1000,
+                serde_json::to_vec(&json)?,
+            )],
+        )?;
+        Ok(updated_at)
+    }
+
+    /// The application's running A/B test, if any.
+    pub fn variants(&self, app: &str) -> Result<Option<Variants>> {
+        Ok(self.variants_version(app)?.and_then(|(v, _)| v))
+    }
+
+    /// The latest test setting and its `updatedAt` (`None` inside: ended).
+    fn variants_version(&self, app: &str) -> Result<Option<(Option<Variants>, i64)>> {
+        validate_app(app)?;
+        let filter = RowFilter::Chain(vec![
+            RowFilter::exact_family("s"),
+            RowFilter::exact_qualifier(b"variants"),
+            RowFilter::CellsPerColumnLimit(1),
+        ]);
+        let Some(row) = self.apps_table.read_row(app.as_bytes(), Some(&filter))? else {
+            return Ok(None);
+        };
+        let Some(cell) = row.cells.first() else {
+            return Ok(None);
+        };
+        let json: serde_json::Value = serde_json::from_slice(&cell.value)?;
+        let variants = if json.is_null() {
+            None
+        } else {
+            Some(Variants::from_json(&json)?)
+        };
+        Ok(Some((variants, cell.timestamp_micros / 1000)))
     }
 
     fn catalog_key(app: &str, index: &str, object_id: &str) -> Vec<u8> {

@@ -19,7 +19,7 @@ use crate::engine::{App, Engine, DAY_MILLIS};
 use crate::error::{Error, Result};
 use crate::event::EventType;
 use crate::scoring::{scale, ScoredEvent, MAX_VALUES_PER_FACET};
-use crate::strategy::Weights;
+use crate::strategy::{Strategy, Weights};
 
 /// Why `raw(facet, value)` of a user's profile is what it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -307,6 +307,18 @@ impl Engine {
         let Some(strategy) = self.strategy(app)? else {
             return Ok(None);
         };
+        self.explain_with(app, user, facet, value, &strategy)
+    }
+
+    /// [`Engine::explain`] under `strategy` (an A/B test's variant).
+    pub fn explain_with(
+        &self,
+        app: &str,
+        user: &str,
+        facet: &str,
+        value: &str,
+        strategy: &Strategy,
+    ) -> Result<Option<Explanation>> {
         let weights = strategy.weights();
         let Some(facet_score) = weights.facet(facet) else {
             return Err(Error::InvalidArgument {

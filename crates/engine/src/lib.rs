@@ -93,6 +93,7 @@ pub mod scoring;
 pub mod state;
 mod strategy;
 pub mod trends;
+pub mod variants;
 
 pub use batch::{Progress, ProgressSnapshot};
 pub use engine::{
@@ -113,3 +114,4 @@ pub use schema::Schema;
 pub use scoring::Profile;
 pub use strategy::{Strategy, Weights};
 pub use trends::{Area, Trends, TrendsQuery, ValueScore};
+pub use variants::{Variant, Variants};

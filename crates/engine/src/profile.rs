@@ -172,11 +172,13 @@ impl Engine {
     ) -> Result<Option<(i64, SortedScores)>> {
         let app = self.app(app)?;
         let weights = strategy.weights();
-        let mut acc = Accumulator::new(&weights);
         let window = app.config.window_start_day(self.now_millis());
+        // Read first: the accumulator borrows the rollups' values.
+        let members = self.identity(&app, user, window)?;
+        let mut acc = Accumulator::new(&weights);
         let mut any_state = false;
-        for (member, rollup) in self.identity(&app, user, window)? {
-            any_state |= self.add_member(&app, &member, rollup, window, &weights, &mut acc)?;
+        for (member, rollup) in &members {
+            any_state |= self.add_member(&app, member, rollup, window, &weights, &mut acc)?;
         }
         if !any_state {
             return Ok(None);
@@ -185,14 +187,14 @@ impl Engine {
     }
 
     /// Add one member's profile state to `acc`; `false` when it has none.
-    fn add_member(
+    fn add_member<'a>(
         &self,
         app: &App,
         user: &str,
-        rollup: Rollup,
+        rollup: &'a Rollup,
         window: i64,
         weights: &Weights,
-        acc: &mut Accumulator<'_>,
+        acc: &mut Accumulator<'a>,
     ) -> Result<bool> {
         let folded = match rollup.watermark {
             Some(w) if w.lo < window - i64::from(SLACK_DAYS) || w.lo > window => {
@@ -220,7 +222,7 @@ impl Engine {
                 let Some((slot, weight)) = counters.resolve(ty, &name, &facet) else {
                     continue;
                 };
-                acc.add_sorted_at(slot, weight, packed::unpack(cell, prefix), |_| {
+                acc.add_borrowed_sorted_at(slot, weight, packed::unpack(cell, prefix), |_| {
                     Error::corrupt(
                         "rollup totals",
                         String::from_utf8_lossy(prefix).into_owned(),

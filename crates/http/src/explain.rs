@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use affinity_engine::{Strategy, MAX_PREVIEW_USERS};
 use axum::extract::{Path, Query, State as Shared};
+use axum::response::IntoResponse;
 use axum::Json;
 use serde_json::{json, Value};
 
@@ -24,6 +25,7 @@ use crate::body::Body;
 use crate::error::{blocking, Error, Result};
 use crate::insights::check_user_token;
 use crate::state::State;
+use crate::variants;
 
 /// The one parameter named `name` of a query, required and not empty.
 fn param<'a>(params: &'a [(String, String)], name: &'static str) -> Result<&'a str> {
@@ -46,16 +48,35 @@ pub async fn get_explain(
     caller: Caller,
     Path(user): Path<String>,
     Query(params): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>> {
+) -> Result<axum::response::Response> {
     caller.require(Acl::Profiles)?;
     check_user_token(&user)?;
     caller.require_user(&user)?;
     let facet = param(&params, "facet")?.to_string();
     let value = param(&params, "value")?.to_string();
-    let explained =
-        blocking(move || Ok(state.engine.explain(&caller.app, &user, &facet, &value)?)).await?;
+    let forced = variants::forced(&params)?;
+    let explained = blocking(move || {
+        let Some(serving) = state.serving(&caller.app, &user, forced.as_deref())? else {
+            return Ok(None);
+        };
+        let explained =
+            state
+                .engine
+                .explain_with(&caller.app, &user, &facet, &value, &serving.strategy)?;
+        Ok(explained.map(|x| (x, serving.variant)))
+    })
+    .await?;
     match explained {
-        Some(x) => Ok(Json(x.to_json())),
+        Some((x, variant)) => {
+            let mut json = x.to_json();
+            if let Some(v) = &variant {
+                json["variant"] = json!(v);
+            }
+            Ok(variants::tagged(
+                Json(json).into_response(),
+                variant.as_deref(),
+            ))
+        }
         None => Err(Error::not_found("User not found")),
     }
 }

@@ -61,6 +61,7 @@ mod server;
 mod state;
 mod time;
 mod trends;
+mod variants;
 
 pub use auth::{hash_key, Access, Acl, ApiKey, Keys, SHA256_PREFIX};
 pub use config::{AppEntry, Config, KeyEntry};

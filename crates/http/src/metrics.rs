@@ -42,6 +42,8 @@ pub struct Metrics {
     requests: Mutex<BTreeMap<(String, String, u16), u64>>,
     /// `(method, route) -> latency`.
     latency: Mutex<BTreeMap<(String, String), Histogram>>,
+    /// `application -> A/B test variant -> requests it served`.
+    served: Mutex<BTreeMap<String, BTreeMap<String, u64>>>,
 }
 
 /// Escape a label value.
@@ -53,6 +55,21 @@ fn label(value: &str) -> String {
 }
 
 impl Metrics {
+    /// Count a request served by `variant` of `app`'s A/B test.
+    pub fn served(&self, app: &str, variant: &str) {
+        let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
+        let per_app = match served.get_mut(app) {
+            Some(m) => m,
+            None => served.entry(app.to_string()).or_default(),
+        };
+        match per_app.get_mut(variant) {
+            Some(n) => *n += 1,
+            None => {
+                per_app.insert(variant.to_string(), 1);
+            }
+        }
+    }
+
     /// Count `events` rejected for `reason` (see [`crate::debug::Rejection`]).
     pub fn reject(&self, reason: &str, events: u64) {
         *self
@@ -107,6 +124,22 @@ impl Metrics {
             .iter()
         {
             let _ = writeln!(out, "{name}{{reason=\"{}\"}} {n}", label(reason));
+        }
+        let name = "affinity_variant_served_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Profile, optionalFilters, rerank and explain answers per A/B test \
+             variant.\n# TYPE {name} counter"
+        );
+        for (app, variants) in self.served.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            for (variant, n) in variants {
+                let _ = writeln!(
+                    out,
+                    "{name}{{app=\"{}\",variant=\"{}\"}} {n}",
+                    label(app),
+                    label(variant)
+                );
+            }
         }
         out.push_str("# HELP affinity_http_requests_total HTTP requests by route and status.\n");
         out.push_str("# TYPE affinity_http_requests_total counter\n");

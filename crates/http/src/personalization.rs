@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use affinity_engine::Strategy;
-use axum::extract::{Path, State as Shared};
+use axum::extract::{Path, Query, State as Shared};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -15,6 +15,7 @@ use crate::error::{blocking, Error, Result};
 use crate::insights::check_user_token;
 use crate::state::State;
 use crate::time::iso;
+use crate::variants;
 
 /// `GET /1/strategies/personalization`.
 pub async fn get_strategy(
@@ -62,17 +63,20 @@ pub async fn get_profile(
     Shared(state): Shared<Arc<State>>,
     caller: Caller,
     Path(user): Path<String>,
+    Query(params): Query<Vec<(String, String)>>,
 ) -> Result<Response> {
     caller.require_any(&[Acl::Profiles, Acl::Search])?;
     check_user_token(&user)?;
     caller.require_user(&user)?;
+    let forced = variants::forced(&params)?;
     let inline = state.inline_reads;
     // The JSON written straight from the sorted scores (no maps, no serde
     // per entry): the bytes `Json(profile)` would answer.
-    let read = move || match state.strategy(&caller.app)? {
-        Some(strategy) => Ok(state
+    let read = move || match state.serving(&caller.app, &user, forced.as_deref())? {
+        Some(serving) => Ok(state
             .engine
-            .profile_json_with(&caller.app, &user, &strategy)?),
+            .profile_json_with(&caller.app, &user, &serving.strategy)?
+            .map(|json| (json, serving.variant))),
         None => Ok(None),
     };
     let profile = if inline {
@@ -81,7 +85,11 @@ pub async fn get_profile(
         blocking(read).await?
     };
     match profile {
-        Some(json) => Ok(([(CONTENT_TYPE, "application/json")], json).into_response()),
+        Some((json, variant)) => {
+            let body = variants::with_variant_field(json, variant.as_deref());
+            let response = ([(CONTENT_TYPE, "application/json")], body).into_response();
+            Ok(variants::tagged(response, variant.as_deref()))
+        }
         None => Err(Error::not_found("User not found")),
     }
 }

@@ -35,7 +35,8 @@ use crate::body::Body;
 use crate::catalog::check_index;
 use crate::error::{blocking, Error, Result};
 use crate::insights::check_user_token;
-use crate::state::State;
+use crate::state::{Serving, State};
+use crate::variants;
 
 /// The shapes `optionalFilters` answers in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,10 +148,11 @@ pub fn parse_boost_query(params: &[(String, String)]) -> Result<BoostQuery, Engi
     })
 }
 
-/// The application's strategy, or the 404 the strategy read answers.
-fn strategy_of(state: &State, app: &str) -> Result<Arc<Strategy>> {
+/// The strategy serving `user` (see [`State::serving`]), or the 404 the
+/// strategy read answers.
+fn serving_of(state: &State, app: &str, user: &str, forced: Option<&str>) -> Result<Serving> {
     state
-        .strategy(app)?
+        .serving(app, user, forced)?
         .ok_or_else(|| Error::not_found("No personalization strategy is set for this application"))
 }
 
@@ -184,9 +186,11 @@ pub async fn get_optional_filters(
     check_user_token(&user)?;
     caller.require_user(&user)?;
     let query = parse_boost_query(&params)?;
+    let forced = variants::forced(&params)?;
     let inline = state.inline_reads;
-    let answer = read(inline, move || {
-        let strategy = strategy_of(&state, &caller.app)?;
+    let (answer, variant) = read(inline, move || {
+        let serving = serving_of(&state, &caller.app, &user, forced.as_deref())?;
+        let strategy = serving.strategy;
         let defaults = BoostOptions::of(&strategy);
         let options = BoostOptions {
             impact: query.impact.unwrap_or(defaults.impact),
@@ -211,20 +215,25 @@ pub async fn get_optional_filters(
             "format": query.format.as_str(),
         });
         out[key] = value;
-        Ok(out)
+        if let Some(v) = &serving.variant {
+            out["variant"] = json!(v);
+        }
+        Ok((out, serving.variant))
     })
     .await?;
-    Ok(json_response(&answer))
+    Ok(variants::tagged(json_response(&answer), variant.as_deref()))
 }
 
 /// The fields of a re-ranking body.
-const RERANK_FIELDS: [&str; 3] = ["userToken", "hits", "personalizationImpact"];
+const RERANK_FIELDS: [&str; 4] = ["userToken", "hits", "personalizationImpact", "variant"];
 
-/// A re-ranking body, checked: the user, the hits as sent, the impact.
+/// A re-ranking body, checked: the user, the hits as sent, the impact,
+/// the variant forced.
 struct RerankBody {
     user: String,
     hits: Vec<Value>,
     impact: Option<u32>,
+    variant: Option<String>,
 }
 
 fn parse_rerank_body(value: Value) -> Result<RerankBody> {
@@ -238,7 +247,7 @@ fn parse_rerank_body(value: Value) -> Result<RerankBody> {
         return Err(Error::unprocessable(
             "body",
             format!(
-                "Unknown field {extra}: the body takes userToken, hits and personalizationImpact"
+                "Unknown field {extra}: the body takes userToken, hits, personalizationImpact and variant"
             ),
         ));
     }
@@ -287,7 +296,25 @@ fn parse_rerank_body(value: Value) -> Result<RerankBody> {
             }
         }
     };
-    Ok(RerankBody { user, hits, impact })
+    let variant = match obj.remove("variant") {
+        None => None,
+        Some(Value::String(v)) => {
+            variants::check(&v)?;
+            Some(v)
+        }
+        Some(_) => {
+            return Err(Error::unprocessable(
+                "variant",
+                "variant must be a string naming a variant",
+            ))
+        }
+    };
+    Ok(RerankBody {
+        user,
+        hits,
+        impact,
+        variant,
+    })
 }
 
 /// The engine's reading of each hit; a hit that is not an object or has
@@ -320,10 +347,16 @@ pub async fn post_rerank(
     check_index(&index)?;
     caller.require_index(&index)?;
     let inline = state.inline_reads;
-    let answer = read(inline, move || {
-        let RerankBody { user, hits, impact } = parse_rerank_body(body.json()?)?;
+    let (answer, variant) = read(inline, move || {
+        let RerankBody {
+            user,
+            hits,
+            impact,
+            variant,
+        } = parse_rerank_body(body.json()?)?;
         caller.require_user(&user)?;
-        let strategy = strategy_of(&state, &caller.app)?;
+        let serving = serving_of(&state, &caller.app, &user, variant.as_deref())?;
+        let strategy = serving.strategy;
         let impact = impact.unwrap_or(strategy.personalization_impact);
         let read = read_hits(&hits, &strategy)?;
         let catalog = if rerank::needs_catalog(&read) {
@@ -362,15 +395,19 @@ pub async fn post_rerank(
                 Some(hit)
             })
             .collect();
-        Ok(json!({
+        let mut answer = json!({
             "userToken": user,
             "userFound": profile.is_some(),
             "personalizationImpact": impact,
             "hits": out,
-        }))
+        });
+        if let Some(v) = &serving.variant {
+            answer["variant"] = json!(v);
+        }
+        Ok((answer, serving.variant))
     })
     .await?;
-    Ok(json_response(&answer))
+    Ok(variants::tagged(json_response(&answer), variant.as_deref()))
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 
 use crate::error::MAX_BODY_BYTES;
 use crate::state::State;
-use crate::{catalog, explain, insights, ops, personalization, query};
+use crate::{catalog, explain, insights, ops, personalization, query, variants};
 
 /// Every route of the API on `state`.
 pub fn router(state: Arc<State>) -> Router {
@@ -62,6 +62,12 @@ pub fn router(state: Arc<State>) -> Router {
         .route(
             "/1/strategies/personalization",
             get(personalization::get_strategy).post(personalization::post_strategy),
+        )
+        .route(
+            "/1/strategies/personalization/variants",
+            get(variants::get_variants)
+                .put(variants::put_variants)
+                .delete(variants::delete_variants),
         )
         .route(
             "/1/strategies/personalization/preview",

@@ -4,11 +4,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use affinity_engine::{Engine, Strategy};
+use affinity_engine::{Engine, Strategy, Variants};
 
 use crate::auth::Keys;
 use crate::debug::EventLog;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::jobs::Jobs;
 use crate::metrics::Metrics;
 
@@ -35,8 +35,27 @@ pub struct State {
     pub maintain_every: Option<Duration>,
 }
 
-/// A strategy (or its absence) and when it was read.
-type CachedStrategy = (Instant, Option<Arc<Strategy>>);
+/// A strategy and A/B test (or their absence) and when they were read.
+type CachedStrategy = (Instant, Settings);
+
+/// An application's strategy and A/B test, as requests use them.
+type Settings = (Option<Arc<Strategy>>, Option<Arc<Test>>);
+
+/// An A/B test as requests use it: each variant's own strategy shared.
+#[derive(Debug)]
+struct Test {
+    variants: Variants,
+    /// By variant, in the test's order.
+    strategies: Vec<Option<Arc<Strategy>>>,
+}
+
+/// The strategy a request is served with, and the A/B test's variant that
+/// chose it (`None` when the application runs no test).
+#[derive(Debug, Clone)]
+pub struct Serving {
+    pub strategy: Arc<Strategy>,
+    pub variant: Option<String>,
+}
 
 /// How long a strategy read for profile requests is reused. A change made
 /// through this server is seen at once, one made through another server
@@ -94,16 +113,84 @@ impl State {
     /// The application's current strategy, re-read at most every
     /// [`STRATEGY_TTL`] (blocking).
     pub fn strategy(&self, app: &str) -> Result<Option<Arc<Strategy>>> {
+        Ok(self.settings(app)?.0)
+    }
+
+    /// The strategy and A/B test of `app`, cached for [`STRATEGY_TTL`].
+    fn settings(&self, app: &str) -> Result<Settings> {
         let cache = || self.strategies.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((read, strategy)) = cache().get(app) {
+        if let Some((read, settings)) = cache().get(app) {
             if read.elapsed() < STRATEGY_TTL {
-                return Ok(strategy.clone());
+                return Ok(settings.clone());
             }
         }
         let read = Instant::now();
         let strategy = self.engine.strategy(app)?.map(Arc::new);
-        cache().insert(app.to_string(), (read, strategy.clone()));
-        Ok(strategy)
+        let variants = self.engine.variants(app)?.map(|variants| {
+            let strategies = variants
+                .list()
+                .iter()
+                .map(|v| v.strategy.clone().map(Arc::new))
+                .collect();
+            Arc::new(Test {
+                variants,
+                strategies,
+            })
+        });
+        cache().insert(
+            app.to_string(),
+            (read, (strategy.clone(), variants.clone())),
+        );
+        Ok((strategy, variants))
+    }
+
+    /// The strategy that serves `user` (blocking): the variant of the
+    /// application's A/B test the user's bucket falls in, or the one
+    /// `forced` names (for QA); without a test, the application's
+    /// strategy. `None` when the chosen variant has no strategy of its own
+    /// and the application none either. A forced variant the test does
+    /// not have is a 400 naming `variant`.
+    pub fn serving(&self, app: &str, user: &str, forced: Option<&str>) -> Result<Option<Serving>> {
+        let (strategy, test) = self.settings(app)?;
+        let Some(test) = test else {
+            if let Some(name) = forced {
+                return Err(Error::unprocessable(
+                    "variant",
+                    format!("Unknown variant {name:?}: this application runs no A/B test"),
+                ));
+            }
+            return Ok(strategy.map(|strategy| Serving {
+                strategy,
+                variant: None,
+            }));
+        };
+        let list = test.variants.list();
+        let chosen = match forced {
+            Some(name) => list.iter().position(|v| v.name == name).ok_or_else(|| {
+                let names: Vec<&str> = list.iter().map(|v| v.name.as_str()).collect();
+                Error::unprocessable(
+                    "variant",
+                    format!(
+                        "Unknown variant {name:?}: the A/B test has {}",
+                        names.join(", ")
+                    ),
+                )
+            })?,
+            None => test.variants.assign(user),
+        };
+        let variant = &list[chosen];
+        let strategy = match &test.strategies[chosen] {
+            Some(own) => Arc::clone(own),
+            None => match strategy {
+                Some(s) => s,
+                None => return Ok(None),
+            },
+        };
+        self.metrics.served(app, &variant.name);
+        Ok(Some(Serving {
+            strategy,
+            variant: Some(variant.name.clone()),
+        }))
     }
 
     /// Forget the cached strategy of `app` (after changing it).

@@ -1,6 +1,7 @@
 //! [`Accumulator`]: the one implementation of the formula (see
 //! [`crate::scoring`]), fed by every path.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use rustc_hash::FxHashMap;
@@ -15,9 +16,13 @@ use crate::strategy::Weights;
 /// a column's facet slot and weight once per scan, add `raw(facet, value)`
 /// directly ([`Accumulator::add_at`], [`Accumulator::add_utf8_at`]) and
 /// note scoring events' times themselves.
+///
+/// `'a` bounds the weights and the values the accumulator may borrow
+/// instead of copying ([`Accumulator::add_borrowed_sorted_at`]: a
+/// rollup's packed counters, read before the accumulator is made).
 #[derive(Debug)]
-pub(crate) struct Accumulator<'w> {
-    weights: &'w Weights,
+pub(crate) struct Accumulator<'a> {
+    weights: &'a Weights,
     /// `raw(facet, value)` by the facet's slot in the weights (empty until
     /// the first count); values are UTF-8, kept as bytes so that a value
     /// read as bytes is checked once, when first met.
@@ -26,12 +31,12 @@ pub(crate) struct Accumulator<'w> {
     /// by slot, sorted by value, each value once. A rollup's counters come
     /// sorted, so most of a profile is merged here without hashing, and
     /// needs no sort at the end.
-    sorted: Vec<RawValues>,
+    sorted: Vec<RawValues<'a>>,
     last_event_millis: Option<i64>,
 }
 
-impl<'w> Accumulator<'w> {
-    pub(crate) fn new(weights: &'w Weights) -> Accumulator<'w> {
+impl<'a> Accumulator<'a> {
+    pub(crate) fn new(weights: &'a Weights) -> Accumulator<'a> {
         Accumulator {
             weights,
             raw: Vec::new(),
@@ -108,13 +113,37 @@ impl<'w> Accumulator<'w> {
         run: impl IntoIterator<Item = Result<(&'v [u8], i64), E>>,
         bad_value: impl Fn(&[u8]) -> E,
     ) -> Result<(), E> {
+        self.merge_run(slot, weight, run, bad_value, |v| Cow::Owned(v.to_vec()))
+    }
+
+    /// [`Accumulator::add_sorted_at`] of values that outlive the
+    /// accumulator: kept as borrowed, so a rollup's values are copied only
+    /// when they make it into the profile.
+    pub(crate) fn add_borrowed_sorted_at<E>(
+        &mut self,
+        slot: usize,
+        weight: i64,
+        run: impl IntoIterator<Item = Result<(&'a [u8], i64), E>>,
+        bad_value: impl Fn(&[u8]) -> E,
+    ) -> Result<(), E> {
+        self.merge_run(slot, weight, run, bad_value, Cow::Borrowed)
+    }
+
+    fn merge_run<'v, E>(
+        &mut self,
+        slot: usize,
+        weight: i64,
+        run: impl IntoIterator<Item = Result<(&'v [u8], i64), E>>,
+        bad_value: impl Fn(&[u8]) -> E,
+        keep: impl Fn(&'v [u8]) -> Cow<'a, [u8]>,
+    ) -> Result<(), E> {
         if self.sorted.is_empty() {
             self.sorted
                 .resize_with(self.weights.facet_names().len(), Vec::new);
         }
         let run = run.into_iter();
         let base = std::mem::take(&mut self.sorted[slot]);
-        let mut merged = Vec::with_capacity(base.len().max(run.size_hint().0));
+        let mut merged = Vec::with_capacity(base.len() + run.size_hint().0);
         let mut base = base.into_iter().peekable();
         let result = (|| {
             for item in run {
@@ -123,7 +152,7 @@ impl<'w> Accumulator<'w> {
                 // are below `value`, so the merged list stays sorted only
                 // if `value` is above the last one in it.
                 let order = loop {
-                    match base.peek().map(|(b, _)| b.as_slice().cmp(value)) {
+                    match base.peek().map(|(b, _)| cmp_bytes(b, value)) {
                         Some(Ordering::Less) => merged.extend(base.next()),
                         order => break order,
                     }
@@ -136,12 +165,12 @@ impl<'w> Accumulator<'w> {
                 }
                 if merged
                     .last()
-                    .is_some_and(|(last, _)| last.as_slice() >= value)
+                    .is_some_and(|(last, _)| cmp_bytes(last, value) != Ordering::Less)
                     || std::str::from_utf8(value).is_err()
                 {
                     return Err(bad_value(value));
                 }
-                merged.push((value.to_vec(), weight * count));
+                merged.push((keep(value), weight * count));
             }
             Ok(())
         })();
@@ -209,11 +238,11 @@ impl<'w> Accumulator<'w> {
             if let Some(values) = self.raw.get_mut(slot) {
                 // The hashed adds: into the sorted ones where the value is
                 // there, the rest sorted and merged in.
-                let mut extra: RawValues = Vec::new();
+                let mut extra: RawValues<'a> = Vec::new();
                 for (value, add) in values.drain() {
-                    match taken.binary_search_by(|(v, _)| v.as_slice().cmp(&value)) {
+                    match taken.binary_search_by(|(v, _)| cmp_bytes(v, &value)) {
                         Ok(i) => taken[i].1 += add,
-                        Err(_) => extra.push((value, add)),
+                        Err(_) => extra.push((Cow::Owned(value), add)),
                     }
                 }
                 if values.capacity() > 4096 {
@@ -256,13 +285,35 @@ impl<'w> Accumulator<'w> {
 
 /// One facet's values as the accumulator holds them: `(value as UTF-8
 /// bytes, raw score)`.
-type RawValues = Vec<(Vec<u8>, i64)>;
+type RawValues<'a> = Vec<(Cow<'a, [u8]>, i64)>;
+
+/// Bytewise order (as `<[u8]>::cmp`), without a call into `memcmp` when
+/// the first eight bytes decide, which they do for most facet values.
+#[inline]
+fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
+    #[inline]
+    fn head(v: &[u8]) -> u64 {
+        match v.first_chunk::<8>() {
+            Some(h) => u64::from_be_bytes(*h),
+            None => v
+                .iter()
+                .enumerate()
+                .fold(0, |h, (i, b)| h | u64::from(*b) << (56 - 8 * i)),
+        }
+    }
+    match head(a).cmp(&head(b)) {
+        Ordering::Equal if a.len() > 8 && b.len() > 8 => a[8..].cmp(&b[8..]),
+        // A zero byte and the padding look alike: the slices decide.
+        Ordering::Equal => a.cmp(b),
+        order => order,
+    }
+}
 
 /// Keep the `n` highest scores of `values` (sorted by value, distinct),
 /// ties to the smaller value (bytes sort as their text does), in value
 /// order: the `n`-th highest score found among the scores alone, then one
 /// pass in order.
-fn keep_highest(values: &mut RawValues, n: usize) {
+fn keep_highest(values: &mut RawValues<'_>, n: usize) {
     let mut scores: Vec<i64> = values.iter().map(|v| v.1).collect();
     let (_, &mut threshold, _) = scores.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
     let above = scores.iter().filter(|r| **r > threshold).count();
@@ -281,12 +332,12 @@ fn keep_highest(values: &mut RawValues, n: usize) {
 }
 
 /// Two lists sorted by value, with distinct values between them, as one.
-fn merge_sorted(a: RawValues, b: RawValues) -> RawValues {
+fn merge_sorted<'a>(a: RawValues<'a>, b: RawValues<'a>) -> RawValues<'a> {
     let mut out = Vec::with_capacity(a.len() + b.len());
     let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
     loop {
         let take_a = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) => x.0 <= y.0,
+            (Some(x), Some(y)) => cmp_bytes(&x.0, &y.0) != Ordering::Greater,
             (Some(_), None) => true,
             (None, Some(_)) => false,
             (None, None) => return out,
@@ -298,8 +349,9 @@ fn merge_sorted(a: RawValues, b: RawValues) -> RawValues {
 /// A value the accumulator holds as text: every one was checked as it went
 /// in (by `&str` or by [`Accumulator::add_utf8_at`]), so the lossy branch
 /// never runs.
-fn utf8_string(value: Vec<u8>) -> String {
-    String::from_utf8(value).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+fn utf8_string(value: Cow<'_, [u8]>) -> String {
+    String::from_utf8(value.into_owned())
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 #[cfg(test)]
@@ -470,6 +522,19 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The quick comparison is the bytewise one, zero bytes and
+        /// shared eight-byte heads included.
+        #[test]
+        fn cmp_bytes_is_bytewise_order(
+            a in proptest::collection::vec(proptest::prop_oneof![proptest::strategy::Just(0u8), proptest::strategy::Just(b'a'), proptest::prelude::any::<u8>()], 0..14),
+            b in proptest::collection::vec(proptest::prop_oneof![proptest::strategy::Just(0u8), proptest::strategy::Just(b'a'), proptest::prelude::any::<u8>()], 0..14),
+        ) {
+            proptest::prop_assert_eq!(cmp_bytes(&a, &b), a.cmp(&b));
+            let mut c = a.clone();
+            c.extend_from_slice(&b);
+            proptest::prop_assert_eq!(cmp_bytes(&a, &c), a.as_slice().cmp(&c));
+        }
+
         /// The values kept of a long facet: the highest scores, ties to the
         /// smaller value, in value order.
         #[test]
@@ -477,11 +542,11 @@ mod tests {
             values in proptest::collection::btree_map("[a-f]{1,3}", 1i64..6, 0..40),
             n in 1usize..12,
         ) {
-            let mut kept: RawValues = values.iter().map(|(v, r)| (v.as_bytes().to_vec(), *r)).collect();
+            let mut kept: RawValues = values.iter().map(|(v, r)| (Cow::Owned(v.as_bytes().to_vec()), *r)).collect();
             if kept.len() > n {
                 keep_highest(&mut kept, n);
             }
-            let mut want: RawValues = values.iter().map(|(v, r)| (v.as_bytes().to_vec(), *r)).collect();
+            let mut want: RawValues = values.iter().map(|(v, r)| (Cow::Owned(v.as_bytes().to_vec()), *r)).collect();
             want.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             want.truncate(n);
             want.sort();
