@@ -51,16 +51,32 @@ const CATEGORIES: [&str; 8] = [
     "wearables",
     "accessories",
 ];
+/// What a product of each category is called (in its name, for search).
+const NOUNS: [&str; 8] = [
+    "smartphone",
+    "laptop",
+    "wireless headphones",
+    "smart tv",
+    "camera",
+    "tablet",
+    "smartwatch",
+    "charging cable",
+];
 const PRODUCTS: usize = 600;
+/// What step 7 searches for.
+const QUERY: &str = "black wireless";
 
 fn products(rng: &mut StdRng) -> Vec<Value> {
     (0..PRODUCTS)
         .map(|i| {
             let price = rng.random_range(20..2500u32);
+            let brand = BRANDS[i % BRANDS.len()];
+            let color = COLORS[rng.random_range(0..COLORS.len())];
             let mut p = json!({
                 "objectID": format!("p{i:04}"),
-                "brand": BRANDS[i % BRANDS.len()],
-                "color": COLORS[rng.random_range(0..COLORS.len())],
+                "name": format!("{brand} {} in {}", NOUNS[i % NOUNS.len()], color.to_lowercase()),
+                "brand": brand,
+                "color": color,
                 "category": [CATEGORIES[i % CATEGORIES.len()], "electronics"],
                 "price_range": match price { 0..=99 => "under 100", 100..=499 => "100-500", _ => "500+" },
             });
@@ -163,8 +179,9 @@ pub fn run(args: DemoArgs, data: Option<PathBuf>) -> anyhow::Result<()> {
     )?;
     let mut rng = StdRng::seed_from_u64(args.seed);
 
-    println!("1. A shop catalog: {PRODUCTS} products (brand, color, category, price range; some with _geoloc)");
-    let objects = products(&mut rng)
+    println!("1. A shop catalog: {PRODUCTS} products (name, brand, color, category, price range; some with _geoloc)");
+    let catalog = products(&mut rng);
+    let objects = catalog
         .iter()
         .map(CatalogObject::from_json)
         .collect::<Result<Vec<_>, _>>()?;
@@ -245,6 +262,25 @@ pub fn run(args: DemoArgs, data: Option<PathBuf>) -> anyhow::Result<()> {
     if read.is_some() && read == exported.into_inner().unwrap_or_else(|p| p.into_inner()) {
         println!("   (the profile the export gave for {heavy}, byte for byte)");
     }
+
+    println!(
+        "\n7. A real search engine (tantivy, BM25) searches the catalog for {QUERY:?}; Affinity \
+         re-ranks its first 20 hits for two users (the rerank API's blend, impact {}):",
+        second.personalization_impact
+    );
+    let other = "user-00001";
+    let index = crate::search::SearchIndex::build(&catalog)?;
+    let hits = index.search(QUERY, 20)?;
+    let lists = [&heavy, other].map(|user| {
+        crate::search::personalize(&engine, APP, user, &second, &hits, crate::search::label)
+    });
+    let [a, b] = lists;
+    let (a, b) = (a?, b?);
+    print!(
+        "{}",
+        crate::search::side_by_side([&heavy, other], [&a, &b], 6, 3)
+    );
+    println!("   (the same search, two orders: each user's brands and colors come first)");
 
     let data = dir.display();
     println!(

@@ -8,6 +8,7 @@ mod events;
 mod explain;
 mod geo;
 mod keys;
+mod search;
 mod serve;
 mod table;
 mod trends;

@@ -407,6 +407,31 @@ fn demo_runs_end_to_end_and_refuses_foreign_data() {
     assert!(text.contains("exported"), "{text}");
     assert!(text.contains("byte for byte"), "{text}");
     assert!(text.contains("user user-00000"), "{text}");
+    // The search step: one tantivy search, two users' orders side by side,
+    // each a permutation of the same hits, not both the engine's order.
+    let (_, search) = text
+        .split_once("7. A real search engine")
+        .unwrap_or_else(|| panic!("no search step in {text}"));
+    let rows: Vec<(String, String)> = search
+        .lines()
+        .skip(2)
+        .take_while(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| {
+            let (a, b) = l.trim_start().split_at(l.trim_start().len().min(45));
+            (a.trim().to_string(), b.trim().to_string())
+        })
+        .collect();
+    assert_eq!(rows.len(), 6, "{search}");
+    let was = |cell: &str| -> usize {
+        let n = cell.rsplit("(was ").next().unwrap().trim_end_matches(')');
+        n.parse().unwrap_or_else(|_| panic!("{cell:?}"))
+    };
+    let firsts: Vec<usize> = rows.iter().map(|(a, _)| was(a)).collect();
+    let seconds: Vec<usize> = rows.iter().map(|(_, b)| was(b)).collect();
+    assert!(
+        firsts != (1..=6).collect::<Vec<_>>() || seconds != (1..=6).collect::<Vec<_>>(),
+        "{search}"
+    );
     // Its data is a real store the other commands read.
     let profile = ok(
         &data,

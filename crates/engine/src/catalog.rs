@@ -130,6 +130,13 @@ impl Catalog {
         self.objects.get(object_id)
     }
 
+    /// Every object, by objectID.
+    pub fn objects(&self) -> Vec<&CatalogObject> {
+        let mut all: Vec<&CatalogObject> = self.objects.values().collect();
+        all.sort_by(|a, b| a.object_id.cmp(&b.object_id));
+        all
+    }
+
     pub fn len(&self) -> usize {
         self.objects.len()
     }
