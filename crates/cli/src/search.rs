@@ -137,11 +137,8 @@ pub fn personalize(
 pub fn side_by_side(users: [&str; 2], lists: [&[Shown]; 2], rows: usize, indent: usize) -> String {
     let pad = " ".repeat(indent);
     let width = 44;
-    let mut out = format!(
-        "{pad}{:<width$}  {}\n",
-        format!("for {}", users[0]),
-        format!("for {}", users[1])
-    );
+    let first = format!("for {}", users[0]);
+    let mut out = format!("{pad}{first:<width$}  for {}\n", users[1]);
     for i in 0..rows {
         let cell = |list: &[Shown]| {
             list.get(i).map_or(String::new(), |s| {
