@@ -63,9 +63,9 @@ pub(crate) fn mutate_rows(
         let path = table.path().to_string();
         let table_name = name.clone();
         let profile = table.shared().app_profile.clone();
-        let applied = table.shared().call(move |conn, policy| {
-            apply(conn, policy, (path, profile), table_name, pending)
-        })?;
+        let applied = table
+            .shared()
+            .call(move |conn, policy| apply(conn, policy, (path, profile), table_name, pending))?;
         // Entries the server refused may name a family dropped since the
         // families were loaded: reload once and name it.
         let known = applied

@@ -7,9 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use affinity_engine::{
-    AppConfig, Engine, ExportOptions, JobKind, Progress, Schema, Strategy,
-};
+use affinity_engine::{AppConfig, Engine, ExportOptions, JobKind, Progress, Schema, Strategy};
 use anyhow::{bail, Context};
 
 use crate::backend::BackendArgs;
@@ -321,7 +319,13 @@ pub fn rebuild(args: RebuildArgs, backend: &BackendArgs) -> anyhow::Result<()> {
     let engine = open_engine(backend)?;
     let progress = Progress::default();
     let job = with_progress(&progress, || {
-        crate::jobs::run(&engine, &args.app.app, JobKind::Rebuild, &args.job, &progress)
+        crate::jobs::run(
+            &engine,
+            &args.app.app,
+            JobKind::Rebuild,
+            &args.job,
+            &progress,
+        )
     })?;
     let count = |field| crate::jobs::report_count(&engine, &job, field);
     let secs = progress.snapshot().elapsed.as_secs_f64();
@@ -351,7 +355,13 @@ pub fn maintain(args: MaintainArgs, backend: &BackendArgs) -> anyhow::Result<()>
     let engine = open_engine(backend)?;
     let progress = Progress::default();
     let job = with_progress_of(&progress, "day rows", || {
-        crate::jobs::run(&engine, &args.app.app, JobKind::Maintain, &args.job, &progress)
+        crate::jobs::run(
+            &engine,
+            &args.app.app,
+            JobKind::Maintain,
+            &args.job,
+            &progress,
+        )
     })?;
     let count = |field| crate::jobs::report_count(&engine, &job, field);
     let secs = progress.snapshot().elapsed.as_secs_f64();

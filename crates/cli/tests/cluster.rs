@@ -4,7 +4,8 @@
 //! one shard process is SIGKILLed mid-job. Then: the job finished (its
 //! shard taken over by the other process once the lease expired), its
 //! status reads the same from every live server, and every acknowledged
-//! event counts exactly once in the profiles every live server reads.
+//! event counts exactly once in the profiles every live server reads. A
+//! retention changed through the CLI meanwhile reaches both live servers.
 //!
 //! Counts are read from scores: each user has one `anchor` event scored
 //! 20 and `unit` events scored 1 on another brand, so the unit brand's
@@ -89,7 +90,12 @@ impl Cluster {
 
 /// One HTTP/1.1 request (`Connection: close`); the status and JSON body,
 /// or the I/O error of a server that is gone.
-fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> std::io::Result<(u16, Value)> {
+fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> std::io::Result<(u16, Value)> {
     let mut stream = TcpStream::connect(addr)?;
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     let body = body.map(Value::to_string).unwrap_or_default();
@@ -111,7 +117,10 @@ fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> std::io::
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| std::io::Error::other(format!("bad status line: {head:?}")))?;
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         let mut out = String::new();
         let mut rest = rest;
         while let Some((size, tail)) = rest.split_once("\r\n") {
@@ -186,7 +195,11 @@ fn three_servers_and_a_two_shard_job_behave_as_one_system() {
         .arg(&strategy)
         .output()
         .unwrap();
-    assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
 
     let mut servers: Vec<Option<Proc>> = Vec::new();
     let mut addrs = Vec::new();
@@ -227,10 +240,8 @@ fn three_servers_and_a_two_shard_job_behave_as_one_system() {
                 for round in 0..ROUNDS {
                     for b in (0..batches).filter(|b| (b + round) % SERVERS == s) {
                         let body = events(b, "unit", "U", now - 50_000 + round as i64 * 1000);
-                        let ok = matches!(
-                            http(&addr, "POST", "/1/events", Some(&body)),
-                            Ok((200, _))
-                        );
+                        let ok =
+                            matches!(http(&addr, "POST", "/1/events", Some(&body)), Ok((200, _)));
                         let mut counts = if ok { acked.lock() } else { unacked.lock() }.unwrap();
                         for c in &mut counts[b * BATCH..(b + 1) * BATCH] {
                             *c += 1;
@@ -245,7 +256,10 @@ fn three_servers_and_a_two_shard_job_behave_as_one_system() {
         .collect();
     let deadline = Instant::now() + Duration::from_secs(120);
     while answered_by_2.load(Ordering::SeqCst) < 2 {
-        assert!(Instant::now() < deadline, "server 2 never answered two batches");
+        assert!(
+            Instant::now() < deadline,
+            "server 2 never answered two batches"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     drop(servers[2].take()); // SIGKILL, mid-ingest
@@ -254,16 +268,75 @@ fn three_servers_and_a_two_shard_job_behave_as_one_system() {
     }
     let acked = acked.lock().unwrap().clone();
     let unacked = unacked.lock().unwrap().clone();
-    assert!(unacked.iter().any(|&n| n > 0), "server 2's later batches got no answer");
+    assert!(
+        unacked.iter().any(|&n| n > 0),
+        "server 2's later batches got no answer"
+    );
+    eprintln!(
+        "unit events: {} acknowledged, {} unanswered (server 2 killed)",
+        acked.iter().sum::<u32>(),
+        unacked.iter().sum::<u32>()
+    );
     let live: Vec<&String> = addrs[..2].iter().collect();
+
+    // A retention changed through the CLI reaches both live servers
+    // within the settings refresh: an event 10 days old leaves profiles.
+    let old = json!({"events": [{"eventType": "click", "eventName": "anchor", "index": "products",
+        "userToken": "old", "timestamp": now - 10 * 86_400_000, "filters": ["brand:Old"]}]});
+    let (status, body) = http(live[0], "POST", "/1/events", Some(&old)).unwrap();
+    assert_eq!(status, 200, "{body}");
+    for addr in &live {
+        let (status, body) = http(addr, "GET", "/1/profiles/personalization/old", None).unwrap();
+        assert_eq!(status, 200, "{body}");
+    }
+    let empty = dir.path().join("none.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let changed = Instant::now();
+    let set = cluster
+        .command(&["ingest", "--app", APP, "--retention-days", "5"])
+        .arg(&empty)
+        .output()
+        .unwrap();
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    for addr in &live {
+        let deadline = changed + Duration::from_secs(30);
+        loop {
+            let (status, _) = http(addr, "GET", "/1/profiles/personalization/old", None).unwrap();
+            if status == 404 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{addr} still counts an expired event"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    eprintln!(
+        "retention seen by every live server after {:?}",
+        changed.elapsed()
+    );
 
     // A two-shard maintenance as two processes; shard 1's is SIGKILLed
     // once it holds its shard.
     let shard = |i: usize| {
         cluster
             .command(&[
-                "maintain", "--app", APP, "--job", "cluster", "--shard",
-                &format!("{i}/2"), "--threads", "1", "--lease", "3s",
+                "maintain",
+                "--app",
+                APP,
+                "--job",
+                "cluster",
+                "--shard",
+                &format!("{i}/2"),
+                "--threads",
+                "1",
+                "--lease",
+                "3s",
             ])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -288,7 +361,13 @@ fn three_servers_and_a_two_shard_job_behave_as_one_system() {
     drop(victim); // SIGKILL, mid-job
     let exit = survivor.0.wait().expect("shard 0 exits");
     let mut out = String::new();
-    survivor.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    survivor
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     assert!(exit.success(), "shard 0 failed: {out}");
     assert!(out.contains("job cluster"), "{out}");
 
@@ -298,12 +377,13 @@ fn three_servers_and_a_two_shard_job_behave_as_one_system() {
     assert_eq!(job["status"], "succeeded", "{job}");
     assert_eq!(job["type"], "maintain");
     // A range shard 1's first worker finished is not run again, nor
-    // reported again.
+    // reported again (the users and `old`).
     let reported = job["report"]["users"].as_u64().unwrap();
-    assert!(reported > 0 && reported <= USERS as u64, "{job}");
+    assert!(reported > 0 && reported <= USERS as u64 + 1, "{job}");
     let takeover = job["shards"][1]["worker"].as_str().unwrap();
     assert_eq!(Some(takeover), job["shards"][0]["worker"].as_str(), "{job}");
     assert!(!takeover.contains(&format!("-{victim_pid}-")), "{job}");
+    eprintln!("job after the takeover: {job}");
     let (status, list) = http(live[1], "GET", "/1/jobs", None).unwrap();
     assert_eq!(status, 200);
     assert_eq!(list["jobs"].as_array().map(Vec::len), Some(1), "{list}");

@@ -152,15 +152,22 @@ fn settings_the_manifests_give_are_read_by_the_binary() {
 #[test]
 fn the_dockerfile_builds_this_binary() {
     let dockerfile = std::fs::read_to_string(deploy().join("Dockerfile")).expect("Dockerfile");
-    let manifest = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-        .expect("Cargo.toml");
+    let manifest =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .expect("Cargo.toml");
     let package = manifest
         .lines()
         .find_map(|l| l.strip_prefix("name = \""))
         .and_then(|l| l.strip_suffix('"'))
         .expect("package name");
-    assert!(dockerfile.contains(&format!("-p {package} --bin affinity")), "{dockerfile}");
-    assert!(dockerfile.matches("\nFROM ").count() >= 2, "a multi-stage build");
+    assert!(
+        dockerfile.contains(&format!("-p {package} --bin affinity")),
+        "{dockerfile}"
+    );
+    assert!(
+        dockerfile.matches("\nFROM ").count() >= 2,
+        "a multi-stage build"
+    );
     assert!(dockerfile.contains("ENTRYPOINT [\"affinity\"]"));
     assert!(dockerfile.contains("CMD [\"serve\"]"));
     assert!(has_flag(&help(&["serve"]), "--listen"));

@@ -278,7 +278,9 @@ fn parse_row(app: &str, id: &str, row: &affinity_model::Row, now: i64) -> Result
     }
     let meta = meta.ok_or_else(|| corrupt("no meta"))?;
     let kind = JobKind::parse(meta["type"].as_str().unwrap_or(""))?;
-    let created_at = meta["createdAt"].as_i64().ok_or_else(|| corrupt("createdAt"))?;
+    let created_at = meta["createdAt"]
+        .as_i64()
+        .ok_or_else(|| corrupt("createdAt"))?;
     let count = meta["shards"]
         .as_u64()
         .map(|n| n as usize)
@@ -404,9 +406,9 @@ impl Engine {
     pub fn jobs(&self, app: &str, limit: usize) -> Result<Vec<JobStatus>> {
         validate_app(app)?;
         let prefix = format!("{app},").into_bytes();
-        let request = ReadRowsRequest::new(RowSet::from_range(
-            affinity_model::RowRange::prefix(prefix.clone()),
-        ))
+        let request = ReadRowsRequest::new(RowSet::from_range(affinity_model::RowRange::prefix(
+            prefix.clone(),
+        )))
         .with_filter(RowFilter::CellsPerColumnLimit(1));
         let now = self.now_millis();
         let mut out = Vec::new();
@@ -419,5 +421,4 @@ impl Engine {
         out.truncate(limit);
         Ok(out)
     }
-
 }

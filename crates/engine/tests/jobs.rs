@@ -36,7 +36,15 @@ fn two_engines(store: Arc<dyn Store>, clock: &FakeClock) -> (Engine, Engine) {
     a.set_strategy(APP, &strategy()).unwrap();
     let now = clock.now();
     let values: Vec<_> = (0..200i64)
-        .map(|i| event_json(i as u8, (i % 4) as u8, now - 60_000 - i * DAY / 20, &[i as u8], i % 3 == 0))
+        .map(|i| {
+            event_json(
+                i as u8,
+                (i % 4) as u8,
+                now - 60_000 - i * DAY / 20,
+                &[i as u8],
+                i % 3 == 0,
+            )
+        })
         .collect();
     a.ingest(APP, &parse_all(&values, now)).unwrap();
     let b = Engine::with_clock(store, clock.engine_clock()).unwrap();
@@ -46,7 +54,13 @@ fn two_engines(store: Arc<dyn Store>, clock: &FakeClock) -> (Engine, Engine) {
 fn ids_are_unique_and_every_engine_reads_every_job(store: Arc<dyn Store>, clock: &FakeClock) {
     let (a, b) = two_engines(store, clock);
     let ids: Vec<String> = (0..50)
-        .map(|i| if i % 2 == 0 { a.new_job_id() } else { b.new_job_id() })
+        .map(|i| {
+            if i % 2 == 0 {
+                a.new_job_id()
+            } else {
+                b.new_job_id()
+            }
+        })
         .collect();
     let unique: std::collections::BTreeSet<_> = ids.iter().collect();
     assert_eq!(unique.len(), ids.len(), "{ids:?}");
@@ -81,15 +95,27 @@ fn bad_jobs_are_refused(store: Arc<dyn Store>, clock: &FakeClock) {
         ("ok", 0, "shard"),
         ("ok", 5000, "shard"),
     ] {
-        let err = a.create_job(APP, id, JobKind::Maintain, shards).unwrap_err();
+        let err = a
+            .create_job(APP, id, JobKind::Maintain, shards)
+            .unwrap_err();
         assert!(err.to_string().contains(part), "{id:?} {shards}: {err}");
     }
     assert!(a.jobs(APP, 10).unwrap().is_empty());
     a.create_job(APP, "nightly", JobKind::Maintain, 2).unwrap();
-    let err = a.create_job(APP, "nightly", JobKind::Rebuild, 2).unwrap_err();
-    assert!(err.to_string().contains("maintain job of 2 shards"), "{err}");
-    let err = a.create_job(APP, "nightly", JobKind::Maintain, 3).unwrap_err();
-    assert!(err.to_string().contains("maintain job of 2 shards"), "{err}");
+    let err = a
+        .create_job(APP, "nightly", JobKind::Rebuild, 2)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("maintain job of 2 shards"),
+        "{err}"
+    );
+    let err = a
+        .create_job(APP, "nightly", JobKind::Maintain, 3)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("maintain job of 2 shards"),
+        "{err}"
+    );
     assert_eq!(a.jobs(APP, 10).unwrap().len(), 1);
     let err = a
         .work_on_job(APP, "missing", None, &worker("a"), &Progress::default())
@@ -122,9 +148,8 @@ fn a_dead_workers_shard_is_taken_over(store: Arc<dyn Store>, clock: &FakeClock) 
     assert_eq!(status.shards[1].state, ShardState::Running);
     assert_eq!(status.shards[1].worker.as_deref(), Some("dead-worker"));
     std::thread::scope(|s| {
-        let running = s.spawn(|| {
-            b.work_on_job(APP, "nightly", Some(0), &worker("b"), &Progress::default())
-        });
+        let running =
+            s.spawn(|| b.work_on_job(APP, "nightly", Some(0), &worker("b"), &Progress::default()));
         // Shard 0 finishes; shard 1's lease still holds, so b waits.
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -179,7 +204,9 @@ fn settings_changed_through_one_engine_reach_the_other(store: Arc<dyn Store>, cl
         },
     )
     .unwrap();
-    eventually("retention", || b.app(APP).unwrap().config.retention_days == 30);
+    eventually("retention", || {
+        b.app(APP).unwrap().config.retention_days == 30
+    });
     a.start_migration(APP, Schema::Wide).unwrap();
     eventually("migration start", || {
         b.app(APP).unwrap().dual_write == Some(Schema::Wide)

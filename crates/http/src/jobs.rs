@@ -115,13 +115,8 @@ impl Jobs {
         }
         let (engine, jobs) = (Arc::clone(engine), Arc::clone(self));
         tokio::task::spawn_blocking(move || {
-            let result = engine.work_on_job(
-                &local.app,
-                &local.id,
-                prefer,
-                &jobs.worker,
-                &local.progress,
-            );
+            let result =
+                engine.work_on_job(&local.app, &local.id, prefer, &jobs.worker, &local.progress);
             match result {
                 Ok(job) => {
                     tracing::info!(job = %local.id, app = %local.app, status = job.state(), "job done")

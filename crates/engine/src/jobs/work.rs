@@ -122,12 +122,10 @@ impl Engine {
     ) -> Result<JobStatus> {
         let poll = (options.lease / 4).clamp(Duration::from_millis(50), Duration::from_secs(2));
         loop {
-            let job = self
-                .job(app, id)?
-                .ok_or_else(|| Error::InvalidArgument {
-                    name: "job",
-                    reason: format!("no job {id:?} in application {app:?}"),
-                })?;
+            let job = self.job(app, id)?.ok_or_else(|| Error::InvalidArgument {
+                name: "job",
+                reason: format!("no job {id:?} in application {app:?}"),
+            })?;
             if job.finished() {
                 return Ok(job);
             }
@@ -203,7 +201,12 @@ impl Engine {
         let renew = |extra: Vec<Mutation>| -> Result<bool> {
             let mut guard = mine.lock().unwrap_or_else(|p| p.into_inner());
             let next = lease_value(self.now_millis() + lease_ms, &options.worker);
-            let mut mutations = vec![Mutation::set_cell(FAMILY, lease_col.clone(), 0, next.clone())];
+            let mut mutations = vec![Mutation::set_cell(
+                FAMILY,
+                lease_col.clone(),
+                0,
+                next.clone(),
+            )];
             mutations.extend(extra);
             let ok = self.jobs_table.check_and_mutate_row(
                 &key,
@@ -314,14 +317,18 @@ impl Engine {
             JobKind::Maintain => {
                 let options = MaintainOptions { threads, shard };
                 let r = self.maintain_job(&job.app, options, &job.id, progress)?;
-                Ok(json!({"users": r.users, "folded": r.folded, "rowsRead": r.rows_read,
-                          "conflicts": r.conflicts, "ranges": r.ranges}))
+                Ok(
+                    json!({"users": r.users, "folded": r.folded, "rowsRead": r.rows_read,
+                          "conflicts": r.conflicts, "ranges": r.ranges}),
+                )
             }
             JobKind::Rebuild => {
                 let options = RebuildOptions { threads, shard };
                 let r = self.rebuild_job(&job.app, options, &job.id, progress)?;
-                Ok(json!({"users": r.users, "events": r.events, "restored": r.restored,
-                          "markers": r.markers, "ranges": r.ranges}))
+                Ok(
+                    json!({"users": r.users, "events": r.events, "restored": r.restored,
+                          "markers": r.markers, "ranges": r.ranges}),
+                )
             }
         }
     }
