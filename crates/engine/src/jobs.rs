@@ -30,6 +30,12 @@
 //!   pods of an indexed job start together), then anyone may take it.
 //! - **Several shards, one job**: a worker runs its own shard, then takes
 //!   any shard whose lease expired, and returns once every shard is done.
+//! - **Overlap**: a worker paused past its lease (not dead) works on until
+//!   its next renewal fails, alongside the worker that took over. Folds
+//!   commit per user with `CheckAndMutate`, so a maintenance stays exact;
+//!   a rebuild may then write a missing event's state twice, which reads
+//!   correct as they correct a retried batch (its id cell counts 2).
+//! - Records are kept (one row per job); nothing deletes them yet.
 
 use std::collections::BTreeMap;
 

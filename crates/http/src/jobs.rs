@@ -8,6 +8,7 @@
 //! runs it. Only the live counters in `/metrics` are this process's.
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use affinity_engine::{Engine, JobKind, Progress, ShardState, WorkOptions};
@@ -21,12 +22,12 @@ struct Local {
     app: String,
     id: String,
     progress: Progress,
-    running: Mutex<bool>,
+    running: AtomicBool,
 }
 
 impl Local {
     fn is_running(&self) -> bool {
-        *self.running.lock().unwrap_or_else(|p| p.into_inner())
+        self.running.load(Ordering::Relaxed)
     }
 }
 
@@ -102,7 +103,7 @@ impl Jobs {
             app: app.to_string(),
             id: id.to_string(),
             progress: Progress::default(),
-            running: Mutex::new(true),
+            running: AtomicBool::new(true),
         });
         {
             let mut list = self.lock();
@@ -125,7 +126,7 @@ impl Jobs {
                     tracing::error!(job = %local.id, app = %local.app, error = %e, "job failed")
                 }
             }
-            *local.running.lock().unwrap_or_else(|p| p.into_inner()) = false;
+            local.running.store(false, Ordering::Relaxed);
         });
     }
 
