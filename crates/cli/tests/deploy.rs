@@ -105,7 +105,22 @@ fn manifests_run_commands_and_flags_the_binary_has() {
                     .position(|a| *a == "--shard")
                     .map(|i| args[i + 1])
                     .unwrap_or_else(|| panic!("{file}: an Indexed Job without --shard"));
-                assert_eq!(shard, format!("$(JOB_COMPLETION_INDEX)/{n}"), "{file}");
+                // `--shard $(VAR)/N`, VAR the pod's completion index.
+                let var = shard
+                    .strip_prefix("$(")
+                    .and_then(|s| s.strip_suffix(&format!(")/{n}")))
+                    .unwrap_or_else(|| panic!("{file}: --shard {shard} is not $(VAR)/{n}"));
+                let env = container["env"].as_sequence().expect("env");
+                let from = env
+                    .iter()
+                    .find(|e| e["name"] == var)
+                    .map(|e| &e["valueFrom"]["fieldRef"]["fieldPath"])
+                    .unwrap_or_else(|| panic!("{file}: {var} is not set"));
+                assert_eq!(
+                    from.as_str(),
+                    Some("metadata.annotations['batch.kubernetes.io/job-completion-index']"),
+                    "{file}"
+                );
                 assert!(args.contains(&"--job"), "{file}: shards need one --job");
             } else {
                 for probe in ["readinessProbe", "livenessProbe"] {
@@ -113,6 +128,14 @@ fn manifests_run_commands_and_flags_the_binary_has() {
                         container[probe]["httpGet"]["path"], "/health",
                         "{file}: {probe}"
                     );
+                }
+            }
+            // The settings a container sets itself are read by the binary.
+            let read = [help(&[]), text.clone()].concat();
+            for e in container["env"].as_sequence().into_iter().flatten() {
+                let name = e["name"].as_str().expect("env name");
+                if name.starts_with("AFFINITY_") {
+                    assert!(read.contains(name), "{file}: affinity reads no {name}");
                 }
             }
             commands.push(command.to_string());
