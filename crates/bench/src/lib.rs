@@ -28,6 +28,7 @@
 mod days;
 mod engine;
 mod geo;
+mod hotkeys;
 mod http;
 mod keys;
 mod schemas;
@@ -70,6 +71,11 @@ pub enum BenchCommand {
     /// concurrent clients, or maintenance folding a day into the rollups;
     /// figures next to the goals.
     Engine(engine::EngineBenchArgs),
+    /// Hot keys: the share of writes the busiest key range takes under
+    /// Zipf-distributed users, for the events table and the profile-state
+    /// rows, unsalted and salted by `app,user` (a model of tablet splits,
+    /// no store).
+    Hotkeys(hotkeys::HotKeysArgs),
 }
 
 /// The backend flags of the command line (`--data DIR`, `--bigtable
@@ -102,6 +108,10 @@ pub fn run(cmd: BenchCommand, backend: &BenchBackend) -> anyhow::Result<()> {
         BenchCommand::Store(args) => {
             backend.check("store", true, false)?;
             store::run(args, data)
+        }
+        BenchCommand::Hotkeys(args) => {
+            backend.check("hotkeys", false, false)?;
+            hotkeys::run(args)
         }
         BenchCommand::Keys => {
             backend.check("keys", false, false)?;

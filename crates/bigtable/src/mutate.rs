@@ -62,9 +62,10 @@ pub(crate) fn mutate_rows(
     if !pending.is_empty() {
         let path = table.path().to_string();
         let table_name = name.clone();
+        let profile = table.shared().app_profile.clone();
         let applied = table
             .shared()
-            .call(move |conn, policy| apply(conn, policy, path, table_name, pending))?;
+            .call(move |conn, policy| apply(conn, policy, (path, profile), table_name, pending))?;
         // Entries the server refused may name a family dropped since the
         // families were loaded: reload once and name it.
         let known = applied
@@ -94,7 +95,7 @@ pub(crate) fn mutate_rows(
 async fn apply(
     conn: Conn,
     policy: RetryPolicy,
-    path: String,
+    (path, profile): (String, String),
     table: String,
     mut pending: Vec<Pending>,
 ) -> Result<Vec<(usize, Result<()>)>> {
@@ -104,6 +105,7 @@ async fn apply(
         attempt += 1;
         let request = pb::MutateRowsRequest {
             table_name: path.clone(),
+            app_profile_id: profile.clone(),
             entries: pending.iter().map(|p| p.entry.clone()).collect(),
             ..Default::default()
         };

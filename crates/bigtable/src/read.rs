@@ -66,6 +66,7 @@ impl Buffer {
 /// Everything the reader task needs to (re)issue the request.
 struct Plan {
     path: String,
+    app_profile: String,
     table: String,
     rows: RowSet,
     filter: Option<pb::RowFilter>,
@@ -90,6 +91,7 @@ pub(crate) fn read_rows<'a>(
     }
     let plan = Plan {
         path: table.path().to_string(),
+        app_profile: table.shared().app_profile.clone(),
         table: affinity_model::Table::name(table).to_string(),
         rows: request.rows.clone(),
         filter: request.filter.as_ref().map(filter_to_proto).transpose()?,
@@ -218,6 +220,7 @@ async fn read_all(
         };
         let request = pb::ReadRowsRequest {
             table_name: plan.path.clone(),
+            app_profile_id: plan.app_profile.clone(),
             rows: Some(row_set_to_proto(&rows)),
             filter: plan.filter.clone(),
             rows_limit,

@@ -23,6 +23,8 @@ pub(crate) struct Shared {
     pub(crate) conn: Conn,
     pub(crate) retry: RetryPolicy,
     pub(crate) read_buffer_bytes: usize,
+    /// The app profile data requests name (empty: the instance's default).
+    pub(crate) app_profile: String,
 }
 
 impl Shared {
@@ -54,9 +56,17 @@ pub struct BigtableStoreBuilder {
     target: Option<Target>,
     retry: RetryPolicy,
     read_buffer_bytes: usize,
+    app_profile: String,
 }
 
 impl BigtableStoreBuilder {
+    /// Send data requests under this app profile (its routing and
+    /// isolation: serving apart from batch); empty is the default one.
+    pub fn app_profile(mut self, id: impl Into<String>) -> Self {
+        self.app_profile = id.into();
+        self
+    }
+
     /// Talk to the emulator at `host:port` whatever the environment says.
     pub fn emulator_host(mut self, host: impl Into<String>) -> Self {
         self.target = Some(Target::Emulator(host.into()));
@@ -101,6 +111,7 @@ impl BigtableStoreBuilder {
                 conn,
                 retry: self.retry,
                 read_buffer_bytes: self.read_buffer_bytes,
+                app_profile: self.app_profile,
             }),
             parent: format!("projects/{}/instances/{}", self.project, self.instance),
         })
@@ -123,6 +134,7 @@ impl BigtableStore {
             target: None,
             retry: RetryPolicy::default(),
             read_buffer_bytes: DEFAULT_READ_BUFFER_BYTES,
+            app_profile: String::new(),
         }
     }
 

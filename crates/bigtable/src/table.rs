@@ -171,6 +171,7 @@ impl Table for BigtableTable {
         let idempotent = mutations.iter().all(Mutation::is_idempotent);
         let request = pb::MutateRowRequest {
             table_name: self.path.clone(),
+            app_profile_id: self.shared.app_profile.clone(),
             row_key: Bytes::copy_from_slice(row_key),
             mutations: mutations_to_proto(mutations),
             ..Default::default()
@@ -221,6 +222,7 @@ impl Table for BigtableTable {
         }
         let request = pb::CheckAndMutateRowRequest {
             table_name: self.path.clone(),
+            app_profile_id: self.shared.app_profile.clone(),
             row_key: Bytes::copy_from_slice(row_key),
             predicate_filter: predicate.map(filter_to_proto).transpose()?,
             true_mutations: mutations_to_proto(true_mutations),
@@ -301,6 +303,7 @@ impl Table for BigtableTable {
         self.check_with_families(check)?;
         let request = pb::ReadModifyWriteRowRequest {
             table_name: self.path.clone(),
+            app_profile_id: self.shared.app_profile.clone(),
             row_key: Bytes::copy_from_slice(row_key),
             rules: rules.iter().map(rule_to_proto).collect(),
             ..Default::default()
@@ -337,12 +340,14 @@ impl Table for BigtableTable {
 
     fn sample_row_keys(&self) -> Result<Vec<SampleRowKey>> {
         let (path, table) = (self.path.clone(), self.name.clone());
+        let profile = self.shared.app_profile.clone();
         self.shared.call(move |conn, policy| async move {
             retry(policy, true, || {
-                let (conn, path) = (conn.clone(), path.clone());
+                let (conn, path, profile) = (conn.clone(), path.clone(), profile.clone());
                 async move {
                     let request = pb::SampleRowKeysRequest {
                         table_name: path.clone(),
+                        app_profile_id: profile,
                         ..Default::default()
                     };
                     let request = conn

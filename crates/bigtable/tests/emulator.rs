@@ -456,3 +456,40 @@ async fn usable_and_droppable_inside_an_async_runtime() {
     drop(table);
     drop(store);
 }
+
+/// Data requests under an app profile (`AFFINITY_BIGTABLE_APP_PROFILE`)
+/// read and write as without one: every data call names it.
+#[ignore = "needs the Cloud Bigtable emulator (scripts/test runs it)"]
+#[test]
+fn an_app_profile_is_sent_with_every_data_call() {
+    let instance = fresh_instance();
+    let store = BigtableStore::builder("affinity-test", &instance)
+        .emulator_host(test_emulator_host())
+        .app_profile("batch")
+        .connect()
+        .unwrap();
+    store.create_table("t", &spec()).unwrap();
+    let table = store.open_table("t").unwrap();
+    table
+        .mutate_row(b"r1", &[Mutation::set_cell("f", "q", 1000, "v")])
+        .unwrap();
+    let entries = [RowMutations::new(
+        b"r2".to_vec(),
+        vec![Mutation::set_cell("f", "q", 1000, "w")],
+    )];
+    assert!(table
+        .mutate_rows(&entries)
+        .unwrap()
+        .iter()
+        .all(Result::is_ok));
+    assert!(!table
+        .check_and_mutate_row(b"r3", None, &[], &[Mutation::set_cell("f", "q", 1000, "x")])
+        .unwrap());
+    let rows: Vec<_> = table
+        .read_rows(&ReadRowsRequest::all())
+        .unwrap()
+        .map(|r| r.unwrap().key)
+        .collect();
+    assert_eq!(rows, [&b"r1"[..], b"r2", b"r3"]);
+    assert!(!table.sample_row_keys().unwrap().is_empty());
+}

@@ -21,7 +21,9 @@ pub struct BackendArgs {
     pub data: Option<PathBuf>,
     /// Use Cloud Bigtable instead: PROJECT/INSTANCE (default:
     /// $AFFINITY_BIGTABLE, except for `bench`). Set
-    /// BIGTABLE_EMULATOR_HOST=host:port to talk to the emulator.
+    /// BIGTABLE_EMULATOR_HOST=host:port to talk to the emulator, and
+    /// AFFINITY_BIGTABLE_APP_PROFILE to send data requests under an app
+    /// profile.
     #[arg(long, global = true, value_name = "PROJECT/INSTANCE")]
     pub bigtable: Option<String>,
 }
@@ -50,7 +52,12 @@ impl BackendArgs {
         match self.bigtable_spec() {
             Some(spec) => {
                 let (project, instance) = parse_instance(&spec)?;
-                let store = affinity_bigtable::BigtableStore::connect(project, instance)
+                // Serving and batch processes name different app profiles
+                // (routing, isolation); unset is the instance's default.
+                let profile = env("AFFINITY_BIGTABLE_APP_PROFILE").unwrap_or_default();
+                let store = affinity_bigtable::BigtableStore::builder(project, instance)
+                    .app_profile(profile)
+                    .connect()
                     .with_context(|| format!("connecting to Cloud Bigtable {spec}"))?;
                 Ok(Arc::new(store))
             }

@@ -7,9 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use affinity_engine::{
-    AppConfig, Engine, ExportOptions, MaintainOptions, Progress, RebuildOptions, Schema, Strategy,
-};
+use affinity_engine::{AppConfig, Engine, ExportOptions, JobKind, Progress, Schema, Strategy};
 use anyhow::{bail, Context};
 
 use crate::backend::BackendArgs;
@@ -352,19 +350,26 @@ pub fn export(args: ExportArgs, backend: &BackendArgs) -> anyhow::Result<()> {
 }
 
 /// How a batch job over an application runs: `rebuild` and `maintain`.
+/// Every run is a job recorded in the store (`affinity jobs`).
 #[derive(clap::Args)]
 pub struct JobArgs {
-    /// Take only shard I of N (`I/N`, 0-based), so N processes split the
-    /// work (give them the same `--job`).
+    /// Take shard I of N (`I/N`, 0-based) first, so N processes split the
+    /// work; give them the same `--job`. Each then takes over shards whose
+    /// worker died, and exits once every shard is done.
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
-    shard: Option<(usize, usize)>,
+    pub(crate) shard: Option<(usize, usize)>,
     /// Parallel threads.
     #[arg(long, default_value_t = 2)]
-    threads: usize,
-    /// Run as the named, restartable job: every process given the same
-    /// name shares one split, and a rerun skips the ranges already done.
+    pub(crate) threads: usize,
+    /// The job's id: every process given the same id works on one job
+    /// (one split, one record); a rerun skips the ranges already done.
+    /// Default: a new id.
     #[arg(long, value_name = "NAME")]
-    job: Option<String>,
+    pub(crate) job: Option<String>,
+    /// How long a shard stays this process's without renewal: a shard
+    /// whose process died is taken over this long after (`15s`, `2m`).
+    #[arg(long, default_value = "15s", value_parser = crate::jobs::parse_lease)]
+    pub(crate) lease: Duration,
 }
 
 #[derive(clap::Args)]
@@ -378,24 +383,27 @@ pub struct RebuildArgs {
 pub fn rebuild(args: RebuildArgs, backend: &BackendArgs) -> anyhow::Result<()> {
     let engine = open_engine(backend)?;
     let progress = Progress::default();
-    let options = RebuildOptions {
-        threads: args.job.threads.max(1),
-        shard: args.job.shard,
-    };
-    let report = with_progress(&progress, || match &args.job.job {
-        Some(job) => engine.rebuild_job(&args.app.app, options, job, &progress),
-        None => engine.rebuild(&args.app.app, options, &progress),
+    let job = with_progress(&progress, || {
+        crate::jobs::run(
+            &engine,
+            &args.app.app,
+            JobKind::Rebuild,
+            &args.job,
+            &progress,
+        )
     })?;
+    let count = |field| crate::jobs::report_count(&engine, &job, field);
     let secs = progress.snapshot().elapsed.as_secs_f64();
     println!(
         "rebuilt {} users from {} events in {secs:.2} s: the state of {} events restored, \
-         {} days marked for reads ({:.0} events/s, {} ranges)",
-        report.users,
-        report.events,
-        report.restored,
-        report.markers,
-        report.events as f64 / secs.max(1e-9),
-        report.ranges,
+         {} days marked for reads ({:.0} events/s, {} ranges; job {})",
+        count("users"),
+        count("events"),
+        count("restored"),
+        count("markers"),
+        count("events") as f64 / secs.max(1e-9),
+        count("ranges"),
+        job.id,
     );
     Ok(())
 }
@@ -411,27 +419,31 @@ pub struct MaintainArgs {
 pub fn maintain(args: MaintainArgs, backend: &BackendArgs) -> anyhow::Result<()> {
     let engine = open_engine(backend)?;
     let progress = Progress::default();
-    let options = MaintainOptions {
-        threads: args.job.threads.max(1),
-        shard: args.job.shard,
-    };
-    let report = with_progress_of(&progress, "day rows", || match &args.job.job {
-        Some(job) => engine.maintain_job(&args.app.app, options, job, &progress),
-        None => engine.maintain(&args.app.app, options, &progress),
+    let job = with_progress_of(&progress, "day rows", || {
+        crate::jobs::run(
+            &engine,
+            &args.app.app,
+            JobKind::Maintain,
+            &args.job,
+            &progress,
+        )
     })?;
+    let count = |field| crate::jobs::report_count(&engine, &job, field);
     let secs = progress.snapshot().elapsed.as_secs_f64();
+    let conflicts = count("conflicts");
     println!(
-        "maintained {} users in {secs:.2} s: {} rollups rewritten from {} day rows ({:.0} users/s, {} ranges{})",
-        report.users,
-        report.folded,
-        report.rows_read,
-        report.users as f64 / secs.max(1e-9),
-        report.ranges,
-        if report.conflicts > 0 {
-            format!(", {} users left to the next run: another fold or a deletion came first", report.conflicts)
+        "maintained {} users in {secs:.2} s: {} rollups rewritten from {} day rows ({:.0} users/s, {} ranges{}; job {})",
+        count("users"),
+        count("folded"),
+        count("rowsRead"),
+        count("users") as f64 / secs.max(1e-9),
+        count("ranges"),
+        if conflicts > 0 {
+            format!(", {conflicts} users left to the next run: another fold or a deletion came first")
         } else {
             String::new()
-        }
+        },
+        job.id,
     );
     Ok(())
 }
@@ -613,10 +625,17 @@ pub enum MigrateCommand {
     },
 }
 
+/// How long `migrate start` waits past the settings refresh for ingest
+/// requests in flight with the old settings.
+const MIGRATE_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
+
 pub fn migrate(cmd: MigrateCommand, backend: &BackendArgs) -> anyhow::Result<()> {
     match cmd {
         MigrateCommand::Start { app, to } => {
             let settings = open_engine(backend)?.start_migration(&app.app, Schema::parse(&to)?)?;
+            // Running servers read the new settings within SETTINGS_REFRESH;
+            // the margin covers ingest requests that took the old ones.
+            std::thread::sleep(affinity_engine::SETTINGS_REFRESH + MIGRATE_MARGIN);
             println!(
                 "app {} now writes {} events and dual-writes {}; next: affinity migrate backfill",
                 app.app,

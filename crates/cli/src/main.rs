@@ -7,6 +7,7 @@ mod engine_cmds;
 mod events;
 mod explain;
 mod geo;
+mod jobs;
 mod keys;
 mod search;
 mod serve;
@@ -60,6 +61,10 @@ enum Command {
     /// it, so profile reads stay fast however long the history (a batch
     /// job: shardable, restartable; `affinity serve` runs it on a schedule).
     Maintain(engine_cmds::MaintainArgs),
+    /// Batch jobs (maintain, rebuild) recorded in the store: list them,
+    /// show one with its shards and progress.
+    #[command(subcommand)]
+    Jobs(jobs::JobsCommand),
     /// Print a user's profile.
     Profile(engine_cmds::ProfileArgs),
     /// Delete a user's events and profile (GDPR), verified by a scan.
@@ -102,6 +107,7 @@ fn main() {
         Command::Export(args) => engine_cmds::export(args, backend),
         Command::Rebuild(args) => engine_cmds::rebuild(args, backend),
         Command::Maintain(args) => engine_cmds::maintain(args, backend),
+        Command::Jobs(cmd) => jobs::jobs(cmd, backend),
         Command::Profile(args) => engine_cmds::profile(args, backend),
         Command::DeleteUser(args) => engine_cmds::delete_user(args, backend),
         Command::Migrate(cmd) => engine_cmds::migrate(cmd, backend),

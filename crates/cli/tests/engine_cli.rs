@@ -201,6 +201,35 @@ fn engine_commands_walk_through() {
             && out.contains("the state of 0 events restored"),
         "{out}"
     );
+    // Both are jobs in the store, newest first; a job reads as the API's.
+    let list = ok(&data, &["jobs", "list", "--app", "shop"]);
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines.len(), 2, "{list}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("r ")
+            && l.contains("rebuild")
+            && l.contains("succeeded")
+            && l.contains("shards 1/1 done")),
+        "{list}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("m ") && l.contains("maintain")),
+        "{list}"
+    );
+    let shown: serde_json::Value =
+        serde_json::from_str(&ok(&data, &["jobs", "show", "--app", "shop", "r"])).unwrap();
+    assert_eq!(shown["status"], "succeeded", "{shown}");
+    assert_eq!(shown["report"]["events"], 4, "{shown}");
+    assert!(fails(&data, &["jobs", "show", "--app", "shop", "nope"]).contains("no job \"nope\""));
+    // Shards share one job only by name.
+    let err = fails(&data, &["maintain", "--app", "shop", "--shard", "0/2"]);
+    assert!(err.contains("--shard needs --job"), "{err}");
+    let err = fails(&data, &["maintain", "--app", "shop", "--job", "r"]);
+    assert!(err.contains("rebuild job of 1 shards"), "{err}");
+    let err = fails(&data, &["maintain", "--app", "shop", "--lease", "0s"]);
+    assert!(err.contains("need 1s to 60m"), "{err}");
     // The profiles table lost whole: a rebuild brings every profile back.
     ok(&data, &["table", "delete", "profiles.shop"]);
     assert!(fails(&data, &["profile", "--app", "shop", "alice"]).contains("no profile"));

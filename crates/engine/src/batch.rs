@@ -10,7 +10,7 @@
 //! application once; a named job stores its split, so they agree on it,
 //! and a rerun skips the ranges it finished.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,9 @@ pub struct Progress {
     pub users: AtomicU64,
     pub ranges_done: AtomicUsize,
     pub ranges_total: AtomicUsize,
+    /// Set to stop the job before its next range (or user): a shared job
+    /// whose lease was lost (`jobs.rs`) stops this way.
+    pub stop: AtomicBool,
     started: Instant,
 }
 
@@ -39,6 +42,7 @@ impl Default for Progress {
             users: AtomicU64::new(0),
             ranges_done: AtomicUsize::new(0),
             ranges_total: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
             started: Instant::now(),
         }
     }
@@ -214,6 +218,9 @@ pub(crate) fn run_ranges(
                         let Some((index, range)) = next else {
                             return Ok(());
                         };
+                        if progress.stop.load(Ordering::Relaxed) {
+                            return Err(Error::Stopped);
+                        }
                         work(range)?;
                         if let Some(name) = job {
                             job::mark_done(app, name, index)?;

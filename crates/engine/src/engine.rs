@@ -15,6 +15,8 @@
 //!   [`crate::rollup`]); rows `~job,<name>` and `~migrate` the state of
 //!   batch jobs and of a migration (family `b`; no user token contains
 //!   `~`).
+//! - `jobs`: row = `app,id`, family `j`: job records, shards and leases
+//!   (see [`crate::jobs`]).
 //! - `trends.<app>`: one row per (event, located object), keyed by place
 //!   and time, for regional trends (see [`crate::trends`]).
 //!
@@ -27,7 +29,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use affinity_model::{
     Error as StoreError, FamilyModification, GcRule, Mutation, ReadRowsRequest, RowFilter, RowSet,
@@ -62,6 +64,12 @@ pub(crate) const SLACK_DAYS: u32 = 3;
 pub fn window_start_day(now_millis: i64, retention_days: u32) -> i64 {
     (now_millis - i64::from(retention_days) * DAY_MILLIS).div_euclid(DAY_MILLIS) + 1
 }
+
+/// How long an application handle is used before its stored settings are
+/// read again (one point read; the tables are reopened only when they
+/// changed): settings changed by another process (a server, `affinity
+/// migrate`) take effect here within this long.
+pub const SETTINGS_REFRESH: Duration = Duration::from_secs(2);
 
 /// A clock in milliseconds since the epoch.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -122,7 +130,10 @@ pub struct Engine {
     clock: Clock,
     apps_table: Arc<dyn Table>,
     catalog_table: Arc<dyn Table>,
-    apps: Mutex<HashMap<String, App>>,
+    /// Job records (see `jobs.rs`).
+    pub(crate) jobs_table: Arc<dyn Table>,
+    /// Application handles and when their settings were last read.
+    apps: Mutex<HashMap<String, (Instant, App)>>,
     catalogs: RwLock<HashMap<(String, String), Arc<Catalog>>>,
 }
 
@@ -174,11 +185,17 @@ impl Engine {
             "catalog",
             &TableSpec::new().with_family("o", GcRule::MaxVersions(1)),
         )?;
+        let jobs_table = create_if_missing(
+            store.as_ref(),
+            crate::jobs::JOBS_TABLE,
+            &TableSpec::new().with_family(crate::jobs::FAMILY, GcRule::MaxVersions(1)),
+        )?;
         Ok(Engine {
             store,
             clock,
             apps_table,
             catalog_table,
+            jobs_table,
             apps: Mutex::new(HashMap::new()),
             catalogs: RwLock::new(HashMap::new()),
         })
@@ -299,26 +316,36 @@ impl Engine {
     }
 
     /// Drop cached application handles, so settings changed by another
-    /// process (a migration started elsewhere) are read again.
+    /// process are read again now rather than within
+    /// [`SETTINGS_REFRESH`].
     pub fn forget_apps(&self) {
         self.lock_apps().clear();
     }
 
-    fn lock_apps(&self) -> std::sync::MutexGuard<'_, HashMap<String, App>> {
+    fn lock_apps(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, App)>> {
         self.apps.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The application's handle: its stored configuration, or the default
-    /// one (narrow, 90 days) stored on first use.
+    /// one (narrow, 90 days) stored on first use. A cached handle is used
+    /// for [`SETTINGS_REFRESH`], then checked against the stored settings.
     pub fn app(&self, app: &str) -> Result<App> {
         validate_app(app)?;
-        if let Some(h) = self.lock_apps().get(app) {
-            return Ok(h.clone());
+        let cached = self.lock_apps().get(app).cloned();
+        if let Some((read, h)) = &cached {
+            if read.elapsed() < SETTINGS_REFRESH {
+                return Ok(h.clone());
+            }
         }
+        let read = Instant::now();
         match self.stored_settings(app)? {
             Some(settings) => {
-                let handle = self.open_tables(app, settings)?;
-                self.lock_apps().insert(app.to_string(), handle.clone());
+                let handle = match cached {
+                    Some((_, h)) if h.settings() == settings => h,
+                    _ => self.open_tables(app, settings)?,
+                };
+                self.lock_apps()
+                    .insert(app.to_string(), (read, handle.clone()));
                 Ok(handle)
             }
             None => self.configure_app(app, AppConfig::default()),

@@ -53,6 +53,10 @@ pub enum Error {
     /// The output an export hands its profiles to failed.
     #[error("export output: {reason}")]
     ExportOutput { reason: String },
+    /// A batch job stopped before its end because it was asked to
+    /// ([`crate::Progress::stop`]): what it finished is kept.
+    #[error("the job was stopped before its end")]
+    Stopped,
     /// A thread of a parallel job died.
     #[error("worker failed: {0}")]
     Worker(String),

@@ -81,6 +81,7 @@ mod explain;
 mod export;
 mod ingest;
 mod job;
+mod jobs;
 mod maintain;
 mod migrate;
 mod preview;
@@ -98,13 +99,17 @@ pub mod variants;
 pub use batch::{Progress, ProgressSnapshot};
 pub use engine::{
     validate_app, window_start_day, App, AppConfig, AppSettings, Clock, Engine, DAY_MILLIS,
-    DEFAULT_RETENTION_DAYS,
+    DEFAULT_RETENTION_DAYS, SETTINGS_REFRESH,
 };
 pub use error::{Error, Result};
 pub use event::{Event, EventType, Limits, API_MAX_AGE_MILLIS, MAX_SKEW_MILLIS};
 pub use explain::{Contribution, Explanation, MaxRaw, NextChange, Unscored};
 pub use export::{ExportOptions, ExportReport, ProfileSink};
 pub use ingest::{IngestReport, BATCH_EVENTS};
+pub use jobs::{
+    validate_job_id, JobKind, JobStatus, ShardState, ShardStatus, WorkOptions, DEFAULT_LEASE,
+    JOBS_TABLE, MAX_SHARDS,
+};
 pub use maintain::{MaintainOptions, MaintainReport};
 pub use migrate::Verification;
 pub use preview::{Preview, MAX_PREVIEW_USERS};

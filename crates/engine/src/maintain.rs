@@ -186,6 +186,9 @@ impl Engine {
         let mut local = MaintainReport::default();
         let mut cursor = range.start.clone();
         while let Some(user) = next_user(app, range, &cursor)? {
+            if progress.stop.load(Ordering::Relaxed) {
+                return Err(Error::Stopped);
+            }
             match self.fold_user(app, &user)? {
                 FoldOutcome::UpToDate => {}
                 FoldOutcome::Folded { rows_read } => {

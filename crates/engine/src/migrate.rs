@@ -12,10 +12,12 @@
 //! 4. [`Engine::cut_over`]: readers switch to the target layout and dual
 //!    writes stop; the old layout's cells expire with the retention.
 //!
-//! An engine caches application settings: every other process that
-//! ingests must pick up step 1 (restart, or [`Engine::forget_apps`])
-//! before the backfill starts, or its events miss the target layout (step
-//! 3 then reports those users).
+//! An engine caches application settings for at most
+//! [`crate::SETTINGS_REFRESH`]: every other process that ingests picks up
+//! step 1 within that bound, and the backfill must start after it (`affinity
+//! migrate start` waits it out, plus a margin for ingest requests in
+//! flight), or events those processes wrote in between miss the target
+//! layout (step 3 then reports those users).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;

@@ -1,181 +1,153 @@
-//! Maintenance jobs (see [`affinity_engine::maintain`]) that this server
-//! runs on its schedule ([`crate::State::maintain_every`]): run on a
-//! blocking thread, their progress readable while they run (`GET
-//! /1/jobs/{jobID}`) and exported as metrics.
+//! The batch jobs this server works on: its scheduled maintenance
+//! ([`crate::State::maintain_every`]) and, on the same servers, jobs of its
+//! applications whose worker died (a shard stalled: its lease expired).
+//! They run on blocking threads.
 //!
-//! The registry is this process's memory: a job belongs to the server that
-//! started it (the rollups it writes are in the store, for every server).
+//! Jobs are records in the store (the engine's `jobs` module): `GET
+//! /1/jobs` on any server lists every job of the application, whoever
+//! runs it. Only the live counters in `/metrics` are this process's.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use affinity_engine::{Engine, MaintainOptions, MaintainReport, Progress};
-use serde_json::{json, Value};
+use affinity_engine::{Engine, JobKind, Progress, ShardState, WorkOptions};
 
-use crate::time::iso;
-
-/// Jobs kept in memory (the oldest finished ones are forgotten).
+/// Finished jobs kept for metrics (the oldest are forgotten).
 const KEEP: usize = 200;
 
-/// Where a job is.
-#[derive(Debug, Clone, PartialEq)]
-pub enum JobState {
-    Running,
-    Succeeded(MaintainReport),
-    Failed(String),
-}
-
-/// One maintenance of an application's rollups.
+/// A job this server works (or worked) on.
 #[derive(Debug)]
-pub struct Job {
-    pub id: u64,
-    pub app: String,
-    pub created_at: i64,
-    pub progress: Progress,
-    state: Mutex<JobState>,
+struct Local {
+    app: String,
+    id: String,
+    progress: Progress,
+    running: AtomicBool,
 }
 
-impl Job {
-    pub fn state(&self) -> JobState {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// The job as the API's JSON.
-    pub fn to_json(&self) -> Value {
-        let p = self.progress.snapshot();
-        let mut out = json!({
-            "jobID": self.id.to_string(),
-            "type": "maintain",
-            "createdAt": iso(self.created_at),
-            "progress": {
-                "users": p.users,
-                "rowsRead": p.events,
-                "rangesDone": p.ranges_done,
-                "rangesTotal": p.ranges_total,
-                "elapsedSeconds": p.elapsed.as_secs_f64(),
-                "etaSeconds": p.eta.map(|d| d.as_secs_f64()),
-            },
-        });
-        let (status, extra) = match self.state() {
-            JobState::Running => ("running", None),
-            JobState::Succeeded(r) => (
-                "succeeded",
-                Some((
-                    "report",
-                    json!({"users": r.users, "folded": r.folded, "rowsRead": r.rows_read,
-                           "conflicts": r.conflicts, "ranges": r.ranges}),
-                )),
-            ),
-            JobState::Failed(e) => ("failed", Some(("error", Value::from(e)))),
-        };
-        out["status"] = Value::from(status);
-        if let Some((k, v)) = extra {
-            out[k] = v;
-        }
-        out
+impl Local {
+    fn is_running(&self) -> bool {
+        self.running.load(Ordering::Relaxed)
     }
 }
 
 /// The jobs of this server.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Jobs {
-    next: AtomicU64,
-    list: Mutex<Vec<Arc<Job>>>,
+    worker: WorkOptions,
+    list: Mutex<Vec<Arc<Local>>>,
+}
+
+impl Default for Jobs {
+    fn default() -> Jobs {
+        Jobs {
+            worker: WorkOptions::this_process(2),
+            list: Mutex::default(),
+        }
+    }
 }
 
 impl Jobs {
-    /// Start maintaining `app` on a blocking thread; returns the job.
-    pub fn start(&self, engine: Arc<Engine>, app: &str) -> Arc<Job> {
-        let job = Arc::new(Job {
-            id: self.next.fetch_add(1, Ordering::Relaxed) + 1,
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Local>>> {
+        self.list.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether this server works on a job of `app`.
+    pub fn running(&self, app: &str) -> bool {
+        self.lock().iter().any(|j| j.app == app && j.is_running())
+    }
+
+    /// Whether this server works on job `id` of `app`.
+    fn working_on(&self, app: &str, id: &str) -> bool {
+        self.lock()
+            .iter()
+            .any(|j| j.app == app && j.id == id && j.is_running())
+    }
+
+    /// Start a maintenance job of `app` (blocking: creates its record,
+    /// then works on it on a blocking thread). Returns its id.
+    pub fn start_maintenance(
+        self: &Arc<Self>,
+        engine: &Arc<Engine>,
+        app: &str,
+    ) -> affinity_engine::Result<String> {
+        let id = engine.new_job_id();
+        engine.create_job(app, &id, JobKind::Maintain, 1)?;
+        self.work(engine, app, &id, Some(0));
+        Ok(id)
+    }
+
+    /// Take over the jobs of `app` with a stalled shard (blocking read;
+    /// the work runs on blocking threads). Returns how many.
+    pub fn resume_stalled(
+        self: &Arc<Self>,
+        engine: &Arc<Engine>,
+        app: &str,
+    ) -> affinity_engine::Result<usize> {
+        let mut resumed = 0;
+        for job in engine.jobs(app, 100)? {
+            let stalled = job.shards.iter().any(|s| s.state == ShardState::Stalled);
+            if stalled && !self.working_on(app, &job.id) {
+                tracing::info!(job = %job.id, app, "taking over a stalled job");
+                self.work(engine, app, &job.id, None);
+                resumed += 1;
+            }
+        }
+        Ok(resumed)
+    }
+
+    /// Work on job `id` on a blocking thread until every shard is done,
+    /// shard `prefer` first.
+    fn work(self: &Arc<Self>, engine: &Arc<Engine>, app: &str, id: &str, prefer: Option<usize>) {
+        let local = Arc::new(Local {
             app: app.to_string(),
-            created_at: engine.now_millis(),
+            id: id.to_string(),
             progress: Progress::default(),
-            state: Mutex::new(JobState::Running),
+            running: AtomicBool::new(true),
         });
         {
-            let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
+            let mut list = self.lock();
             if list.len() >= KEEP {
-                if let Some(i) = list.iter().position(|j| j.state() != JobState::Running) {
+                if let Some(i) = list.iter().position(|j| !j.is_running()) {
                     list.remove(i);
                 }
             }
-            list.push(Arc::clone(&job));
+            list.push(Arc::clone(&local));
         }
-        let running = Arc::clone(&job);
+        let (engine, jobs) = (Arc::clone(engine), Arc::clone(self));
         tokio::task::spawn_blocking(move || {
             let result =
-                engine.maintain(&running.app, MaintainOptions::default(), &running.progress);
-            let state = match result {
-                Ok(report) => {
-                    tracing::info!(job = running.id, app = %running.app, users = report.users,
-                        folded = report.folded, rows = report.rows_read, "maintenance finished");
-                    JobState::Succeeded(report)
+                engine.work_on_job(&local.app, &local.id, prefer, &jobs.worker, &local.progress);
+            match result {
+                Ok(job) => {
+                    tracing::info!(job = %local.id, app = %local.app, status = job.state(), "job done")
                 }
                 Err(e) => {
-                    tracing::error!(job = running.id, app = %running.app, error = %e, "maintenance failed");
-                    JobState::Failed(e.to_string())
+                    tracing::error!(job = %local.id, app = %local.app, error = %e, "job failed")
                 }
-            };
-            *running.state.lock().unwrap_or_else(|p| p.into_inner()) = state;
+            }
+            local.running.store(false, Ordering::Relaxed);
         });
-        job
     }
 
-    /// Whether a job of `app` is running.
-    pub fn running(&self, app: &str) -> bool {
-        self.list
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .any(|j| j.app == app && j.state() == JobState::Running)
-    }
-
-    /// A job of `app` by id.
-    pub fn get(&self, app: &str, id: u64) -> Option<Arc<Job>> {
-        self.list
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .find(|j| j.id == id && j.app == app)
-            .cloned()
-    }
-
-    /// The jobs of `app`, newest first.
-    pub fn of_app(&self, app: &str) -> Vec<Arc<Job>> {
-        let list = self.list.lock().unwrap_or_else(|p| p.into_inner());
-        list.iter()
-            .rev()
-            .filter(|j| j.app == app)
-            .cloned()
-            .collect()
-    }
-
-    /// Job gauges in the Prometheus text format.
+    /// Job gauges in the Prometheus text format (this server's work).
     pub fn render_metrics(&self, out: &mut String) {
-        let list = self.list.lock().unwrap_or_else(|p| p.into_inner());
-        let running = list
-            .iter()
-            .filter(|j| j.state() == JobState::Running)
-            .count();
+        let list = self.lock();
+        let running = list.iter().filter(|j| j.is_running()).count();
         let _ = writeln!(
             out,
-            "# HELP affinity_jobs_running Maintenance jobs running.\n# TYPE affinity_jobs_running gauge\naffinity_jobs_running {running}"
+            "# HELP affinity_jobs_running Jobs this server works on.\n# TYPE affinity_jobs_running gauge\naffinity_jobs_running {running}"
         );
         let gauges = [
-            (
-                "affinity_job_rows_read",
-                "Day rows a maintenance job has read.",
-            ),
-            ("affinity_job_users", "Users a maintenance job has visited."),
+            ("affinity_job_rows_read", "Rows a job has read here."),
+            ("affinity_job_users", "Users a job has visited here."),
             (
                 "affinity_job_ranges_done",
-                "Key ranges a maintenance job has finished.",
+                "Key ranges of the shard this server runs that are finished.",
             ),
             (
                 "affinity_job_ranges_total",
-                "Key ranges of a maintenance job.",
+                "Key ranges of the shard this server runs.",
             ),
         ];
         for (k, (name, help)) in gauges.iter().enumerate() {

@@ -67,7 +67,7 @@ pub use auth::{hash_key, Access, Acl, ApiKey, Keys, SHA256_PREFIX};
 pub use config::{AppEntry, Config, KeyEntry};
 pub use debug::{Entry, EventLog, Filter, Rejection, RequestOrigin, DEFAULT_DEBUG_EVENTS};
 pub use error::{Error, Result, MAX_BATCH_EVENTS, MAX_BODY_BYTES};
-pub use jobs::{Job, JobState, Jobs};
+pub use jobs::Jobs;
 pub use metrics::Metrics;
 pub use secured::{Restrictions, SecuredKey};
 pub use server::{router, serve, shutdown_signal};

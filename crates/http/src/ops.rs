@@ -15,18 +15,25 @@ use crate::state::State;
 /// The OpenAPI 3 document of the whole API.
 pub const OPENAPI: &str = include_str!("openapi.json");
 
-/// `GET /1/jobs`: the application's maintenance jobs on this server, newest
-/// first.
+/// `GET /1/jobs`: the application's jobs, whoever runs them, newest
+/// first (the records in the store).
 pub async fn list_jobs(Shared(state): Shared<Arc<State>>, caller: Caller) -> Result<Json<Value>> {
     caller.require(Acl::Profiles)?;
-    let jobs: Vec<Value> = state
-        .jobs
-        .of_app(&caller.app)
-        .iter()
-        .map(|j| j.to_json())
-        .collect();
-    Ok(Json(json!({ "jobs": jobs })))
+    crate::error::blocking(move || {
+        let now = state.engine.now_millis();
+        let jobs: Vec<Value> = state
+            .engine
+            .jobs(&caller.app, JOBS_LISTED)?
+            .iter()
+            .map(|j| j.to_json(now))
+            .collect();
+        Ok(Json(json!({ "jobs": jobs })))
+    })
+    .await
 }
+
+/// Most jobs `GET /1/jobs` lists.
+const JOBS_LISTED: usize = 100;
 
 /// `GET /1/jobs/{jobID}`.
 pub async fn get_job(
@@ -35,10 +42,14 @@ pub async fn get_job(
     Path(id): Path<String>,
 ) -> Result<Json<Value>> {
     caller.require(Acl::Profiles)?;
-    let missing = || Error::not_found(format!("Job {id:?} not found"));
-    let n: u64 = id.parse().map_err(|_| missing())?;
-    let job = state.jobs.get(&caller.app, n).ok_or_else(missing)?;
-    Ok(Json(job.to_json()))
+    crate::error::blocking(move || {
+        let job = state
+            .engine
+            .job(&caller.app, &id)?
+            .ok_or_else(|| Error::not_found(format!("Job {id:?} not found")))?;
+        Ok(Json(job.to_json(state.engine.now_millis())))
+    })
+    .await
 }
 
 /// `GET /health`: the process is up and the store answers.

@@ -15,7 +15,7 @@
 //! | `DELETE /1/profiles/{userToken}` | admin |
 //! | `POST /1/indexes/{indexName}/objects` | admin |
 //! | `GET/PUT/DELETE /1/indexes/{indexName}/objects/{objectID}` | search, profiles / admin |
-//! | `GET /1/jobs`, `GET /1/jobs/{jobID}` (maintenance progress) | profiles |
+//! | `GET /1/jobs`, `GET /1/jobs/{jobID}` (jobs in the store, any server) | profiles |
 //! | `GET /1/trends` (regional trends) | search, profiles |
 //! | `GET /health`, `/metrics`, `/openapi.json` | none |
 //!
@@ -181,17 +181,34 @@ pub async fn serve(
 }
 
 /// Maintain every application with keys on this server: at start, then
-/// every `every`; an application whose last run is still going is skipped.
+/// every `every`; an application whose last run here is still going is
+/// skipped. Between runs, every lease length, take over the applications'
+/// jobs whose worker died (servers that run no maintenance leave batch
+/// work to the job processes).
 async fn maintain_on_schedule(state: Arc<State>, every: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut watch = tokio::time::interval(affinity_engine::DEFAULT_LEASE);
+    watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tick.tick().await;
-        for app in state.keys.apps() {
-            if !state.jobs.running(app) {
-                state.jobs.start(Arc::clone(&state.engine), app);
+        let maintain = tokio::select! {
+            _ = tick.tick() => true,
+            _ = watch.tick() => false,
+        };
+        let state = Arc::clone(&state);
+        let done = tokio::task::spawn_blocking(move || {
+            for app in state.keys.apps() {
+                let result = if maintain && !state.jobs.running(app) {
+                    state.jobs.start_maintenance(&state.engine, app).map(|_| ())
+                } else {
+                    state.jobs.resume_stalled(&state.engine, app).map(|_| ())
+                };
+                if let Err(e) = result {
+                    tracing::error!(app, error = %e, "cannot start or resume a job");
+                }
             }
-        }
+        });
+        let _ = done.await;
     }
 }
 

@@ -18,7 +18,7 @@ pub struct State {
     pub engine: Arc<Engine>,
     pub keys: Keys,
     pub metrics: Metrics,
-    pub jobs: Jobs,
+    pub jobs: Arc<Jobs>,
     /// The events debugger's recent events (see [`crate::debug`]).
     pub debug: EventLog,
     /// Set when [`crate::serve`] was asked to stop: long polls end.
@@ -73,7 +73,7 @@ impl State {
             engine,
             keys,
             metrics: Metrics::default(),
-            jobs: Jobs::default(),
+            jobs: Arc::default(),
             debug: EventLog::default(),
             stopping: tokio::sync::watch::channel(false).0,
             strategies: Mutex::default(),

@@ -217,7 +217,8 @@ impl Engine {
             app.as_bytes(),
             &[Mutation::set_cell("c", "config", 0, json)],
         )?;
-        self.lock_apps().insert(app.to_string(), handle.clone());
+        self.lock_apps()
+            .insert(app.to_string(), (std::time::Instant::now(), handle.clone()));
         Ok(handle)
     }
 }

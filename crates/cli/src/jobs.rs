@@ -1,0 +1,116 @@
+//! Batch jobs as shared records: `maintain` and `rebuild` run as jobs any
+//! process on the store can list (`affinity jobs list|show`, `GET
+//! /1/jobs`), their shards under leases (see the engine's `jobs` module).
+
+use std::time::Duration;
+
+use affinity_engine::{Engine, JobKind, JobStatus, Progress, WorkOptions};
+use anyhow::bail;
+
+use crate::backend::BackendArgs;
+use crate::engine_cmds::{open_engine, AppArgs, JobArgs};
+
+/// `--lease`: a length such as `15s` or `2m`.
+pub fn parse_lease(text: &str) -> Result<Duration, String> {
+    let bad = || format!("{text:?} is not a lease length such as 15s or 2m");
+    let (number, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let n: u64 = number.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.saturating_mul(60),
+        _ => return Err(bad()),
+    };
+    if !(1..=3600).contains(&secs) {
+        return Err(format!("lease {text:?}: need 1s to 60m"));
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+/// Create (or join) the job `args` name and work on it until every shard
+/// is done; fails when a shard failed.
+pub fn run(
+    engine: &Engine,
+    app: &str,
+    kind: JobKind,
+    args: &JobArgs,
+    progress: &Progress,
+) -> anyhow::Result<JobStatus> {
+    let (index, shards) = args.shard.unwrap_or((0, 1));
+    let id = match (&args.job, args.shard) {
+        (Some(id), _) => id.clone(),
+        (None, None) => engine.new_job_id(),
+        (None, Some(_)) => {
+            bail!("--shard needs --job NAME: every shard process gives the same name")
+        }
+    };
+    engine.create_job(app, &id, kind, shards)?;
+    eprintln!("job {id} ({} of app {app}, {shards} shards)", kind.as_str());
+    let options = WorkOptions {
+        lease: args.lease,
+        ..WorkOptions::this_process(args.threads.max(1))
+    };
+    let job = engine.work_on_job(app, &id, Some(index), &options, progress)?;
+    if job.state() == "failed" {
+        let json = job.to_json(engine.now_millis());
+        bail!("job {id} failed: {}", json["error"].as_str().unwrap_or(""));
+    }
+    Ok(job)
+}
+
+/// A number from a finished job's summed report.
+pub fn report_count(engine: &Engine, job: &JobStatus, field: &str) -> u64 {
+    job.to_json(engine.now_millis())["report"][field]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+#[derive(clap::Subcommand)]
+pub enum JobsCommand {
+    /// The application's jobs, newest first, one line each.
+    List {
+        #[command(flatten)]
+        app: AppArgs,
+        /// At most this many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// One job as `GET /1/jobs/{jobID}` shows it (JSON).
+    Show {
+        #[command(flatten)]
+        app: AppArgs,
+        /// The job's id.
+        id: String,
+    },
+}
+
+pub fn jobs(cmd: JobsCommand, backend: &BackendArgs) -> anyhow::Result<()> {
+    let engine = open_engine(backend)?;
+    match cmd {
+        JobsCommand::List { app, limit } => {
+            let now = engine.now_millis();
+            for job in engine.jobs(app.app(), limit)? {
+                let json = job.to_json(now);
+                let done = job.shards.iter().filter(|s| s.state.finished()).count();
+                println!(
+                    "{}  {:8}  {:9}  {}  shards {done}/{} done",
+                    job.id,
+                    job.kind.as_str(),
+                    job.state(),
+                    json["createdAt"].as_str().unwrap_or(""),
+                    job.shards.len()
+                );
+            }
+        }
+        JobsCommand::Show { app, id } => match engine.job(app.app(), &id)? {
+            Some(job) => println!(
+                "{}",
+                serde_json::to_string_pretty(&job.to_json(engine.now_millis()))?
+            ),
+            None => bail!("no job {id:?} in application {:?}", app.app()),
+        },
+    }
+    Ok(())
+}

@@ -1,0 +1,46 @@
+//! `affinity bench hotkeys` prints its table; bad flags are refused.
+
+use std::process::{Command, Output};
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_affinity"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("run affinity")
+}
+
+#[test]
+fn hotkeys_prints_the_busiest_range_of_each_layout() {
+    let run = bench(&[
+        "hotkeys", "--users", "2000", "--writes", "20000", "--ranges", "8",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let out = String::from_utf8(run.stdout).unwrap();
+    let ratio = |table: &str| -> Vec<f64> {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("| {table} |")))
+            .unwrap_or_else(|| panic!("no {table} row in {out}"));
+        line.split('|')
+            .filter_map(|c| c.trim().parse().ok())
+            .collect()
+    };
+    for table in ["events", "profile state"] {
+        let figures = ratio(table);
+        assert_eq!(figures.len(), 2, "{out}");
+        // The busiest of 8 ranges takes at least the mean and at most all.
+        assert!(figures.iter().all(|f| (1.0..=8.0).contains(f)), "{out}");
+    }
+    let refused = bench(&["hotkeys", "--ranges", "1"]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("--ranges at least 2"), "{err}");
+    let refused = bench(&["hotkeys", "--data", "/tmp/x"]);
+    assert!(String::from_utf8_lossy(&refused.stderr)
+        .contains("--data is not an option of bench hotkeys"));
+}

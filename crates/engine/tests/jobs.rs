@@ -1,0 +1,276 @@
+//! Jobs as shared state and settings every engine sees, with two engines
+//! on one store standing for two servers: job ids unique, records read the
+//! same from both, a dead worker's shard taken over once its lease
+//! expires, a wrong job refused; settings changed through one engine seen
+//! by the other within `SETTINGS_REFRESH`. On the in-memory store (a fake
+//! clock moves the leases), the embedded store and the emulator.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use affinity_engine::{
+    AppConfig, Engine, JobKind, Progress, Schema, ShardState, WorkOptions, JOBS_TABLE,
+    SETTINGS_REFRESH,
+};
+use affinity_model::{Mutation, Store};
+use common::*;
+
+const APP: &str = "shop";
+
+fn worker(name: &str) -> WorkOptions {
+    WorkOptions {
+        worker: name.to_string(),
+        lease: Duration::from_secs(10),
+        threads: 2,
+    }
+}
+
+/// Two engines on `store` (one clock), the first holding events of every
+/// test user over the last days.
+fn two_engines(store: Arc<dyn Store>, clock: &FakeClock) -> (Engine, Engine) {
+    let a = Engine::with_clock(Arc::clone(&store), clock.engine_clock()).unwrap();
+    a.configure_app(APP, AppConfig::default()).unwrap();
+    a.put_objects(APP, "products", &catalog_objects()).unwrap();
+    a.set_strategy(APP, &strategy()).unwrap();
+    let now = clock.now();
+    let values: Vec<_> = (0..200i64)
+        .map(|i| {
+            event_json(
+                i as u8,
+                (i % 4) as u8,
+                now - 60_000 - i * DAY / 20,
+                &[i as u8],
+                i % 3 == 0,
+            )
+        })
+        .collect();
+    a.ingest(APP, &parse_all(&values, now)).unwrap();
+    let b = Engine::with_clock(store, clock.engine_clock()).unwrap();
+    (a, b)
+}
+
+fn ids_are_unique_and_every_engine_reads_every_job(store: Arc<dyn Store>, clock: &FakeClock) {
+    let (a, b) = two_engines(store, clock);
+    let ids: Vec<String> = (0..50)
+        .map(|i| {
+            if i % 2 == 0 {
+                a.new_job_id()
+            } else {
+                b.new_job_id()
+            }
+        })
+        .collect();
+    let unique: std::collections::BTreeSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "{ids:?}");
+    a.create_job(APP, &ids[0], JobKind::Maintain, 1).unwrap();
+    b.create_job(APP, &ids[1], JobKind::Rebuild, 2).unwrap();
+    let listed = |e: &Engine| -> Vec<(String, &'static str, usize)> {
+        e.jobs(APP, 10)
+            .unwrap()
+            .iter()
+            .map(|j| (j.id.clone(), j.kind.as_str(), j.shards.len()))
+            .collect()
+    };
+    assert_eq!(listed(&a), listed(&b));
+    assert_eq!(listed(&a).len(), 2);
+    let done = a
+        .work_on_job(APP, &ids[0], Some(0), &worker("a"), &Progress::default())
+        .unwrap();
+    assert_eq!(done.state(), "succeeded");
+    let seen = b.job(APP, &ids[0]).unwrap().expect("job seen by b");
+    assert_eq!(seen.to_json(clock.now()), done.to_json(clock.now()));
+    assert_eq!(seen.to_json(clock.now())["report"]["users"], 4);
+    // Another application does not see it.
+    assert_eq!(b.job("other", &ids[0]).unwrap(), None);
+    assert!(b.jobs("other", 10).unwrap().is_empty());
+}
+
+fn bad_jobs_are_refused(store: Arc<dyn Store>, clock: &FakeClock) {
+    let (a, _) = two_engines(store, clock);
+    for (id, shards, part) in [
+        ("", 1, "job"),
+        ("a/b", 1, "job"),
+        ("ok", 0, "shard"),
+        ("ok", 5000, "shard"),
+    ] {
+        let err = a
+            .create_job(APP, id, JobKind::Maintain, shards)
+            .unwrap_err();
+        assert!(err.to_string().contains(part), "{id:?} {shards}: {err}");
+    }
+    assert!(a.jobs(APP, 10).unwrap().is_empty());
+    a.create_job(APP, "nightly", JobKind::Maintain, 2).unwrap();
+    let err = a
+        .create_job(APP, "nightly", JobKind::Rebuild, 2)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("maintain job of 2 shards"),
+        "{err}"
+    );
+    let err = a
+        .create_job(APP, "nightly", JobKind::Maintain, 3)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("maintain job of 2 shards"),
+        "{err}"
+    );
+    assert_eq!(a.jobs(APP, 10).unwrap().len(), 1);
+    let err = a
+        .work_on_job(APP, "missing", None, &worker("a"), &Progress::default())
+        .unwrap_err();
+    assert!(err.to_string().contains("no job \"missing\""), "{err}");
+}
+
+/// Shard 1 is leased by a worker that never runs it (it died); worker b
+/// runs shard 0, waits while the lease lives, then takes shard 1 over.
+fn a_dead_workers_shard_is_taken_over(store: Arc<dyn Store>, clock: &FakeClock) {
+    let (a, b) = two_engines(Arc::clone(&store), clock);
+    let users = users();
+    let before = read_texts(&a, APP, &users);
+    a.create_job(APP, "nightly", JobKind::Maintain, 2).unwrap();
+    let dead_until = clock.now() + 10_000;
+    store
+        .open_table(JOBS_TABLE)
+        .unwrap()
+        .mutate_row(
+            format!("{APP},nightly").as_bytes(),
+            &[Mutation::set_cell(
+                "j",
+                "lease,1",
+                0,
+                format!("{dead_until:016},dead-worker"),
+            )],
+        )
+        .unwrap();
+    let status = a.job(APP, "nightly").unwrap().unwrap();
+    assert_eq!(status.shards[1].state, ShardState::Running);
+    assert_eq!(status.shards[1].worker.as_deref(), Some("dead-worker"));
+    std::thread::scope(|s| {
+        let running =
+            s.spawn(|| b.work_on_job(APP, "nightly", Some(0), &worker("b"), &Progress::default()));
+        // Shard 0 finishes; shard 1's lease still holds, so b waits.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let job = a.job(APP, "nightly").unwrap().unwrap();
+            if job.shards[0].state == ShardState::Succeeded {
+                assert_eq!(job.shards[1].state, ShardState::Running);
+                assert_eq!(job.state(), "running");
+                break;
+            }
+            assert!(Instant::now() < deadline, "shard 0 never finished: {job:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!running.is_finished());
+        // The dead worker's lease expires: b takes shard 1 over.
+        clock.set(dead_until + 1);
+        let job = running.join().unwrap().unwrap();
+        assert_eq!(job.state(), "succeeded", "{job:?}");
+        assert_eq!(job.shards[1].worker.as_deref(), Some("b"));
+    });
+    let seen = a.job(APP, "nightly").unwrap().unwrap().to_json(clock.now());
+    assert_eq!(seen["status"], "succeeded");
+    assert_eq!(seen["report"]["users"], 4, "{seen}");
+    assert_eq!(seen["shards"][1]["worker"], "b");
+    // A fold changes no profile.
+    assert_eq!(read_texts(&a, APP, &users), before);
+    // A finished job is done for everyone: nothing runs again.
+    let again = a
+        .work_on_job(APP, "nightly", Some(1), &worker("c"), &Progress::default())
+        .unwrap();
+    assert_eq!(again.to_json(clock.now()), seen);
+}
+
+/// Poll `check` until it holds, for at most `SETTINGS_REFRESH` and a
+/// generous margin for a loaded machine (not a timing assert: the bound
+/// is what the docs promise, the margin only keeps the test from hanging).
+fn eventually(what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + SETTINGS_REFRESH * 10;
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}: never seen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn settings_changed_through_one_engine_reach_the_other(store: Arc<dyn Store>, clock: &FakeClock) {
+    let (a, b) = two_engines(store, clock);
+    assert_eq!(b.app(APP).unwrap().config.retention_days, 90);
+    a.configure_app(
+        APP,
+        AppConfig {
+            schema: Schema::Narrow,
+            retention_days: 30,
+        },
+    )
+    .unwrap();
+    eventually("retention", || {
+        b.app(APP).unwrap().config.retention_days == 30
+    });
+    a.start_migration(APP, Schema::Wide).unwrap();
+    eventually("migration start", || {
+        b.app(APP).unwrap().dual_write == Some(Schema::Wide)
+    });
+    assert!(a.backfill(APP, &Progress::default(), None).unwrap());
+    a.cut_over(APP).unwrap();
+    eventually("cut-over", || {
+        let app = b.app(APP).unwrap();
+        app.config.schema == Schema::Wide && app.dual_write.is_none()
+    });
+}
+
+macro_rules! suite {
+    ($module:ident, $store:expr, $ignore:meta) => {
+        mod $module {
+            use super::*;
+
+            fn store(clock: &FakeClock) -> Arc<dyn Store> {
+                #[allow(clippy::redundant_closure_call)]
+                ($store)(clock)
+            }
+
+            #[$ignore]
+            #[test]
+            fn ids_are_unique_and_every_engine_reads_every_job() {
+                let clock = FakeClock::new(real_now());
+                super::ids_are_unique_and_every_engine_reads_every_job(store(&clock), &clock);
+            }
+
+            #[$ignore]
+            #[test]
+            fn bad_jobs_are_refused() {
+                let clock = FakeClock::new(real_now());
+                super::bad_jobs_are_refused(store(&clock), &clock);
+            }
+
+            #[$ignore]
+            #[test]
+            fn a_dead_workers_shard_is_taken_over() {
+                let clock = FakeClock::new(real_now());
+                super::a_dead_workers_shard_is_taken_over(store(&clock), &clock);
+            }
+
+            #[$ignore]
+            #[test]
+            fn settings_changed_through_one_engine_reach_the_other() {
+                let clock = FakeClock::new(real_now());
+                super::settings_changed_through_one_engine_reach_the_other(store(&clock), &clock);
+            }
+        }
+    };
+}
+
+suite!(memory, |c: &FakeClock| c.memory_store(), allow(unused));
+suite!(
+    embedded,
+    |_: &FakeClock| -> Arc<dyn Store> {
+        let dir = Box::leak(Box::new(tempfile::tempdir().unwrap()));
+        Arc::new(affinity_embedded::EmbeddedStore::open(dir.path()).unwrap())
+    },
+    allow(unused)
+);
+suite!(
+    emulator,
+    |_: &FakeClock| -> Arc<dyn Store> { affinity_bigtable::emulator::test_store() },
+    ignore = "needs the Cloud Bigtable emulator (scripts/test runs it)"
+);
