@@ -26,9 +26,12 @@ const KEY: &str = "disk-key";
 /// Events per batch; each batch goes to a user of its own.
 const BATCH: usize = 50;
 /// The tmpfs, and the filler taking most of it so that freeing space is
-/// deleting one file.
-const TMPFS_MIB: u64 = 24;
-const FILLER_MIB: u64 = 12;
+/// deleting one file. RocksDB resumes writing once the free space is at
+/// least one memtable's worth (the store's 64 MiB write buffer): the
+/// filler frees more than that, and the disk fills after about 12 MiB of
+/// log.
+const TMPFS_MIB: u64 = 96;
+const FILLER_MIB: u64 = 84;
 /// How long the test waits for the server to do something by itself
 /// (RocksDB polls the free space every 5 s) before failing.
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -170,6 +173,18 @@ fn full_disk() {
     let server = common::serve(&data, &["--app-id", APP, "--api-key", KEY]);
     let addr = server.addr.clone();
     let now = now_millis();
+    let strategy = json!({
+        "eventsScoring": [{"eventName": "Viewed", "eventType": "view", "score": 10}],
+        "facetsScoring": [{"facetName": "brand", "score": 100}],
+        "personalizationImpact": 100});
+    let (status, body) = request(
+        &addr,
+        "POST",
+        "/1/strategies/personalization",
+        &strategy.to_string(),
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
 
     // Ingest until the disk is full: batches refused in a row.
     let mut acked = Vec::new();
