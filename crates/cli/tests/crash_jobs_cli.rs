@@ -151,18 +151,40 @@ fn kill_after(data: &Path, args: &[&str], after: Duration) -> bool {
     !status.success()
 }
 
-/// Kill `args` mid-run (shorter waits until a kill lands before the job
-/// ends), check the profiles, rerun it to its end, check them again.
+/// How long `args` takes to run whole on a copy of `data` (the copy is
+/// then dropped): the kills are placed within that time.
+fn full_run(data: &Path, dir: &Path, args: &[&str]) -> Duration {
+    let copy = dir.join("probe");
+    let _ = std::fs::remove_dir_all(&copy);
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(data)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let started = Instant::now();
+    ok(&copy, args);
+    let took = started.elapsed();
+    std::fs::remove_dir_all(&copy).unwrap();
+    took
+}
+
+/// Kill `args` at a quarter, half and three quarters of its whole run,
+/// check the profiles after each kill, rerun it to its end, check them
+/// again.
 fn kill_rerun_check(data: &Path, dir: &Path, args: &[&str], before: &BTreeMap<String, String>) {
     let out = dir.join("after.jsonl");
+    let whole = full_run(data, dir, args);
     let mut killed = 0;
-    for ms in [400, 200, 100, 50, 25, 10] {
-        if kill_after(data, args, Duration::from_millis(ms)) {
+    for share in [0.25, 0.5, 0.75] {
+        let at = whole.mul_f64(share);
+        if kill_after(data, args, at) {
             killed += 1;
             let during = export(data, &out);
             assert!(
                 during == *before,
-                "{args:?} killed after {ms} ms: profiles changed"
+                "{args:?} killed after {at:?}: profiles changed"
             );
         }
     }
@@ -171,7 +193,9 @@ fn kill_rerun_check(data: &Path, dir: &Path, args: &[&str], before: &BTreeMap<St
     assert!(!rerun.contains("not complete"), "{rerun}");
     let after = export(data, &out);
     assert!(after == *before, "{args:?} rerun: profiles changed");
-    eprintln!("{args:?}: killed {killed} times mid-run, rerun, every profile unchanged");
+    eprintln!(
+        "{args:?}: whole run {whole:.2?}, killed {killed} times within it, rerun, every profile unchanged"
+    );
 }
 
 #[test]
