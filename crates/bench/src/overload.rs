@@ -52,7 +52,7 @@ pub struct OverloadBenchArgs {
     users: usize,
     /// Paced senders of the overload: enough that the offered rate does
     /// not wait for answers.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 256)]
     senders: usize,
     /// The server's `max_writes_in_flight` (see docs/api.md, Limits).
     #[arg(long, default_value_t = ServerLimits::default().max_writes_in_flight)]
@@ -69,6 +69,9 @@ pub(crate) struct Counts {
     pub ok: u64,
     pub shed: u64,
     pub limited: u64,
+    /// Requests whose connection the server closed before answering
+    /// (a shed request's body still being sent when the refusal came).
+    pub closed: u64,
     pub errors: u64,
     pub first_error: Option<String>,
 }
@@ -79,6 +82,7 @@ impl Counts {
         self.ok += other.ok;
         self.shed += other.shed;
         self.limited += other.limited;
+        self.closed += other.closed;
         self.errors += other.errors;
         if self.first_error.is_none() {
             self.first_error = other.first_error;
@@ -288,7 +292,11 @@ pub(crate) async fn paced(
                     let sent = Instant::now();
                     let answer = c.send("POST", "/1/events", body.as_bytes()).await;
                     if answer.is_err() {
+                        // Refused before its body was read, the request's
+                        // connection is closed: the sender reconnects.
                         conn = None;
+                        counts.closed += 1;
+                        continue;
                     }
                     counts.answer("POST /1/events", sent, &answer);
                 }
@@ -439,10 +447,11 @@ async fn phases(args: &OverloadBenchArgs, server: &Running) -> anyhow::Result<()
         readers(&server.endpoint, args.readers, args.users, deadline),
     );
     let secs = args.seconds as f64;
-    let sent = ingest.ok + ingest.shed + ingest.limited + ingest.errors;
+    let sent = ingest.ok + ingest.shed + ingest.limited + ingest.closed + ingest.errors;
     println!(
         "overload      offered {offered:.1} batches/s ({}x), sent {:.1}/s: acknowledged {:.1}/s \
-         ({:.0} events/s, p99 {:.1} ms), shed 503 {:.1}/s, 429 {:.1}/s, errors {}",
+         ({:.0} events/s, p99 {:.1} ms), shed 503 {:.1}/s, 429 {:.1}/s, closed while sending {}, \
+         errors {}",
         args.factor,
         sent as f64 / secs,
         ingest.ok as f64 / secs,
@@ -450,6 +459,7 @@ async fn phases(args: &OverloadBenchArgs, server: &Running) -> anyhow::Result<()
         ingest.ms(0.99),
         ingest.shed as f64 / secs,
         ingest.limited as f64 / secs,
+        ingest.closed,
         ingest.errors
     );
     let p99 = reads.ms(0.99);

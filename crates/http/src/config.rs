@@ -4,7 +4,7 @@
 //! ```toml
 //! [limits]                 # the server's own (every field optional)
 //! max_in_flight = 1024     # requests served at once; more get 503
-//! max_writes_in_flight = 64  # writes served at once; more get 503, reads still pass
+//! max_writes_in_flight = 16  # writes served at once; more get 503, reads still pass
 //! header_timeout_secs = 30 # to send a request's headers; the connection closes after
 //! body_timeout_secs = 60   # to send a request's body; 408 after
 //!

@@ -70,7 +70,7 @@ impl Default for ServerLimits {
     fn default() -> ServerLimits {
         ServerLimits {
             max_in_flight: 1024,
-            max_writes_in_flight: 64,
+            max_writes_in_flight: 16,
             header_timeout_secs: 30.0,
             body_timeout_secs: 60.0,
         }

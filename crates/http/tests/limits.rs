@@ -230,7 +230,8 @@ async fn over_the_caps_writes_are_shed_first_and_reads_still_served() {
     // A second write is shed...
     let event = json!({"eventType": "view", "eventName": "Viewed", "index": "products",
         "userToken": "u1", "objectIDs": ["o1"]});
-    let (status, retry, message) = refusal(server.post_events(std::slice::from_ref(&event)).await).await;
+    let (status, retry, message) =
+        refusal(server.post_events(std::slice::from_ref(&event)).await).await;
     assert_eq!(status, 503);
     assert_eq!(retry.as_deref(), Some("1"));
     assert!(message.contains("1 writes in flight"), "{message}");
