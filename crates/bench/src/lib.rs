@@ -9,6 +9,9 @@
 //!   of every profile, on a seeded workload (`schemas::workload`);
 //! - `http`: the HTTP API under load, through a minimal keep-alive client
 //!   (`wire`);
+//! - `overload`: the server's limits under twice the sustainable ingest,
+//!   reads alongside; `soak`: the same server over minutes, with
+//!   maintenance, memory and file descriptors per minute;
 //! - `engine`: batch export, streaming ingest and maintenance without
 //!   HTTP;
 //! - `svg`: the one chart writer the reports share.
@@ -31,7 +34,9 @@ mod geo;
 mod hotkeys;
 mod http;
 mod keys;
+mod overload;
 mod schemas;
+mod soak;
 mod store;
 mod svg;
 mod wire;
@@ -76,6 +81,14 @@ pub enum BenchCommand {
     /// rows, unsalted and salted by `app,user` (a model of tablet splits,
     /// no store).
     Hotkeys(hotkeys::HotKeysArgs),
+    /// The server's limits under overload: the sustainable ingest
+    /// calibrated, then twice it offered by paced senders while 50 clients
+    /// read profiles; batches acknowledged and shed (503/429), read p99.
+    Overload(overload::OverloadBenchArgs),
+    /// The server over minutes: half the sustainable ingest and 50 profile
+    /// readers with maintenance on; RSS, open files, read p99 and errors
+    /// per minute.
+    Soak(soak::SoakBenchArgs),
 }
 
 /// The backend flags of the command line (`--data DIR`, `--bigtable
@@ -129,6 +142,14 @@ pub fn run(cmd: BenchCommand, backend: &BenchBackend) -> anyhow::Result<()> {
         BenchCommand::Engine(args) => {
             backend.check("engine", true, false)?;
             engine::run(args, data)
+        }
+        BenchCommand::Overload(args) => {
+            backend.check("overload", true, false)?;
+            overload::run(args, backend)
+        }
+        BenchCommand::Soak(args) => {
+            backend.check("soak", true, false)?;
+            soak::run(args, backend)
         }
     }
 }

@@ -16,8 +16,9 @@ pub struct ServeArgs {
     /// Address to listen on (port 0: any free port, printed at start).
     #[arg(long, env = "AFFINITY_LISTEN", default_value = "127.0.0.1:8080")]
     listen: String,
-    /// TOML file with applications, their keys and ACLs, schema and
-    /// retention (see the affinity-http `config` module).
+    /// TOML file with applications, their keys and ACLs, schema,
+    /// retention and rate limits, and the server's limits (see the
+    /// affinity-http `config` module).
     #[arg(long, env = "AFFINITY_CONFIG")]
     config: Option<PathBuf>,
     /// An application with an admin key: repeat `--app-id ID --api-key KEY`
@@ -100,6 +101,7 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
         config.add_admin(app, key);
     }
     let keys = config.keys()?;
+    let limiter = config.limiter()?;
     let store = backend.open()?;
     let engine = Arc::new(Engine::open(store)?);
     config.apply(&engine)?;
@@ -122,7 +124,8 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
             listener,
             State::with_inline_reads(engine, keys, inline_reads)
                 .with_maintenance(args.maintain_every.0)
-                .with_debug_events(args.debug_events),
+                .with_debug_events(args.debug_events)
+                .with_limits(limiter),
             affinity_http::shutdown_signal(),
         )
         .await

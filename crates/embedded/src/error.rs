@@ -17,8 +17,21 @@ pub(crate) fn storage(err: rocksdb::Error) -> Error {
         | ErrorKind::ShutdownInProgress => {
             Error::Unavailable(format!("rocksdb: {}", err.into_string()))
         }
+        // RocksDB stops writing and polls the free space, resuming by
+        // itself once there is enough (its SstFileManager): retryable.
+        _ if is_no_space(&err) => Error::Unavailable(format!(
+            "the store's disk is full; writes resume by themselves once space is freed \
+             (rocksdb: {})",
+            err.into_string()
+        )),
         _ => Error::Storage(format!("rocksdb: {}", err.into_string())),
     }
+}
+
+/// An out-of-space error (ENOSPC), as RocksDB words it.
+fn is_no_space(err: &rocksdb::Error) -> bool {
+    let text = err.as_ref();
+    text.contains("No space left on device") || text.contains("NoSpace")
 }
 
 /// The error for a table whose column family has vanished (dropped while

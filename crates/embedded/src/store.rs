@@ -143,12 +143,19 @@ impl EmbeddedStore {
     /// Open (or create) a store in directory `path`.
     pub fn open_with(path: impl AsRef<Path>, options: EmbeddedOptions) -> Result<EmbeddedStore> {
         let path = path.as_ref().to_path_buf();
+        if path.exists() && !path.is_dir() {
+            return Err(Error::Storage(format!(
+                "store directory {} is not a directory",
+                path.display()
+            )));
+        }
         std::fs::create_dir_all(&path).map_err(|e| {
             Error::Storage(format!(
                 "cannot create store directory {}: {e}",
                 path.display()
             ))
         })?;
+        check_writable(&path)?;
         let db_opts = db_options(&options);
         let existing = if path.join("CURRENT").exists() {
             Db::list_cf(&db_opts, &path).map_err(storage)?
@@ -463,4 +470,23 @@ impl Store for EmbeddedStore {
             self.inner.clone(),
         )))
     }
+}
+
+/// Refuse a store directory this process cannot write, naming it, before
+/// RocksDB reports it as a failure to lock a file. The probe is RocksDB's
+/// own lock file, which it creates anyway.
+fn check_writable(path: &Path) -> Result<()> {
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path.join("LOCK"))
+        .map(drop)
+        .map_err(|e| {
+            let why = match e.raw_os_error() {
+                Some(30) => "is read-only (a read-only filesystem)",
+                _ if e.kind() == std::io::ErrorKind::PermissionDenied => "is not writable",
+                _ => "cannot be written",
+            };
+            Error::Storage(format!("store directory {} {why}: {e}", path.display()))
+        })
 }

@@ -77,6 +77,12 @@ pub fn hash_key(key: &str) -> String {
     format!("{SHA256_PREFIX}{hex}")
 }
 
+/// The SHA-256 a configured key `value` (plain or `sha256:<hex>`) is
+/// compared as.
+pub(crate) fn configured_digest(app: &str, value: &str) -> Result<[u8; 32]> {
+    ApiKey::parse(app, value, BTreeSet::new()).map(|k| k.digest)
+}
+
 impl ApiKey {
     /// A key from its configured value: `sha256:` and 64 hexadecimal
     /// digits is a digest, anything else the key itself.
@@ -127,6 +133,9 @@ pub struct Keys {
 pub struct Access {
     pub acl: BTreeSet<Acl>,
     pub restrictions: Option<Arc<Restrictions>>,
+    /// The SHA-256 of the configured key that granted this (a secured
+    /// key's parent): what its rate limit is counted under.
+    pub key: [u8; 32],
 }
 
 impl Keys {
@@ -149,6 +158,11 @@ impl Keys {
     /// The ACLs of `key` in `app`, if it is one of its keys (plain or
     /// hashed; secured keys are [`Keys::authenticate`]'s).
     pub fn check(&self, app: &str, key: &str) -> Option<&BTreeSet<Acl>> {
+        self.find(app, key).map(|k| &k.acl)
+    }
+
+    /// The configured key `key` is, in `app`.
+    fn find(&self, app: &str, key: &str) -> Option<&ApiKey> {
         let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
         // Every key is compared, so the time taken does not tell which
         // matched.
@@ -156,7 +170,7 @@ impl Keys {
             .get(app)?
             .iter()
             .fold(None, |found, k| match found {
-                None if k.matches(&digest) => Some(&k.acl),
+                None if k.matches(&digest) => Some(k),
                 _ => found,
             })
     }
@@ -169,10 +183,11 @@ impl Keys {
     /// application, derived from an admin key, or unreadable, is
     /// [`Error::Restricted`].
     pub fn authenticate(&self, app: &str, key: &str) -> Result<Access> {
-        if let Some(acl) = self.check(app, key) {
+        if let Some(found) = self.find(app, key) {
             return Ok(Access {
-                acl: acl.clone(),
+                acl: found.acl.clone(),
                 restrictions: None,
+                key: found.digest,
             });
         }
         let keys = self.apps.get(app).ok_or(Error::Unauthorized)?;
@@ -197,6 +212,7 @@ impl Keys {
         Ok(Access {
             acl: parent.acl.clone(),
             restrictions: Some(Arc::new(secured.restrictions()?)),
+            key: parent.digest,
         })
     }
 
@@ -294,6 +310,7 @@ impl FromRequestParts<Arc<State>> for Caller {
                 .map(|ConnectInfo(addr)| addr.ip());
             r.check_source(peer)?;
         }
+        state.limiter.check_rate(&app, &access.key)?;
         Ok(Caller {
             app,
             acl: access.acl,

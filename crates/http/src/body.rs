@@ -10,6 +10,7 @@
 //! inflating at most [`MAX_BODY_BYTES`], never in full.
 
 use std::io::Read;
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
@@ -19,6 +20,8 @@ use flate2::read::{DeflateDecoder, MultiGzDecoder, ZlibDecoder};
 use serde_json::Value;
 
 use crate::error::{Error, Result, MAX_BODY_BYTES};
+use crate::limits::Shed;
+use crate::state::State;
 
 /// How a body was compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,10 +64,13 @@ pub struct Body {
     encoding: Encoding,
 }
 
-impl<S: Send + Sync> FromRequest<S> for Body {
+impl FromRequest<Arc<State>> for Body {
     type Rejection = Error;
 
-    async fn from_request(req: Request, state: &S) -> Result<Body> {
+    /// The body, refused with 408 when not all sent within the
+    /// configured `body_timeout_secs`: a client trickling its body would
+    /// otherwise hold its place among the requests in flight.
+    async fn from_request(req: Request, state: &Arc<State>) -> Result<Body> {
         let encoding = Encoding::of(req.headers())?;
         if let Some(len) = req
             .headers()
@@ -78,7 +84,17 @@ impl<S: Send + Sync> FromRequest<S> for Body {
                 });
             }
         }
-        match Bytes::from_request(req, state).await {
+        let timeout = state.limiter.server.body_timeout();
+        let Ok(read) = tokio::time::timeout(timeout, Bytes::from_request(req, state)).await else {
+            return Err(state.limiter.shed(
+                Shed::BodyTimeout,
+                format!(
+                    "Request body not received within {} s",
+                    timeout.as_secs_f64()
+                ),
+            ));
+        };
+        match read {
             Ok(bytes) => Ok(Body { bytes, encoding }),
             Err(rejection) if rejection.status().as_u16() == 413 => Err(Error::TooLarge {
                 len: format!("over {MAX_BODY_BYTES} bytes"),

@@ -2,13 +2,20 @@
 //! ACLs, schema and retention.
 //!
 //! ```toml
+//! [limits]                 # the server's own (every field optional)
+//! max_in_flight = 1024     # requests served at once; more get 503
+//! max_writes_in_flight = 16  # writes served at once; more get 503, reads still pass
+//! header_timeout_secs = 30 # to send a request's headers; the connection closes after
+//! body_timeout_secs = 60   # to send a request's body; 408 after
+//!
 //! [[apps]]
 //! id = "shop"
 //! schema = "wide"          # or "narrow" (default: what is stored, else narrow)
 //! retention_days = 90
+//! rate_limit = { per_second = 1000, burst = 2000 }  # the application's requests (429 over it)
 //! keys = [
 //!   { value = "admin-secret", acl = ["admin"] },
-//!   { value = "browser-key", acl = ["events", "search"] },
+//!   { value = "browser-key", acl = ["events", "search"], rate_limit = { per_second = 100 } },
 //!   # the SHA-256 of a key (`affinity keys hash KEY`): the key itself is
 //!   # not in the file, and it cannot be the parent of secured API keys
 //!   { value = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", acl = ["search"] },
@@ -18,13 +25,16 @@
 use affinity_engine::{AppConfig, Engine, Schema};
 use serde::Deserialize;
 
-use crate::auth::{Acl, Keys};
+use crate::auth::{configured_digest, Acl, Keys};
 use crate::error::{Error, Result};
+use crate::limits::{Limiter, RateLimit, ServerLimits};
 
 /// The whole file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    #[serde(default)]
+    pub limits: ServerLimits,
     #[serde(default)]
     pub apps: Vec<AppEntry>,
 }
@@ -36,6 +46,8 @@ pub struct AppEntry {
     pub id: String,
     pub schema: Option<String>,
     pub retention_days: Option<u32>,
+    /// The application's requests, whatever the key.
+    pub rate_limit: Option<RateLimit>,
     #[serde(default)]
     pub keys: Vec<KeyEntry>,
 }
@@ -49,6 +61,8 @@ pub struct KeyEntry {
     /// HMAC is keyed by the key itself, which a digest does not give back.
     pub value: String,
     pub acl: Vec<Acl>,
+    /// This key's requests, and those of the secured keys it signs.
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl Config {
@@ -66,9 +80,11 @@ impl Config {
             id: app.to_string(),
             schema: None,
             retention_days: None,
+            rate_limit: None,
             keys: vec![KeyEntry {
                 value: key.to_string(),
                 acl: vec![Acl::Admin],
+                rate_limit: None,
             }],
         });
     }
@@ -88,6 +104,25 @@ impl Config {
             });
         }
         Ok(keys)
+    }
+
+    /// The server's limits and every rate limit of the file.
+    pub fn limiter(&self) -> Result<Limiter> {
+        self.limits.check()?;
+        let mut limiter = Limiter::new(self.limits);
+        for app in &self.apps {
+            if let Some(limit) = app.rate_limit {
+                limit.check(&format!("application {:?}", app.id))?;
+                limiter.limit_app(&app.id, limit);
+            }
+            for key in &app.keys {
+                if let Some(limit) = key.rate_limit {
+                    limit.check(&format!("application {:?}: a key", app.id))?;
+                    limiter.limit_key(&app.id, configured_digest(&app.id, &key.value)?, limit);
+                }
+            }
+        }
+        Ok(limiter)
     }
 
     /// Store the schema and retention of the applications that set one

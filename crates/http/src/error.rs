@@ -56,6 +56,16 @@ pub enum Error {
     /// An endpoint the engine cannot serve yet.
     #[error("{message}")]
     NotImplemented { message: String },
+    /// A rate limit of the application or the key reached (429, with
+    /// `Retry-After`).
+    #[error("{message}")]
+    RateLimited { message: String, retry_after: u64 },
+    /// A cap on requests in flight reached (503, with `Retry-After`).
+    #[error("{message}")]
+    Overloaded { message: String, retry_after: u64 },
+    /// A body not sent in time (408).
+    #[error("{message}")]
+    Timeout { message: String },
     /// A configuration file or flag that cannot be used.
     #[error("invalid configuration: {reason}")]
     Config { reason: String },
@@ -98,6 +108,9 @@ impl Error {
             Error::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Error::NotFound { .. } => StatusCode::NOT_FOUND,
             Error::NotImplemented { .. } => StatusCode::NOT_IMPLEMENTED,
+            Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Error::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Timeout { .. } => StatusCode::REQUEST_TIMEOUT,
             Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Error::Engine(e) => match e {
                 E::InvalidEvent { .. } | E::AtLine { .. } => StatusCode::UNPROCESSABLE_ENTITY,
@@ -130,6 +143,9 @@ impl Error {
                 "invalid_json"
             }
             Error::NotFound { .. } => "not_found",
+            Error::RateLimited { .. } => "rate_limited",
+            Error::Overloaded { .. } => "overloaded",
+            Error::Timeout { .. } => "timeout",
             e if e.status().is_server_error() => "server_error",
             _ => "invalid_request",
         }
@@ -148,11 +164,20 @@ impl Error {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status.is_server_error() {
+        // Shed requests are counted in /metrics; logging each would add
+        // work exactly when the server has none to spare.
+        if status.is_server_error() && !matches!(self, Error::Overloaded { .. }) {
             tracing::error!(error = %self, "request failed");
         }
         let body = serde_json::json!({"status": status.as_u16(), "message": self.to_string()});
-        (status, Json(body)).into_response()
+        let mut response = (status, Json(body)).into_response();
+        if let Error::RateLimited { retry_after, .. } | Error::Overloaded { retry_after, .. } = self
+        {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, retry_after.into());
+        }
+        response
     }
 }
 

@@ -67,9 +67,11 @@ pub async fn health(Shared(state): Shared<Arc<State>>) -> Result<Json<Value>> {
 
 /// `GET /metrics`: Prometheus text format.
 pub async fn metrics(Shared(state): Shared<Arc<State>>) -> impl IntoResponse {
+    let mut text = state.metrics.render(&state.jobs);
+    state.limiter.render_metrics(&mut text);
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        state.metrics.render(&state.jobs),
+        text,
     )
 }
 

@@ -20,19 +20,27 @@
 //! | `GET /health`, `/metrics`, `/openapi.json` | none |
 //!
 //! Every request is timed and counted per matched route (see
-//! [`crate::metrics`]); CORS allows any origin, with credentials, so
-//! browsers running `search-insights` can call the API directly.
+//! [`crate::metrics`]), and admitted only under the caps on requests and
+//! writes in flight (see [`crate::limits`]); CORS allows any origin, with
+//! credentials, so browsers running `search-insights` can call the API
+//! directly. Connections are served by hyper with the configured header
+//! read timeout.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State as Shared};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, MatchedPath, Request, State as Shared};
+use axum::http::Method;
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
 use tokio::net::TcpListener;
+use tower::Service as _;
 use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 
 use crate::error::MAX_BODY_BYTES;
@@ -108,6 +116,7 @@ pub fn router(state: Arc<State>) -> Router {
         .route("/openapi.json", get(ops::openapi))
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), admit))
         .layer(middleware::from_fn_with_state(Arc::clone(&state), observe))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(cors)
@@ -131,6 +140,39 @@ async fn observe(Shared(state): Shared<Arc<State>>, request: Request, next: Next
         .observe(method.as_str(), &route, status, elapsed);
     tracing::debug!(%method, route, status, micros = elapsed.as_micros() as u64, "request");
     response
+}
+
+/// Serve a request only under the caps on requests and writes in flight
+/// (503 with `Retry-After` over them). `/health` and `/metrics` are never
+/// refused: an overloaded server must still say how it is.
+async fn admit(Shared(state): Shared<Arc<State>>, request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("", |p| p.as_str());
+    if matches!(route, "/health" | "/metrics") {
+        return next.run(request).await;
+    }
+    let write = is_write(request.method(), route);
+    match state.limiter.admit(write) {
+        Ok(_admitted) => next.run(request).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Requests that change data, each holding a blocking thread while it
+/// is served: the first to be shed. Re-ranking and previews are reads
+/// sent with POST.
+fn is_write(method: &Method, route: &str) -> bool {
+    let changes = matches!(
+        *method,
+        Method::POST | Method::PUT | Method::DELETE | Method::PATCH
+    );
+    changes
+        && !matches!(
+            route,
+            "/1/indexes/{indexName}/rerank" | "/1/strategies/personalization/preview"
+        )
 }
 
 /// How often the engine's cached catalogs are dropped, so objects another
@@ -160,23 +202,88 @@ pub async fn serve(
     let maintenance = state
         .maintain_every
         .map(|every| tokio::spawn(maintain_on_schedule(Arc::clone(&state), every)));
-    // The connection's address is the debugger's `remoteAddr`.
-    let app =
-        router(Arc::clone(&state)).into_make_service_with_connect_info::<std::net::SocketAddr>();
     let stopping = Arc::clone(&state);
     let shutdown = async move {
         shutdown.await;
         stopping.stop_waiting();
     };
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let header_timeout = state.limiter.server.header_timeout();
+    let served = accept_until(listener, router(state), header_timeout, shutdown).await;
     refresh.abort();
     if let Some(m) = maintenance {
         m.abort();
     }
     served?;
     tracing::info!("server stopped");
+    Ok(())
+}
+
+/// Accept connections on `listener` and serve `app` on each until
+/// `shutdown` resolves; then stop accepting, let each connection finish
+/// its request in flight, and return once all are closed. A client that
+/// does not send a request's headers within `header_timeout` (or stays
+/// idle that long between requests) has its connection closed.
+async fn accept_until(
+    listener: TcpListener,
+    app: Router,
+    header_timeout: Duration,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    builder.http2().timer(TokioTimer::new());
+    let builder = Arc::new(builder);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    // Each connection holds a receiver; all dropped: all closed.
+    let (open, closed) = tokio::sync::watch::channel(());
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors, or a connection reset
+                    // before it was accepted: the listener itself is fine.
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let app = app.clone();
+        // The connection's address is the debugger's `remoteAddr`.
+        let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            let mut app = app.clone();
+            async move { app.call(request.map(axum::body::Body::new)).await }
+        });
+        let builder = Arc::clone(&builder);
+        let mut stop = stopped.clone();
+        let open = closed.clone();
+        tokio::spawn(async move {
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            let result = tokio::select! {
+                result = connection.as_mut() => result,
+                _ = stop.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(%peer, error = %e, "connection ended");
+            }
+            drop(open);
+        });
+    }
+    drop(listener);
+    stop.send_replace(true);
+    drop(closed);
+    open.closed().await;
     Ok(())
 }
 

@@ -10,6 +10,7 @@ use crate::auth::Keys;
 use crate::debug::EventLog;
 use crate::error::{Error, Result};
 use crate::jobs::Jobs;
+use crate::limits::Limiter;
 use crate::metrics::Metrics;
 
 /// The server's state: the engine, the keys, metrics and jobs. Servers
@@ -19,6 +20,9 @@ pub struct State {
     pub keys: Keys,
     pub metrics: Metrics,
     pub jobs: Arc<Jobs>,
+    /// Rate limits, caps on requests in flight and read timeouts (see
+    /// [`crate::limits`]); none but the default caps unless configured.
+    pub limiter: Limiter,
     /// The events debugger's recent events (see [`crate::debug`]).
     pub debug: EventLog,
     /// Set when [`crate::serve`] was asked to stop: long polls end.
@@ -74,6 +78,7 @@ impl State {
             keys,
             metrics: Metrics::default(),
             jobs: Arc::default(),
+            limiter: Limiter::default(),
             debug: EventLog::default(),
             stopping: tokio::sync::watch::channel(false).0,
             strategies: Mutex::default(),
@@ -87,6 +92,14 @@ impl State {
     pub fn with_maintenance(mut self: Arc<State>, every: Option<Duration>) -> Arc<State> {
         if let Some(state) = Arc::get_mut(&mut self) {
             state.maintain_every = every;
+        }
+        self
+    }
+
+    /// This state, with `limiter`'s limits (see [`crate::Config::limiter`]).
+    pub fn with_limits(mut self: Arc<State>, limiter: Limiter) -> Arc<State> {
+        if let Some(state) = Arc::get_mut(&mut self) {
+            state.limiter = limiter;
         }
         self
     }

@@ -158,7 +158,7 @@ pub async fn ingest(args: &HttpBenchArgs, target: &Target, bodies: Bodies) -> Ph
 /// its own offset), timestamps within the last day, a view/click/conversion
 /// mix and four filters per event. Written by hand: the clients share the
 /// server's cores, so the body should cost little to build.
-fn events_body(client: usize, n: usize, batch: usize, users: usize, now: i64) -> String {
+pub(crate) fn events_body(client: usize, n: usize, batch: usize, users: usize, now: i64) -> String {
     let mut body = String::with_capacity(batch * 220 + 16);
     body.push_str(r#"{"events":["#);
     for i in 0..batch {

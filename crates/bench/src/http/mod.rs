@@ -35,6 +35,7 @@
 //! and for history [`mix`], [`history`] and [`classes`].
 
 mod classes;
+pub(crate) use load::events_body;
 mod history;
 mod load;
 mod mix;

@@ -68,6 +68,20 @@ impl Server {
         server
     }
 
+    /// A server on a fresh embedded store, with the applications, keys and
+    /// limits of the configuration file `toml`.
+    pub async fn configured(toml: &str) -> Server {
+        let config = affinity_http::Config::parse(toml).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = affinity_embedded::EmbeddedStore::open(dir.path()).unwrap();
+        let engine = Arc::new(Engine::open(Arc::new(store)).unwrap());
+        let state = State::new(Arc::clone(&engine), config.keys().unwrap())
+            .with_limits(config.limiter().unwrap());
+        let mut server = Server::serve(engine, state).await;
+        server._dir = Some(dir);
+        server
+    }
+
     /// [`Server::on`], maintaining every application every `every`.
     pub async fn maintaining(store: Arc<dyn Store>, every: Option<Duration>) -> Server {
         Server::start(store, every, keys()).await
@@ -75,10 +89,15 @@ impl Server {
 
     async fn start(store: Arc<dyn Store>, every: Option<Duration>, keys: Keys) -> Server {
         let engine = Arc::new(Engine::open(store).unwrap());
+        let state = State::new(Arc::clone(&engine), keys).with_maintenance(every);
+        Server::serve(engine, state).await
+    }
+
+    /// Serve `state` (whose engine is `engine`) on a free loopback port.
+    async fn serve(engine: Arc<Engine>, state: Arc<State>) -> Server {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
-        let state = State::new(Arc::clone(&engine), keys).with_maintenance(every);
         let handle = tokio::spawn(affinity_http::serve(listener, state, async {
             let _ = stopped.await;
         }));

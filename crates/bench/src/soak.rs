@@ -1,0 +1,165 @@
+//! `affinity bench soak`: the server over minutes. On a server in this
+//! process (embedded store, maintaining every application every
+//! `--maintain-every` seconds): the sustainable ingest calibrated as in
+//! `bench overload`, then for `--minutes`, `--share` of it offered by
+//! paced senders while `--readers` clients read profiles. One line a
+//! minute: the process's resident memory and open file descriptors, the
+//! batches acknowledged, the reads and their p99, shed requests and errors.
+//!
+//! The process holds the server and its clients, so memory and file
+//! descriptors are those of both; the clients' are constant from minute
+//! to minute (their connections are opened anew each minute and closed).
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use crate::overload::{paced, readers, Running};
+use crate::BenchBackend;
+
+const GOAL_READ_P99_MS: f64 = 5.0;
+
+#[derive(clap::Args, Clone)]
+pub struct SoakBenchArgs {
+    /// Minutes of load after the calibration.
+    #[arg(long, default_value_t = 5)]
+    minutes: u64,
+    /// The share of the calibrated ingest to offer.
+    #[arg(long, default_value_t = 0.5)]
+    share: f64,
+    /// Profile readers.
+    #[arg(long, default_value_t = 50)]
+    readers: usize,
+    /// Seconds between the server's maintenance runs.
+    #[arg(long, default_value_t = 60)]
+    maintain_every: u64,
+    /// Events per request.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    batch: u16,
+    /// Users the events go to (and whose profiles are read).
+    #[arg(long, default_value_t = 2000)]
+    users: usize,
+    /// Seconds of the calibration (closed-loop ingest by 4 clients).
+    #[arg(long, default_value_t = 10)]
+    calibrate_seconds: u64,
+    /// Offer this many batches a second instead of calibrating.
+    #[arg(long)]
+    rate: Option<f64>,
+}
+
+/// This process's resident memory (MiB) and open file descriptors, from
+/// `/proc` (Linux).
+fn process_figures() -> (f64, usize) {
+    let rss_kib = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        })
+        .unwrap_or(0.0);
+    let fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
+    (rss_kib / 1024.0, fds)
+}
+
+pub fn run(args: SoakBenchArgs, backend: &BenchBackend) -> anyhow::Result<()> {
+    anyhow::ensure!(args.minutes > 0, "--minutes must be positive");
+    anyhow::ensure!(args.readers > 0, "--readers must be positive");
+    anyhow::ensure!(args.users > 0, "--users must be positive");
+    anyhow::ensure!(args.maintain_every > 0, "--maintain-every must be positive");
+    anyhow::ensure!(
+        args.share.is_finite() && args.share > 0.0,
+        "--share must be positive"
+    );
+    anyhow::ensure!(
+        args.rate.is_none_or(|r| r.is_finite() && r > 0.0),
+        "--rate must be positive"
+    );
+    let (dir, _tmp) = crate::data_dir(backend.data.as_deref())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let result = runtime.block_on(async {
+        let server = Running::start(
+            &dir,
+            affinity_http::ServerLimits::default(),
+            Some(Duration::from_secs(args.maintain_every)),
+        )
+        .await?;
+        let result = minutes(&args, &server).await;
+        server.stop().await?;
+        result
+    });
+    runtime.shutdown_timeout(Duration::from_secs(10));
+    result
+}
+
+async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
+    let batch = usize::from(args.batch);
+    let rate = match args.rate {
+        Some(rate) => rate,
+        None => {
+            let seconds = args.calibrate_seconds.max(1);
+            let started = Instant::now();
+            let calibration = paced(
+                &server.endpoint,
+                4,
+                f64::MAX,
+                batch,
+                args.users,
+                Instant::now() + Duration::from_secs(seconds),
+            )
+            .await;
+            let sustainable = calibration.ok as f64 / started.elapsed().as_secs_f64();
+            println!(
+                "calibration: {sustainable:.1} batches/s ({:.0} events/s) sustained",
+                sustainable * batch as f64
+            );
+            sustainable * args.share
+        }
+    };
+    eprintln!(
+        "affinity bench soak: {} minutes of {rate:.1} batches/s of {batch} events and {} readers, \
+         maintenance every {} s",
+        args.minutes, args.readers, args.maintain_every
+    );
+    println!(
+        "{:>6} {:>9} {:>5} {:>11} {:>9} {:>12} {:>7} {:>6}",
+        "minute", "RSS MiB", "fds", "batches ok", "reads", "read p99 ms", "shed", "errors"
+    );
+    let mut first_error = None;
+    let mut worst_p99: f64 = 0.0;
+    for minute in 1..=args.minutes {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let (ingest, mut reads) = tokio::join!(
+            paced(&server.endpoint, 16, rate, batch, args.users, deadline),
+            readers(&server.endpoint, args.readers, args.users, deadline),
+        );
+        let (rss, fds) = process_figures();
+        let p99 = reads.ms(0.99);
+        worst_p99 = worst_p99.max(p99);
+        println!(
+            "{minute:>6} {rss:>9.1} {fds:>5} {:>11} {:>9} {p99:>12.2} {:>7} {:>6}",
+            ingest.ok,
+            reads.ok,
+            ingest.shed + ingest.limited + reads.shed + reads.limited,
+            ingest.errors + reads.errors
+        );
+        if first_error.is_none() {
+            first_error = ingest.first_error.or(reads.first_error);
+        }
+    }
+    println!(
+        "worst minute's read p99 {worst_p99:.2} ms (goal <= {GOAL_READ_P99_MS} ms: {})",
+        if worst_p99 <= GOAL_READ_P99_MS {
+            "met"
+        } else {
+            "missed"
+        }
+    );
+    match first_error {
+        Some(e) => anyhow::bail!("requests failed; the first: {e}"),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,244 @@
+//! `kill -9` of the batch jobs mid-run, through the binary: `affinity
+//! maintain`, `affinity rebuild` and `affinity migrate backfill`, each
+//! killed while it works, then the profiles read back and the job rerun to
+//! its end. Every profile must equal, byte for byte, the export taken
+//! before the job (maintenance, a rebuild and a migration change how
+//! profiles are stored, never what they are), and the exported profiles
+//! must be those the naive reference computes from the events generated
+//! here (checked once, before the jobs).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use affinity_engine::scoring::reference::{profiles, ListedEvent};
+use affinity_engine::scoring::ScoredEvent;
+use affinity_engine::{EventType, Strategy};
+use common::ok;
+
+const APP: &str = "shop";
+const USERS: usize = 1500;
+const EVENTS_PER_USER: usize = 12;
+const DAYS: i64 = 20;
+const DAY: i64 = 86_400_000;
+
+const STRATEGY: &str = r#"{"eventsScoring":[{"eventName":"Viewed","eventType":"view","score":10},{"eventName":"Clicked","eventType":"click","score":30}],"facetsScoring":[{"facetName":"brand","score":100},{"facetName":"color","score":50}],"personalizationImpact":80}"#;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// A store in `dir/data` with the strategy and events over the last
+/// [`DAYS`] days (so maintenance has days to fold), in `schema`; returns
+/// the data path and the events as the reference sees them.
+fn loaded(dir: &Path, schema: &str) -> (std::path::PathBuf, Vec<ListedEvent>) {
+    let data = dir.join("data");
+    let file = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    std::fs::write(dir.join("strategy.json"), STRATEGY).unwrap();
+    ok(
+        &data,
+        &["strategy", "set", "--app", APP, &file("strategy.json")],
+    );
+    let now = now_ms();
+    let mut lines = String::new();
+    let mut listed = Vec::new();
+    for u in 0..USERS {
+        for e in 0..EVENTS_PER_USER {
+            let seed = (u * 7919 + e * 104_729) as i64;
+            // Within the window, away from its edges.
+            let ts = now - 60_000 - (seed % (DAYS * DAY));
+            let (kind, name, event_type) = if e % 3 == 0 {
+                ("click", "Clicked", EventType::Click)
+            } else {
+                ("view", "Viewed", EventType::View)
+            };
+            let brand = format!("b{}", seed % 9);
+            let color = format!("c{}", (seed / 9) % 5);
+            lines.push_str(&format!(
+                r#"{{"eventType":"{kind}","eventName":"{name}","index":"products","userToken":"u{u}","timestamp":{ts},"filters":["brand:{brand}","color:{color}"]}}"#
+            ));
+            lines.push('\n');
+            let counts = affinity_engine::scoring::FacetCounts::from_pairs(&[
+                ("brand".to_string(), brand.clone()),
+                ("color".to_string(), color.clone()),
+            ]);
+            listed.push(ListedEvent {
+                user: format!("u{u}"),
+                id: format!("{u}/{e}"),
+                event: ScoredEvent {
+                    event_type,
+                    event_name: name.to_string(),
+                    timestamp_millis: ts,
+                    counts,
+                },
+            });
+        }
+    }
+    std::fs::write(dir.join("events.jsonl"), lines).unwrap();
+    ok(
+        &data,
+        &[
+            "ingest",
+            "--app",
+            APP,
+            "--schema",
+            schema,
+            &file("events.jsonl"),
+        ],
+    );
+    (data, listed)
+}
+
+/// Every profile, by user, as `affinity export` writes it.
+fn export(data: &Path, out: &Path) -> BTreeMap<String, String> {
+    ok(
+        data,
+        &["export", "--app", APP, "--out", &out.to_string_lossy()],
+    );
+    std::fs::read_to_string(out)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            (
+                v["userToken"].as_str().unwrap().to_string(),
+                line.to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The export matches the naive reference's profiles over `listed`.
+fn check_reference(exported: &BTreeMap<String, String>, listed: &[ListedEvent]) {
+    let strategy = Strategy::from_json(&serde_json::from_str(STRATEGY).unwrap()).unwrap();
+    let want = profiles(listed, &strategy, now_ms(), 90 * DAY);
+    assert_eq!(exported.len(), want.len(), "users exported");
+    for (user, profile) in &want {
+        let line: serde_json::Value = serde_json::from_str(&exported[user]).unwrap();
+        assert_eq!(line, profile.to_json(), "{user}");
+    }
+}
+
+/// Run `affinity ARGS --data DATA` and kill it with SIGKILL after `after`;
+/// true when it was killed mid-run (false: it had finished).
+fn kill_after(data: &Path, args: &[&str], after: Duration) -> bool {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_affinity"))
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .env_remove("AFFINITY_BIGTABLE")
+        .env_remove("BIGTABLE_EMULATOR_HOST")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while started.elapsed() < after {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "affinity {args:?} failed: {status}");
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    !status.success()
+}
+
+/// How long `args` takes to run whole on a copy of `data` (the copy is
+/// then dropped): the kills are placed within that time.
+fn full_run(data: &Path, dir: &Path, args: &[&str]) -> Duration {
+    let copy = dir.join("probe");
+    let _ = std::fs::remove_dir_all(&copy);
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(data)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let started = Instant::now();
+    ok(&copy, args);
+    let took = started.elapsed();
+    std::fs::remove_dir_all(&copy).unwrap();
+    took
+}
+
+/// Kill `args` at a quarter, half and three quarters of its whole run,
+/// check the profiles after each kill, rerun it to its end, check them
+/// again.
+fn kill_rerun_check(data: &Path, dir: &Path, args: &[&str], before: &BTreeMap<String, String>) {
+    let out = dir.join("after.jsonl");
+    let whole = full_run(data, dir, args);
+    let mut killed = 0;
+    for share in [0.25, 0.5, 0.75] {
+        let at = whole.mul_f64(share);
+        if kill_after(data, args, at) {
+            killed += 1;
+            let during = export(data, &out);
+            assert!(
+                during == *before,
+                "{args:?} killed after {at:?}: profiles changed"
+            );
+        }
+    }
+    assert!(killed > 0, "{args:?} always finished before its kill");
+    let rerun = ok(data, args);
+    assert!(!rerun.contains("not complete"), "{rerun}");
+    let after = export(data, &out);
+    assert!(after == *before, "{args:?} rerun: profiles changed");
+    eprintln!(
+        "{args:?}: whole run {whole:.2?}, killed {killed} times within it, rerun, every profile unchanged"
+    );
+}
+
+#[test]
+fn kill_9_of_maintain_and_rebuild_mid_job_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, listed) = loaded(dir.path(), "wide");
+    let before = export(&data, &dir.path().join("before.jsonl"));
+    check_reference(&before, &listed);
+    kill_rerun_check(
+        &data,
+        dir.path(),
+        &["maintain", "--app", APP, "--job", "m", "--threads", "1"],
+        &before,
+    );
+    kill_rerun_check(
+        &data,
+        dir.path(),
+        &["rebuild", "--app", APP, "--job", "r", "--threads", "1"],
+        &before,
+    );
+    // A fresh maintenance after the interrupted ones: still the same.
+    ok(&data, &["maintain", "--app", APP]);
+    assert!(export(&data, &dir.path().join("last.jsonl")) == before);
+}
+
+#[test]
+fn kill_9_of_a_migration_backfill_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, listed) = loaded(dir.path(), "narrow");
+    let before = export(&data, &dir.path().join("before.jsonl"));
+    check_reference(&before, &listed);
+    ok(&data, &["migrate", "start", "--app", APP, "--to", "wide"]);
+    kill_rerun_check(
+        &data,
+        dir.path(),
+        &["migrate", "backfill", "--app", APP],
+        &before,
+    );
+    let verified = ok(&data, &["migrate", "verify", "--app", APP]);
+    assert!(
+        verified.contains(&format!("{USERS} users have equal profiles")),
+        "{verified}"
+    );
+    ok(&data, &["migrate", "cut-over", "--app", APP]);
+    assert!(export(&data, &dir.path().join("wide.jsonl")) == before);
+}

@@ -1,0 +1,446 @@
+//! The limits a public endpoint needs: request rates per application and
+//! per key (token buckets: 429), requests and writes in flight (503 rather
+//! than an unbounded queue), and how long a client may take to send its
+//! headers and body (see [`crate::serve`] and [`crate::body`]).
+//!
+//! Shedding keeps reads first: writes (events, catalog changes, deletions)
+//! have their own cap, below the cap of all requests, so a flood of
+//! ingest is refused while reads still get in. Every refusal carries
+//! `Retry-After` and is counted in `/metrics`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// A token bucket's configuration: `per_second` requests on average,
+/// `burst` at once (default: one second's worth).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    pub per_second: f64,
+    pub burst: Option<f64>,
+}
+
+impl RateLimit {
+    /// The bucket's size: `burst`, else one second's requests (at least 1).
+    pub fn burst(&self) -> f64 {
+        self.burst.unwrap_or(self.per_second).max(1.0)
+    }
+
+    /// Refuse a rate that is not a positive number, naming `whose`.
+    pub fn check(&self, whose: &str) -> Result<()> {
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        if !positive(self.per_second) || !self.burst.is_none_or(|b| positive(b) && b >= 1.0) {
+            return Err(Error::Config {
+                reason: format!(
+                    "{whose}: rate_limit needs per_second > 0 and burst >= 1, got per_second = {}{}",
+                    self.per_second,
+                    self.burst.map_or(String::new(), |b| format!(", burst = {b}"))
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The server's own limits (`[limits]` in the configuration file).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerLimits {
+    /// Requests being served at once; more are refused with 503.
+    pub max_in_flight: usize,
+    /// Writes (events, catalog changes, deletions, strategy changes) being
+    /// served at once, each holding a blocking thread; more are refused
+    /// with 503 while reads still get in.
+    pub max_writes_in_flight: usize,
+    /// Seconds a client may take to send a request's headers (also how
+    /// long an idle keep-alive connection stays open); the connection is
+    /// closed after.
+    pub header_timeout_secs: f64,
+    /// Seconds a client may take to send a request's body; 408 after.
+    pub body_timeout_secs: f64,
+}
+
+impl Default for ServerLimits {
+    fn default() -> ServerLimits {
+        ServerLimits {
+            max_in_flight: 1024,
+            max_writes_in_flight: 16,
+            header_timeout_secs: 30.0,
+            body_timeout_secs: 60.0,
+        }
+    }
+}
+
+impl ServerLimits {
+    /// Refuse limits that would refuse everything or never time out.
+    pub fn check(&self) -> Result<()> {
+        let bad = |reason: String| Err(Error::Config { reason });
+        if self.max_in_flight == 0 || self.max_writes_in_flight == 0 {
+            return bad(format!(
+                "limits: max_in_flight and max_writes_in_flight must be at least 1, got {} and {}",
+                self.max_in_flight, self.max_writes_in_flight
+            ));
+        }
+        for (name, secs) in [
+            ("header_timeout_secs", self.header_timeout_secs),
+            ("body_timeout_secs", self.body_timeout_secs),
+        ] {
+            if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+                return bad(format!(
+                    "limits: {name} must be more than 0 and at most 86400, got {secs}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.header_timeout_secs)
+    }
+
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.body_timeout_secs)
+    }
+}
+
+/// A token bucket.
+#[derive(Debug)]
+struct Bucket {
+    limit: RateLimit,
+    /// Tokens left, and when they were counted.
+    state: Mutex<(f64, Instant)>,
+}
+
+impl Bucket {
+    fn new(limit: RateLimit) -> Bucket {
+        Bucket {
+            limit,
+            state: Mutex::new((limit.burst(), Instant::now())),
+        }
+    }
+
+    /// Take a token, or say how long until one is there.
+    fn take(&self) -> std::result::Result<(), Duration> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (tokens, counted) = &mut *state;
+        let now = Instant::now();
+        let refill = now.duration_since(*counted).as_secs_f64() * self.limit.per_second;
+        *tokens = (*tokens + refill).min(self.limit.burst());
+        *counted = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64(
+                (1.0 - *tokens) / self.limit.per_second,
+            ))
+        }
+    }
+}
+
+/// Which limit refused a request, as `/metrics` labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Shed {
+    /// [`ServerLimits::max_in_flight`].
+    InFlight,
+    /// [`ServerLimits::max_writes_in_flight`].
+    WritesInFlight,
+    /// A body not sent within [`ServerLimits::body_timeout_secs`].
+    BodyTimeout,
+}
+
+impl Shed {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Shed::InFlight => "in_flight",
+            Shed::WritesInFlight => "writes_in_flight",
+            Shed::BodyTimeout => "body_timeout",
+        }
+    }
+}
+
+/// The rate limits' buckets and the in-flight counts, with what they
+/// refused.
+#[derive(Debug, Default)]
+pub struct Limiter {
+    pub server: ServerLimits,
+    apps: HashMap<String, Bucket>,
+    /// `(application, key digest)`: a secured API key counts against the
+    /// key that signed it.
+    keys: HashMap<(String, [u8; 32]), Bucket>,
+    in_flight: AtomicUsize,
+    writes_in_flight: AtomicUsize,
+    /// `(application, "application" | "key") -> refused`.
+    rate_limited: Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
+    shed: [AtomicU64; 3],
+}
+
+/// A request's place among those in flight, given back when dropped.
+pub struct Admitted<'a> {
+    limiter: &'a Limiter,
+    write: bool,
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.limiter.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if self.write {
+            self.limiter
+                .writes_in_flight
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What a refused client is told to wait: at least a second (the header
+/// counts whole seconds).
+fn retry_after(wait: Duration) -> u64 {
+    wait.as_secs_f64().ceil().max(1.0) as u64
+}
+
+impl Limiter {
+    /// No rate limits, `server`'s caps.
+    pub fn new(server: ServerLimits) -> Limiter {
+        Limiter {
+            server,
+            ..Limiter::default()
+        }
+    }
+
+    /// Limit `app` to `limit`.
+    pub fn limit_app(&mut self, app: &str, limit: RateLimit) {
+        self.apps.insert(app.to_string(), Bucket::new(limit));
+    }
+
+    /// Limit the key of `app` whose SHA-256 is `digest` to `limit`.
+    pub fn limit_key(&mut self, app: &str, digest: [u8; 32], limit: RateLimit) {
+        self.keys
+            .insert((app.to_string(), digest), Bucket::new(limit));
+    }
+
+    /// Count a request of `app` made with the key `digest` against both
+    /// buckets; [`Error::RateLimited`] when either is empty (the key's is
+    /// taken from only when the application's had a token).
+    pub fn check_rate(&self, app: &str, digest: &[u8; 32]) -> Result<()> {
+        let refuse = |scope: &'static str, limit: RateLimit, wait: Duration| {
+            *self
+                .rate_limited
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry((app.to_string(), scope))
+                .or_default() += 1;
+            let whose = match scope {
+                "key" => "this API key".to_string(),
+                _ => format!("application {app:?}"),
+            };
+            Err(Error::RateLimited {
+                message: format!(
+                    "Too many requests: {whose} is limited to {} requests per second \
+                     (burst {}); retry after {} s",
+                    limit.per_second,
+                    limit.burst(),
+                    retry_after(wait)
+                ),
+                retry_after: retry_after(wait),
+            })
+        };
+        if let Some(bucket) = self.apps.get(app) {
+            if let Err(wait) = bucket.take() {
+                return refuse("application", bucket.limit, wait);
+            }
+        }
+        if let Some(bucket) = self.keys.get(&(app.to_string(), *digest)) {
+            if let Err(wait) = bucket.take() {
+                return refuse("key", bucket.limit, wait);
+            }
+        }
+        Ok(())
+    }
+
+    /// Admit a request (a write when `write`), or refuse it with
+    /// [`Error::Overloaded`] when its cap is reached.
+    pub fn admit(&self, write: bool) -> Result<Admitted<'_>> {
+        let all = self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let writes = if write {
+            self.writes_in_flight.fetch_add(1, Ordering::Relaxed)
+        } else {
+            0
+        };
+        // From here a refusal's drop gives the counts back.
+        let admitted = Admitted {
+            limiter: self,
+            write,
+        };
+        if all >= self.server.max_in_flight {
+            return Err(self.shed(
+                Shed::InFlight,
+                format!(
+                    "Server overloaded: {} requests in flight; retry later",
+                    self.server.max_in_flight
+                ),
+            ));
+        }
+        if write && writes >= self.server.max_writes_in_flight {
+            return Err(self.shed(
+                Shed::WritesInFlight,
+                format!(
+                    "Server overloaded: {} writes in flight; retry later (reads are still served)",
+                    self.server.max_writes_in_flight
+                ),
+            ));
+        }
+        Ok(admitted)
+    }
+
+    /// Count a refusal of `kind` and make its error.
+    pub fn shed(&self, kind: Shed, message: String) -> Error {
+        self.shed[kind as usize].fetch_add(1, Ordering::Relaxed);
+        match kind {
+            Shed::BodyTimeout => Error::Timeout { message },
+            Shed::InFlight | Shed::WritesInFlight => Error::Overloaded {
+                message,
+                retry_after: 1,
+            },
+        }
+    }
+
+    /// Requests being served now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The Prometheus lines of the limits.
+    pub fn render_metrics(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let name = "affinity_http_rate_limited_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Requests refused with 429, by application and limit (application or key).\n# TYPE {name} counter"
+        );
+        for ((app, scope), n) in self
+            .rate_limited
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let app = app.replace('\\', "\\\\").replace('"', "\\\"");
+            let _ = writeln!(out, "{name}{{app=\"{app}\",limit=\"{scope}\"}} {n}");
+        }
+        let name = "affinity_http_shed_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Requests refused by the server's limits: 503 over max_in_flight or max_writes_in_flight, 408 for a body not sent in time.\n# TYPE {name} counter"
+        );
+        for kind in [Shed::InFlight, Shed::WritesInFlight, Shed::BodyTimeout] {
+            let n = self.shed[kind as usize].load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}{{reason=\"{}\"}} {n}", kind.as_str());
+        }
+        let name = "affinity_http_in_flight";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Requests being served.\n# TYPE {name} gauge\n{name} {}",
+            self.in_flight()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_gives_its_burst_then_refuses_with_the_wait() {
+        let mut limiter = Limiter::new(ServerLimits::default());
+        let limit = RateLimit {
+            per_second: 0.5,
+            burst: Some(3.0),
+        };
+        limiter.limit_app("shop", limit);
+        let digest = [7; 32];
+        for _ in 0..3 {
+            limiter.check_rate("shop", &digest).unwrap();
+        }
+        let err = limiter.check_rate("shop", &digest).unwrap_err();
+        assert_eq!(err.status(), axum::http::StatusCode::TOO_MANY_REQUESTS);
+        assert!(err.to_string().contains("\"shop\""), "{err}");
+        // A token every 2 s: the wait is about 2 s.
+        assert!(matches!(err, Error::RateLimited { retry_after: 2, .. }));
+        // Another application is not limited.
+        limiter.check_rate("blog", &digest).unwrap();
+        let mut out = String::new();
+        limiter.render_metrics(&mut out);
+        assert!(
+            out.contains("affinity_http_rate_limited_total{app=\"shop\",limit=\"application\"} 1"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_key_limit_holds_for_that_key_only() {
+        let mut limiter = Limiter::new(ServerLimits::default());
+        let limit = RateLimit {
+            per_second: 1.0,
+            burst: None,
+        };
+        limiter.limit_key("shop", [1; 32], limit);
+        limiter.check_rate("shop", &[1; 32]).unwrap();
+        let err = limiter.check_rate("shop", &[1; 32]).unwrap_err();
+        assert!(err.to_string().contains("this API key"), "{err}");
+        limiter.check_rate("shop", &[2; 32]).unwrap();
+        limiter.check_rate("shop", &[2; 32]).unwrap();
+    }
+
+    #[test]
+    fn writes_are_shed_before_reads() {
+        let limiter = Limiter::new(ServerLimits {
+            max_in_flight: 3,
+            max_writes_in_flight: 1,
+            ..ServerLimits::default()
+        });
+        let write = limiter.admit(true).unwrap();
+        let err = limiter.admit(true).err().unwrap();
+        assert_eq!(err.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        assert!(err.to_string().contains("writes in flight"), "{err}");
+        let read = limiter.admit(false).unwrap();
+        let read2 = limiter.admit(false).unwrap();
+        assert_eq!(limiter.in_flight(), 3);
+        let err = limiter.admit(false).err().unwrap();
+        assert!(err.to_string().contains("3 requests in flight"), "{err}");
+        drop((write, read, read2));
+        assert_eq!(limiter.in_flight(), 0);
+        limiter.admit(true).unwrap();
+    }
+
+    #[test]
+    fn bad_limits_are_refused_naming_them() {
+        let zero = ServerLimits {
+            max_writes_in_flight: 0,
+            ..ServerLimits::default()
+        };
+        assert!(zero
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("max_writes_in_flight"));
+        let never = ServerLimits {
+            body_timeout_secs: 0.0,
+            ..ServerLimits::default()
+        };
+        assert!(never
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("body_timeout_secs"));
+        let rate = RateLimit {
+            per_second: -1.0,
+            burst: None,
+        };
+        assert!(rate.check("shop").unwrap_err().to_string().contains("shop"));
+    }
+}
