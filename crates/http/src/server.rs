@@ -17,6 +17,8 @@
 //! | `GET/PUT/DELETE /1/indexes/{indexName}/objects/{objectID}` | search, profiles / admin |
 //! | `GET /1/jobs`, `GET /1/jobs/{jobID}` (maintenance progress) | profiles |
 //! | `GET /1/trends` (regional trends) | search, profiles |
+//! | `GET /1/dashboard/stats`, `GET /1/dashboard/keyvis` | admin |
+//! | `GET /dashboard/` and its files (see [`crate::dashboard`]) | none |
 //! | `GET /health`, `/metrics`, `/openapi.json` | none |
 //!
 //! Every request is timed and counted per matched route (see
@@ -37,7 +39,7 @@ use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 
 use crate::error::MAX_BODY_BYTES;
 use crate::state::State;
-use crate::{catalog, explain, insights, ops, personalization, query};
+use crate::{catalog, dashboard, explain, insights, ops, personalization, query};
 
 /// Every route of the API on `state`.
 pub fn router(state: Arc<State>) -> Router {
@@ -97,6 +99,11 @@ pub fn router(state: Arc<State>) -> Router {
         .route("/1/jobs", get(ops::list_jobs))
         .route("/1/trends", get(crate::trends::get_trends))
         .route("/1/jobs/{jobID}", get(ops::get_job))
+        .route("/1/dashboard/stats", get(dashboard::stats))
+        .route("/1/dashboard/keyvis", get(dashboard::key_vis))
+        .route("/dashboard", get(dashboard::redirect))
+        .route("/dashboard/", get(dashboard::index))
+        .route("/dashboard/{file}", get(dashboard::asset))
         .route("/health", get(ops::health))
         .route("/metrics", get(ops::metrics))
         .route("/openapi.json", get(ops::openapi))
@@ -154,6 +161,18 @@ pub async fn serve(
     let maintenance = state
         .maintain_every
         .map(|every| tokio::spawn(maintain_on_schedule(Arc::clone(&state), every)));
+    let clock = Arc::clone(&state.engine);
+    let key_vis = state.dashboard.key_vis().map(|(vis, slot)| {
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(slot);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                vis.rotate(clock.now_millis());
+            }
+        })
+    });
     // The connection's address is the debugger's `remoteAddr`.
     let app =
         router(Arc::clone(&state)).into_make_service_with_connect_info::<std::net::SocketAddr>();
@@ -166,8 +185,8 @@ pub async fn serve(
         .with_graceful_shutdown(shutdown)
         .await;
     refresh.abort();
-    if let Some(m) = maintenance {
-        m.abort();
+    for task in [maintenance, key_vis].into_iter().flatten() {
+        task.abort();
     }
     served?;
     tracing::info!("server stopped");
