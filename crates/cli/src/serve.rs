@@ -139,13 +139,9 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
         if let Some((vis, slot)) = key_vis {
             state = state.with_key_vis(vis, slot);
         }
-        affinity_http::serve(
-            listener,
-            state,
-            affinity_http::shutdown_signal(),
-        )
-        .await
-        .context("serving")
+        affinity_http::serve(listener, state, affinity_http::shutdown_signal())
+            .await
+            .context("serving")
     });
     // A maintenance still running is abandoned (each user's fold commits
     // alone, so the next run picks up where it stopped); requests in

@@ -128,7 +128,7 @@ export function mount(root, { arg }) {
       .flatMap(([f, vs]) => Object.entries(vs).map(([v, s]) => ({ f, v, s })))
       .sort((a, b) => a.s - b.s).slice(-6);
     const hits = values.map((x, i) => ({ objectID: `sample-${i + 1}`, [x.f]: x.v }));
-    hits.unshift({ objectID: 'sample-0', _note: 'no facet of the profile' });
+    hits.unshift({ objectID: 'sample-0' });
     let index = 'products';
     try {
       const d = await api(url('/1/events/debug', { userToken: user, status: 'accepted', limit: 1 }), { signal });

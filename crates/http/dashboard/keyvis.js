@@ -3,7 +3,7 @@
 import { api, url, esc, fmt, ApiError } from './api.js';
 import { heatColor } from './charts.js';
 
-const SLOTS = 60;
+const SLOTS = 120;
 
 export function mount(root) {
   root.innerHTML = `<h1>Key visualizer</h1>

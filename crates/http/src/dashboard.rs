@@ -139,11 +139,9 @@ pub async fn asset(Path(name): Path<String>) -> Response {
 
 fn file(name: &str) -> Response {
     match FILES.iter().find(|(n, _, _)| *n == name) {
-        Some((_, kind, body)) => (
-            [(CONTENT_TYPE, *kind), (CACHE_CONTROL, "no-cache")],
-            *body,
-        )
-            .into_response(),
+        Some((_, kind, body)) => {
+            ([(CONTENT_TYPE, *kind), (CACHE_CONTROL, "no-cache")], *body).into_response()
+        }
         None => Error::not_found(format!("Dashboard file {name:?} not found")).into_response(),
     }
 }
@@ -151,7 +149,10 @@ fn file(name: &str) -> Response {
 /// The routes whose requests read a profile.
 const PROFILE_READS: [(&str, &str); 3] = [
     ("GET", "/1/profiles/personalization/{userToken}"),
-    ("GET", "/1/profiles/personalization/{userToken}/optionalFilters"),
+    (
+        "GET",
+        "/1/profiles/personalization/{userToken}/optionalFilters",
+    ),
     ("POST", "/1/indexes/{indexName}/rerank"),
 ];
 
@@ -188,7 +189,13 @@ pub async fn stats(Shared(state): Shared<Arc<State>>, caller: Caller) -> Result<
 /// `[{"table", "bytes"}]` of the application's tables, as the store's
 /// split points estimate them (reused for [`SIZE_TTL`]).
 fn table_sizes(state: &State, app: &str) -> Result<Value> {
-    let cache = || state.dashboard.sizes.lock().unwrap_or_else(|p| p.into_inner());
+    let cache = || {
+        state
+            .dashboard
+            .sizes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    };
     if let Some((read, sizes)) = cache().get(app) {
         if read.elapsed() < SIZE_TTL {
             return Ok(sizes.clone());

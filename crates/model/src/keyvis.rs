@@ -172,9 +172,9 @@ impl KeyVis {
             return Arc::clone(t);
         }
         let mut tables = self.tables.write();
-        let seed = name
-            .bytes()
-            .fold(0x9E37_79B9_7F4A_7C15u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01B3));
+        let seed = name.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x100_0000_01B3)
+        });
         Arc::clone(
             tables
                 .entry(name.to_string())
@@ -397,20 +397,30 @@ mod tests {
             write(table.as_ref(), &format!("user{i:04}"));
         }
         // Reads count the rows a scan returns.
-        assert_eq!(table.read_rows(&ReadRowsRequest::all()).unwrap().count(), 400);
+        assert_eq!(
+            table.read_rows(&ReadRowsRequest::all()).unwrap().count(),
+            400
+        );
         vis.rotate(2_000);
         let history = vis.history(|t| t == "t");
         assert_eq!(history.len(), 1);
         let slots = &history[0].slots;
         assert_eq!(slots.len(), 2);
         // Before any cut every key lands in the one range.
-        assert_eq!((slots[0].writes.clone(), slots[0].bounds.len()), (vec![400], 0));
+        assert_eq!(
+            (slots[0].writes.clone(), slots[0].bounds.len()),
+            (vec![400], 0)
+        );
         let slot = &slots[1];
         assert!(slot.bounds.len() > 8, "{:?}", slot.bounds);
         assert_eq!(slot.writes.iter().sum::<u64>(), 2_400);
         assert_eq!(slot.reads.iter().sum::<u64>(), 400);
-        let hot = slot.bounds.partition_point(|b| b.as_ref() <= b"user0200".as_slice());
-        let brightest = (0..slot.writes.len()).max_by_key(|&i| slot.writes[i]).unwrap();
+        let hot = slot
+            .bounds
+            .partition_point(|b| b.as_ref() <= b"user0200".as_slice());
+        let brightest = (0..slot.writes.len())
+            .max_by_key(|&i| slot.writes[i])
+            .unwrap();
         assert_eq!(brightest, hot);
         assert!(slot.writes[hot] >= 2_000);
         let others = slot.writes.iter().enumerate().filter(|(i, _)| *i != hot);

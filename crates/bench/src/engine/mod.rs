@@ -396,7 +396,11 @@ fn ingest(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
         users,
         days,
         if args.no_sync { ", not synced" } else { "" },
-        if args.key_visualizer { ", key visualizer counting" } else { "" },
+        if args.key_visualizer {
+            ", key visualizer counting"
+        } else {
+            ""
+        },
         stored as f64 / secs
     );
     if logged_in > 0 {
