@@ -60,7 +60,7 @@ export function mount(root) {
       return `<div style="position:absolute;top:${(100 * i) / n}%;left:4px" class="mono">${esc(rangeOf(latest, i)[0] || 'start')}</div>`;
     }).join('') : '';
     return `<section class="card" data-table="${esc(t.table)}"><h2><code>${esc(t.table)}</code></h2>
-      <div style="position:relative"><svg class="heat" viewBox="0 0 ${SLOTS * W} ${H}" preserveAspectRatio="none" role="img" aria-label="Heatmap of ${esc(t.table)}">${cells}</svg>
+      <div style="position:relative;overflow:hidden"><svg class="heat" viewBox="0 0 ${SLOTS * W} ${H}" preserveAspectRatio="none" role="img" aria-label="Heatmap of ${esc(t.table)}">${cells}</svg>
       <div style="position:absolute;inset:0;pointer-events:none;color:#e2e8f0;font-size:11px;text-shadow:0 0 3px #000">${axis}</div></div>
       <p class="muted">Rows: key ranges (top: start of the table); columns: slots, newest at the right.</p>${hottest}</section>`;
   }

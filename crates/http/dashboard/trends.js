@@ -12,7 +12,7 @@ export function mount(root) {
   root.innerHTML = `<h1>Regional trends</h1>
   <div class="card row"><label>Window <select id="tr-days"><option value="1">last day</option><option value="7" selected>last 7 days</option><option value="30">last 30 days</option><option value="90">last 90 days</option></select></label>
     <nav class="row" id="tr-crumbs" aria-label="Zoom"></nav><span class="muted" id="tr-info" role="status"></span></div>
-  <div class="cols2" style="margin-top:14px;grid-template-columns:minmax(0,3fr) minmax(0,2fr)">
+  <div class="cols-map" style="margin-top:14px">
     <section class="card"><svg class="map" id="tr-map" role="group" aria-label="Map of areas"></svg>
       <p class="muted">Equirectangular projection; each area is shaded by the events on located objects it counts. Choose an area (click, or Tab then Enter) to see its trending values.</p></section>
     <section class="card reserve" id="tr-area" aria-live="polite"><h2>Area</h2><p class="muted">Choose an area on the map.</p></section>
