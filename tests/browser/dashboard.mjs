@@ -52,9 +52,9 @@ try {
     sessionKey: await page.evaluate(() => sessionStorage.getItem('affinity.dashboard.login')?.includes('"key"')),
   };
   await shot('overview');
-  // Keyboard: Tab from the top reaches the navigation.
-  await page.evaluate(() => document.activeElement?.blur());
-  await page.keyboard.press('Tab');
+  // Keyboard: from the page's first stop (the skip link), Tab reaches
+  // the navigation.
+  await page.focus('.skip');
   await page.keyboard.press('Tab');
   results.pages.overview.focused = await page.evaluate(() => document.activeElement?.textContent);
 

@@ -463,9 +463,9 @@ fn located_objects() -> Value {
             } else {
                 (48.85, 2.35)
             };
-            json!({"objectID": format!("p{i}"),
-                   "brand": ["Apple", "Samsung", "Nokia"][i % 3],
-                   "color": ["red", "blue"][i % 2],
+            let brand = ["Apple", "Samsung", "Nokia"][i % 3];
+            let color = ["red", "blue"][i % 2];
+            json!({"objectID": format!("p{i}"), "brand": brand, "color": color,
                    "_geoloc": {"lat": lat, "lng": lng}})
         })
         .collect();
