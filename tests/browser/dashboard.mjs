@@ -125,6 +125,7 @@ try {
     }
     return { table: s.dataset.table, columns: Object.values(columns) };
   }));
+  await page.locator('section[data-table^="profiles."]').scrollIntoViewIfNeeded();
   await shot('keys');
 
   // 6. Trends: the map's busiest area, chosen.
