@@ -44,10 +44,26 @@ try {
   await page.fill('#login-key', key);
   await page.press('#login-key', 'Enter');
 
-  // 1. Overview: rates need two samples.
-  await page.waitForFunction(() => Number(document.querySelector('#page').dataset.samples || 0) >= 2, null, { timeout: 20000 });
+  // 1. Overview, under traffic the page itself sends (events, one in ten
+  // rejected, and profile reads), so the rates have something to show.
+  await page.evaluate(({ app, key }) => {
+    const headers = { 'X-Algolia-Application-Id': app, 'X-Algolia-API-Key': key };
+    let n = 0;
+    window.trafficTimer = setInterval(() => {
+      n += 1;
+      const event = { eventType: n % 10 ? 'click' : 'buy', eventName: 'Product Clicked', index: 'products', userToken: 'dash-overview', objectIDs: [`p${1 + (n % 12)}`] };
+      fetch('/1/events', { method: 'POST', headers, body: JSON.stringify({ events: [event] }) });
+      fetch('/1/profiles/personalization/seeded-alice', { headers });
+    }, 50);
+  }, { app, key });
+  await page.waitForFunction(() => Number(document.querySelector('#page').dataset.samples || 0) >= 5, null, { timeout: 30000 });
+  await page.evaluate(() => clearInterval(window.trafficTimer));
+  // The deliberate 422s are logged by the browser: expected here only.
+  results.errors = results.errors.filter((e) => !e.includes('status of 422'));
   results.pages.overview = {
-    accepted: await page.textContent('#m-accepted'),
+    accepted: Number((await page.textContent('#m-accepted')).replace(/,/g, '')),
+    reads: Number((await page.textContent('#m-reads')).replace(/,/g, '')),
+    reasons: await page.$$eval('#reasons tr[data-reason]', (rs) => rs.map((r) => r.dataset.reason)),
     tables: await page.$$eval('#tables tbody tr', (rows) => rows.map((r) => r.cells[0].textContent)),
     sessionKey: await page.evaluate(() => sessionStorage.getItem('affinity.dashboard.login')?.includes('"key"')),
   };

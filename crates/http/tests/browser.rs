@@ -13,6 +13,7 @@
 //!
 //! - The dashboard (`/dashboard/`), walked page by page by
 //!   `tests/browser/dashboard.mjs`: no console error on any page, the
+//!   overview shows the rates of traffic the page sends, the
 //!   explorer's bars and explanation equal the API's scores for a seeded
 //!   user, a strategy slider changes the preview's bars, a live rejected
 //!   event appears in the debugger, a deliberately hot user is the bright
@@ -613,6 +614,10 @@ fn dashboard_pages_work_in_a_browser() {
             assert!(tables.contains(&json!(format!("{kind}.{APP}"))), "{out}");
         }
         assert_eq!(pages["overview"]["sessionKey"], true);
+        // The page's own traffic shows as rates and a rejection reason.
+        assert!(pages["overview"]["accepted"].as_f64().unwrap() > 0.0, "{out}");
+        assert!(pages["overview"]["reads"].as_f64().unwrap() > 0.0, "{out}");
+        assert_eq!(pages["overview"]["reasons"], json!(["eventType"]), "{out}");
         assert_eq!(pages["overview"]["focused"], "Overview", "{out}");
 
         // Explorer: the same scores as the API.
