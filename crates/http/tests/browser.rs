@@ -615,7 +615,10 @@ fn dashboard_pages_work_in_a_browser() {
         }
         assert_eq!(pages["overview"]["sessionKey"], true);
         // The page's own traffic shows as rates and a rejection reason.
-        assert!(pages["overview"]["accepted"].as_f64().unwrap() > 0.0, "{out}");
+        assert!(
+            pages["overview"]["accepted"].as_f64().unwrap() > 0.0,
+            "{out}"
+        );
         assert!(pages["overview"]["reads"].as_f64().unwrap() > 0.0, "{out}");
         assert_eq!(pages["overview"]["reasons"], json!(["eventType"]), "{out}");
         assert_eq!(pages["overview"]["focused"], "Overview", "{out}");
