@@ -49,12 +49,15 @@ try {
   await page.evaluate(({ app, key }) => {
     const headers = { 'X-Algolia-Application-Id': app, 'X-Algolia-API-Key': key };
     let n = 0;
+    // Capped, so the events debugger's ring (1000 per application)
+    // keeps the seeded user's events.
     window.trafficTimer = setInterval(() => {
+      if (n >= 300) return;
       n += 1;
       const event = { eventType: n % 10 ? 'click' : 'buy', eventName: 'Product Clicked', index: 'products', userToken: 'dash-overview', objectIDs: [`p${1 + (n % 12)}`] };
       fetch('/1/events', { method: 'POST', headers, body: JSON.stringify({ events: [event] }) });
       fetch('/1/profiles/personalization/seeded-alice', { headers });
-    }, 50);
+    }, 100);
   }, { app, key });
   await page.waitForFunction(() => Number(document.querySelector('#page').dataset.samples || 0) >= 5, null, { timeout: 30000 });
   await page.evaluate(() => clearInterval(window.trafficTimer));

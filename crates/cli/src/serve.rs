@@ -131,8 +131,11 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
         let addr = listener.local_addr()?;
-        println!("affinity serve: http://{addr} on the {backend}");
-        println!("dashboard: http://{addr}/dashboard/");
+        // One line: a reader that takes the first line and closes the
+        // pipe must not make a second print fail.
+        println!(
+            "affinity serve: http://{addr} on the {backend}; dashboard: http://{addr}/dashboard/"
+        );
         let mut state = State::with_inline_reads(engine, keys, inline_reads)
             .with_maintenance(args.maintain_every.0)
             .with_debug_events(args.debug_events);

@@ -526,14 +526,6 @@ fn dashboard_pages_work_in_a_browser() {
                 .collect();
             assert_eq!(parts(server.post_events(&events).await).await.0, 200);
         }
-        let seeded = "seeded-alice";
-        let events = [
-            event("click", seeded, "p3"),
-            event("click", seeded, "p3"),
-            event("buy", seeded, "p1"),
-            event("click", seeded, "p8"),
-        ];
-        assert_eq!(parts(server.post_events(&events).await).await.0, 200);
         // The hot user: one event and one profile read per request, for
         // four slots once ranges were cut (the page shows 120).
         let profiles = format!("profiles.{APP}");
@@ -553,6 +545,16 @@ fn dashboard_pages_work_in_a_browser() {
                 assert_eq!(r.send().await.unwrap().status(), 200);
             }
         }
+        // The seeded user's events last, so the events debugger's ring
+        // (1000 per application) still holds them for the timeline.
+        let seeded = "seeded-alice";
+        let events = [
+            event("click", seeded, "p3"),
+            event("click", seeded, "p3"),
+            event("buy", seeded, "p1"),
+            event("click", seeded, "p8"),
+        ];
+        assert_eq!(parts(server.post_events(&events).await).await.0, 200);
         let day = server.engine.now_millis().div_euclid(86_400_000);
         let hot_key = affinity_engine::state::state_row_key("hot-user", day);
         // The API's view: the brightest range of the profiles table (once
