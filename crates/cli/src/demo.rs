@@ -291,7 +291,10 @@ pub fn run(args: DemoArgs, data: Option<PathBuf>) -> anyhow::Result<()> {
          \n       -X POST localhost:8080/1/events \\\
          \n       -d '{{\"events\":[{{\"eventType\":\"view\",\"eventName\":\"Product Viewed\",\"index\":\"{INDEX}\",\"userToken\":\"{heavy}\",\"objectIDs\":[\"p0001\"]}}]}}'\
          \n  curl -H 'x-algolia-application-id: {APP}' -H 'x-algolia-api-key: demo-key' \\\
-         \n       localhost:8080/1/profiles/personalization/{heavy}",
+         \n       localhost:8080/1/profiles/personalization/{heavy}\
+         \n\nWith that server running, the dashboard of the demo data is at\
+         \n  http://127.0.0.1:8080/dashboard/#/explorer/{heavy}\
+         \n(log in with application {APP} and admin key demo-key).",
         started.elapsed().as_secs_f64()
     );
     Ok(())

@@ -40,7 +40,15 @@ pub struct ServeArgs {
     /// (`GET /1/events/debug`, `affinity events tail`); 0 keeps none.
     #[arg(long, env = "AFFINITY_DEBUG_EVENTS", default_value_t = affinity_http::DEFAULT_DEBUG_EVENTS)]
     debug_events: usize,
+    /// Count reads and writes per key range for the dashboard's key
+    /// visualizer, in slots of this length (the last 360 kept); `off`
+    /// leaves the store unwrapped.
+    #[arg(long, env = "AFFINITY_KEY_VISUALIZER_SLOT", default_value = "10s", value_parser = parse_every)]
+    key_visualizer_slot: Every,
 }
+
+/// Slots of the key visualizer kept per table.
+const KEY_VISUALIZER_SLOTS: usize = 360;
 
 /// `--maintain-every`: a period, or never.
 #[derive(Debug, Clone, Copy)]
@@ -102,7 +110,13 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
     }
     let keys = config.keys()?;
     let limiter = config.limiter()?;
-    let store = backend.open()?;
+    let mut store = backend.open()?;
+    let key_vis = args.key_visualizer_slot.0.map(|slot| {
+        let counted = affinity_model::keyvis::KeyVisStore::new(store.clone(), KEY_VISUALIZER_SLOTS);
+        let vis = counted.key_vis();
+        store = Arc::new(counted);
+        (vis, slot)
+    });
     let engine = Arc::new(Engine::open(store)?);
     config.apply(&engine)?;
 
@@ -119,17 +133,21 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
         let addr = listener.local_addr()?;
-        println!("affinity serve: http://{addr} on the {backend}");
-        affinity_http::serve(
-            listener,
-            State::with_inline_reads(engine, keys, inline_reads)
-                .with_maintenance(args.maintain_every.0)
-                .with_debug_events(args.debug_events)
-                .with_limits(limiter),
-            affinity_http::shutdown_signal(),
-        )
-        .await
-        .context("serving")
+        // One line: a reader that takes the first line and closes the
+        // pipe must not make a second print fail.
+        println!(
+            "affinity serve: http://{addr} on the {backend}; dashboard: http://{addr}/dashboard/"
+        );
+        let mut state = State::with_inline_reads(engine, keys, inline_reads)
+            .with_maintenance(args.maintain_every.0)
+            .with_debug_events(args.debug_events)
+            .with_limits(limiter);
+        if let Some((vis, slot)) = key_vis {
+            state = state.with_key_vis(vis, slot);
+        }
+        affinity_http::serve(listener, state, affinity_http::shutdown_signal())
+            .await
+            .context("serving")
     });
     // A maintenance still running is abandoned (each user's fold commits
     // alone, so the next run picks up where it stopped); requests in

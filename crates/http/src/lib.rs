@@ -20,7 +20,8 @@
 //! then one module per group of endpoints (`insights.rs`,
 //! `personalization.rs`, `query.rs`, `explain.rs`, `catalog.rs`, `ops.rs`)
 //! and
-//! `debug.rs` (the events debugger's ring).
+//! `debug.rs` (the events debugger's ring), `dashboard.rs` (the dashboard's
+//! files, under `dashboard/`, and its two endpoints).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -47,6 +48,7 @@ mod auth;
 mod body;
 mod catalog;
 mod config;
+mod dashboard;
 mod debug;
 mod error;
 mod explain;

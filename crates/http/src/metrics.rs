@@ -96,6 +96,24 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
+    /// Events of rejected requests so far, by reason.
+    pub fn rejected(&self) -> BTreeMap<String, u64> {
+        self.rejected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Requests of `method` on `route` so far, with any status: how many,
+    /// and the sum of their latencies in seconds.
+    pub fn route_totals(&self, method: &str, route: &str) -> (u64, f64) {
+        self.latency
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(method.to_string(), route.to_string()))
+            .map_or((0, 0.0), |h| (h.count, h.sum))
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self, jobs: &Jobs) -> String {
         let mut out = String::new();

@@ -17,6 +17,8 @@
 //! | `GET/PUT/DELETE /1/indexes/{indexName}/objects/{objectID}` | search, profiles / admin |
 //! | `GET /1/jobs`, `GET /1/jobs/{jobID}` (jobs in the store, any server) | profiles |
 //! | `GET /1/trends` (regional trends) | search, profiles |
+//! | `GET /1/dashboard/stats`, `GET /1/dashboard/keyvis` | admin |
+//! | `GET /dashboard/` and its files (see [`crate::dashboard`]) | none |
 //! | `GET /health`, `/metrics`, `/openapi.json` | none |
 //!
 //! Every request is timed and counted per matched route (see
@@ -45,7 +47,7 @@ use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 
 use crate::error::MAX_BODY_BYTES;
 use crate::state::State;
-use crate::{catalog, explain, insights, ops, personalization, query, variants};
+use crate::{catalog, dashboard, explain, insights, ops, personalization, query, variants};
 
 /// Every route of the API on `state`.
 pub fn router(state: Arc<State>) -> Router {
@@ -111,6 +113,11 @@ pub fn router(state: Arc<State>) -> Router {
         .route("/1/jobs", get(ops::list_jobs))
         .route("/1/trends", get(crate::trends::get_trends))
         .route("/1/jobs/{jobID}", get(ops::get_job))
+        .route("/1/dashboard/stats", get(dashboard::stats))
+        .route("/1/dashboard/keyvis", get(dashboard::key_vis))
+        .route("/dashboard", get(dashboard::redirect))
+        .route("/dashboard/", get(dashboard::index))
+        .route("/dashboard/{file}", get(dashboard::asset))
         .route("/health", get(ops::health))
         .route("/metrics", get(ops::metrics))
         .route("/openapi.json", get(ops::openapi))
@@ -202,6 +209,18 @@ pub async fn serve(
     let maintenance = state
         .maintain_every
         .map(|every| tokio::spawn(maintain_on_schedule(Arc::clone(&state), every)));
+    let clock = Arc::clone(&state.engine);
+    let key_vis = state.dashboard.key_vis().map(|(vis, slot)| {
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(slot);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                vis.rotate(clock.now_millis());
+            }
+        })
+    });
     let stopping = Arc::clone(&state);
     let shutdown = async move {
         shutdown.await;
@@ -210,8 +229,8 @@ pub async fn serve(
     let header_timeout = state.limiter.server.header_timeout();
     let served = accept_until(listener, router(state), header_timeout, shutdown).await;
     refresh.abort();
-    if let Some(m) = maintenance {
-        m.abort();
+    for task in [maintenance, key_vis].into_iter().flatten() {
+        task.abort();
     }
     served?;
     tracing::info!("server stopped");

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use affinity_engine::{Engine, Strategy, Variants};
 
 use crate::auth::Keys;
+use crate::dashboard::Dashboard;
 use crate::debug::EventLog;
 use crate::error::{Error, Result};
 use crate::jobs::Jobs;
@@ -25,6 +26,8 @@ pub struct State {
     pub limiter: Limiter,
     /// The events debugger's recent events (see [`crate::debug`]).
     pub debug: EventLog,
+    /// The dashboard's key visualizer and cached table sizes.
+    pub dashboard: Dashboard,
     /// Set when [`crate::serve`] was asked to stop: long polls end.
     stopping: tokio::sync::watch::Sender<bool>,
     /// Strategies read for profile requests, with when they were read.
@@ -80,6 +83,7 @@ impl State {
             jobs: Arc::default(),
             limiter: Limiter::default(),
             debug: EventLog::default(),
+            dashboard: Dashboard::default(),
             stopping: tokio::sync::watch::channel(false).0,
             strategies: Mutex::default(),
             inline_reads,
@@ -109,6 +113,19 @@ impl State {
     pub fn with_debug_events(mut self: Arc<State>, events: usize) -> Arc<State> {
         if let Some(state) = Arc::get_mut(&mut self) {
             state.debug = EventLog::new(events);
+        }
+        self
+    }
+
+    /// This state, showing `store`'s per-range counters in the dashboard's
+    /// key visualizer; [`crate::serve`] ends a slot every `slot`.
+    pub fn with_key_vis(
+        mut self: Arc<State>,
+        key_vis: Arc<affinity_model::keyvis::KeyVis>,
+        slot: Duration,
+    ) -> Arc<State> {
+        if let Some(state) = Arc::get_mut(&mut self) {
+            state.dashboard = Dashboard::with_key_vis(key_vis, slot);
         }
         self
     }

@@ -11,6 +11,16 @@
 //!   and deletes a profile; and generates secured API keys
 //!   (`generate_secured_api_key`) whose restrictions the server enforces.
 //!
+//! - The dashboard (`/dashboard/`), walked page by page by
+//!   `tests/browser/dashboard.mjs`: no console error on any page, the
+//!   overview shows the rates of traffic the page sends, the
+//!   explorer's bars and explanation equal the API's scores for a seeded
+//!   user, a strategy slider changes the preview's bars, a live rejected
+//!   event appears in the debugger, a deliberately hot user is the bright
+//!   band of the key visualizer, the trends map finds the located events,
+//!   no page is wider than a phone, and the admin key is in no URL.
+//!   Screenshots of every page go to `CARGO_TARGET_TMPDIR/dashboard/`.
+//!
 //! The JavaScript side lives in `tests/browser/` at the repository root
 //! (its `package.json` and lock; `scripts/test` installs Chromium and runs
 //! `npm ci` there), the Python side in `tests/clients/` (`scripts/test`
@@ -38,6 +48,11 @@ fn main() {
             "browser_sends_events_from_another_origin_with_fetch_xhr_and_send_beacon",
             browser_prerequisites as fn() -> Result<(), String>,
             browser_sends_events_from_another_origin as fn(),
+        ),
+        (
+            "dashboard_pages_work_in_a_browser",
+            browser_prerequisites,
+            dashboard_pages_work_in_a_browser,
         ),
         (
             "algolia_js_insights_client_sends_gzip_batches",
@@ -436,6 +451,311 @@ fn algolia_python_secured_keys() {
         // Nothing of the refused events was stored.
         let r = server.admin(Method::GET, "/1/profiles/personalization/py-bobby");
         assert_eq!(r.send().await.unwrap().status(), 404);
+        server.stop().await;
+    });
+}
+
+/// Catalog objects placed in Portland and Paris, brands and colours.
+fn located_objects() -> Value {
+    let objects: Vec<Value> = (1..=12)
+        .map(|i| {
+            let (lat, lng) = if i <= 6 {
+                (45.5, -122.6)
+            } else {
+                (48.85, 2.35)
+            };
+            let brand = ["Apple", "Samsung", "Nokia"][i % 3];
+            let color = ["red", "blue"][i % 2];
+            json!({"objectID": format!("p{i}"), "brand": brand, "color": color,
+                   "_geoloc": {"lat": lat, "lng": lng}})
+        })
+        .collect();
+    json!({ "objects": objects })
+}
+
+fn event(kind: &str, user: &str, object: &str) -> Value {
+    let (ty, name) = match kind {
+        "buy" => ("conversion", "Product Bought"),
+        _ => ("click", "Product Clicked"),
+    };
+    json!({"eventType": ty, "eventName": name, "index": "products",
+           "userToken": user, "objectIDs": [object]})
+}
+
+/// Slots the key visualizer holds for `table`.
+async fn key_vis(server: &Server) -> Value {
+    let r = server.admin(Method::GET, "/1/dashboard/keyvis?slots=1000");
+    let (status, body) = parts(r.send().await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+fn slots_of<'a>(vis: &'a Value, table: &str) -> &'a [Value] {
+    vis["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["table"] == table)
+        .and_then(|t| t["slots"].as_array())
+        .map_or(&[], |s| s.as_slice())
+}
+
+/// Whether the range `[from, to)` (`""`: the table's start or end) holds
+/// `key`, the whole table (before ranges are cut) not counting.
+fn holds(from: &str, to: &str, key: &str) -> bool {
+    !(from.is_empty() && to.is_empty()) && from <= key && (to.is_empty() || key < to)
+}
+
+fn dashboard_pages_work_in_a_browser() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let server = Server::key_visualized(Duration::from_secs(1)).await;
+        assert_eq!(parts(server.set_strategy().await).await.0, 200);
+        let r = server
+            .admin(Method::POST, "/1/indexes/products/objects")
+            .body(located_objects().to_string());
+        assert_eq!(parts(r.send().await.unwrap()).await.0, 200);
+        // Background traffic: 120 users, so the key ranges have keys to
+        // be cut at.
+        for part in 0..4 {
+            let events: Vec<Value> = (0..30)
+                .flat_map(|u| {
+                    let user = format!("user-{:03}", part * 30 + u);
+                    (0..3).map(move |k| event("click", &user, &format!("p{}", 1 + (u + k) % 12)))
+                })
+                .collect();
+            assert_eq!(parts(server.post_events(&events).await).await.0, 200);
+        }
+        // The hot user: one event and one profile read per request, for
+        // four slots once ranges were cut (the page shows 120).
+        let profiles = format!("profiles.{APP}");
+        let slots = |vis: &Value| slots_of(vis, &profiles).len();
+        let start = slots(&key_vis(&server).await);
+        while slots(&key_vis(&server).await) < start + 2 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let start = slots(&key_vis(&server).await);
+        while slots(&key_vis(&server).await) < start + 4 {
+            for _ in 0..10 {
+                let r = server
+                    .post_events(&[event("click", "hot-user", "p2")])
+                    .await;
+                assert_eq!(r.status(), 200);
+                let r = server.admin(Method::GET, "/1/profiles/personalization/hot-user");
+                assert_eq!(r.send().await.unwrap().status(), 200);
+            }
+        }
+        // The seeded user's events last, so the events debugger's ring
+        // (1000 per application) still holds them for the timeline.
+        let seeded = "seeded-alice";
+        let events = [
+            event("click", seeded, "p3"),
+            event("click", seeded, "p3"),
+            event("buy", seeded, "p1"),
+            event("click", seeded, "p8"),
+        ];
+        assert_eq!(parts(server.post_events(&events).await).await.0, 200);
+        let day = server.engine.now_millis().div_euclid(86_400_000);
+        let hot_key = affinity_engine::state::state_row_key("hot-user", day);
+        // The API's view: the brightest range of the profiles table (once
+        // ranges are cut) holds the hot user's row.
+        let vis = key_vis(&server).await;
+        let (mut best, mut best_range) = (0, (String::new(), String::new()));
+        let cut = |s: &&Value| !s["bounds"].as_array().unwrap().is_empty();
+        for slot in slots_of(&vis, &profiles).iter().filter(cut) {
+            let bounds: Vec<&str> = slot["bounds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b.as_str().unwrap())
+                .collect();
+            for (i, w) in slot["writes"].as_array().unwrap().iter().enumerate() {
+                let n = w.as_u64().unwrap() + slot["reads"][i].as_u64().unwrap();
+                if n > best {
+                    let from = if i == 0 { "" } else { bounds[i - 1] };
+                    let to = bounds.get(i).copied().unwrap_or("");
+                    (best, best_range) = (n, (from.to_string(), to.to_string()));
+                }
+            }
+        }
+        assert!(
+            holds(&best_range.0, &best_range.1, &hot_key),
+            "brightest {best_range:?} ({best}) misses {hot_key}"
+        );
+
+        let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard");
+        let base = server.base.clone();
+        let chromium = chromium();
+        let dir = out_dir.to_string_lossy().into_owned();
+        let out = tokio::task::spawn_blocking(move || {
+            node(
+                "dashboard.mjs",
+                &[&base, APP, ADMIN, seeded, &dir, &chromium.to_string_lossy()],
+            )
+        })
+        .await
+        .unwrap();
+        eprintln!("dashboard screenshots: {}", out_dir.display());
+        assert_eq!(out["errors"], json!([]), "console errors: {out}");
+        let urls = out["urls"].as_array().unwrap();
+        assert!(urls.len() > 10, "{out}");
+        assert!(
+            urls.iter().all(|u| !u.as_str().unwrap().contains(ADMIN)),
+            "the key in a URL: {urls:?}"
+        );
+        let pages = &out["pages"];
+        assert!(out["wrongKey"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not accepted"));
+        assert_eq!(out["wrongKey"]["navHidden"], true);
+
+        // Overview.
+        let tables = pages["overview"]["tables"].as_array().unwrap();
+        for kind in ["events", "profiles", "trends"] {
+            assert!(tables.contains(&json!(format!("{kind}.{APP}"))), "{out}");
+        }
+        assert_eq!(pages["overview"]["sessionKey"], true);
+        // The page's own traffic shows as rates and a rejection reason.
+        assert!(
+            pages["overview"]["accepted"].as_f64().unwrap() > 0.0,
+            "{out}"
+        );
+        assert!(pages["overview"]["reads"].as_f64().unwrap() > 0.0, "{out}");
+        assert_eq!(pages["overview"]["reasons"], json!(["eventType"]), "{out}");
+        assert_eq!(pages["overview"]["focused"], "Overview", "{out}");
+
+        // Explorer: the same scores as the API.
+        let path = format!("/1/profiles/personalization/{seeded}");
+        let (_, profile) = parts(server.admin(Method::GET, &path).send().await.unwrap()).await;
+        let mut api: Vec<(String, String, i64)> = Vec::new();
+        for (facet, values) in profile["scores"].as_object().unwrap() {
+            for (value, score) in values.as_object().unwrap() {
+                api.push((facet.clone(), value.clone(), score.as_i64().unwrap()));
+            }
+        }
+        let mut shown: Vec<(String, String, i64)> = pages["explorer"]["bars"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| {
+                (
+                    b[0].as_str().unwrap().to_string(),
+                    b[1].as_str().unwrap().to_string(),
+                    b[2].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        api.sort();
+        shown.sort();
+        assert!(api.len() >= 4, "{profile}");
+        assert_eq!(shown, api);
+        let explained = &pages["explorer"]["explained"];
+        let facet = explained["facet"].as_str().unwrap();
+        let value = explained["value"].as_str().unwrap();
+        assert_eq!(explained["score"], profile["scores"][facet][value], "{out}");
+        assert!(!pages["explorer"]["filters"].as_array().unwrap().is_empty());
+        // The sample hit list: up to 6 of the user's values and one other.
+        assert_eq!(
+            pages["explorer"]["rerankRows"],
+            api.len().min(6) + 1,
+            "{out}"
+        );
+        assert_eq!(pages["explorer"]["timeline"], 4, "{out}");
+        let users = pages["explorer"]["users"].as_array().unwrap();
+        assert!(users.contains(&json!("hot-user")), "{out}");
+
+        // Strategy: the slider (color to 0) changed the previewed bars.
+        let strategy = &pages["strategy"];
+        let sliders = strategy["sliders"].as_array().unwrap();
+        assert!(sliders.contains(&json!("color score")), "{out}");
+        assert!(sliders.contains(&json!("impact score")), "{out}");
+        let before = strategy["before"].as_array().unwrap();
+        let after = strategy["after"].as_array().unwrap();
+        assert!(before
+            .iter()
+            .any(|b| b.as_str().unwrap().contains(" color:")));
+        assert_ne!(before, after, "{out}");
+        assert!(after
+            .iter()
+            .filter(|b| b.as_str().unwrap().contains(" color:"))
+            .all(|b| b.as_str().unwrap().ends_with("=0")));
+        // Nothing was saved.
+        let (_, current) = parts(
+            server
+                .admin(Method::GET, "/1/strategies/personalization")
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(current["facetsScoring"][1]["score"], 50);
+
+        // Events debugger.
+        let events = &pages["events"];
+        assert!(
+            events["live"].as_str().unwrap().contains("eventType"),
+            "{out}"
+        );
+        let filtered = events["filtered"].as_array().unwrap();
+        assert!(!filtered.is_empty() && filtered.iter().all(|s| s == "rejected"));
+
+        // Key visualizer: the hot user is the brightest range of most
+        // slots of the profiles table.
+        let keys = pages["keys"].as_array().unwrap();
+        let table = keys
+            .iter()
+            .find(|t| t["table"] == profiles.as_str())
+            .unwrap_or_else(|| panic!("{out}"));
+        let columns = table["columns"].as_array().unwrap();
+        let hot = columns
+            .iter()
+            .filter(|c| {
+                holds(
+                    c["from"].as_str().unwrap(),
+                    c["to"].as_str().unwrap(),
+                    &hot_key,
+                )
+            })
+            .count();
+        assert!(hot >= 3, "a band of {hot} slots: {columns:?}");
+        let brightest = columns
+            .iter()
+            .max_by_key(|c| c["value"].as_u64().unwrap())
+            .unwrap();
+        assert!(holds(
+            brightest["from"].as_str().unwrap(),
+            brightest["to"].as_str().unwrap(),
+            &hot_key
+        ));
+
+        // Trends: the busiest area has the located events' values.
+        let trends = &pages["trends"];
+        assert!(trends["busiest"]["events"].as_u64().unwrap() > 0, "{out}");
+        assert!(
+            trends["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|v| v.as_str().unwrap().starts_with("brand:")),
+            "{out}"
+        );
+
+        // A phone's width: no page scrolls sideways.
+        for (page, width) in out["phone"]["widths"].as_object().unwrap() {
+            assert!(width.as_u64().unwrap() <= 390, "{page} is {width} wide");
+        }
+        for page in [
+            "overview",
+            "explorer",
+            "strategy",
+            "events",
+            "keys",
+            "trends",
+            "explorer-phone",
+        ] {
+            assert!(out_dir.join(format!("{page}.png")).is_file(), "{page}.png");
+        }
         server.stop().await;
     });
 }

@@ -17,7 +17,9 @@
 //! - `conformance` (feature `conformance`): `conformance_suite!`, one test
 //!   per case for any backend, and the reference-model property test;
 //! - `counting` (feature `counting`): `CountingStore`, a wrapper that counts
-//!   the rows, cells and bytes reads return, per table.
+//!   the rows, cells and bytes reads return, per table;
+//! - [`keyvis`]: `KeyVisStore`, a wrapper counting reads and writes per key
+//!   range and time slot (the dashboard's key visualizer).
 //!
 //! It is not a storage engine: it knows nothing of RocksDB or gRPC, and its
 //! `MemoryStore` favours obvious correctness over speed.
@@ -46,6 +48,7 @@ pub mod error;
 pub mod eval;
 pub mod filter;
 pub mod gc;
+pub mod keyvis;
 pub mod limits;
 pub mod memory;
 pub mod mutation;

@@ -110,6 +110,10 @@ pub struct EngineBenchArgs {
     /// are anonymous; then profile reads of each class are timed.
     #[arg(long, default_value_t = 0.0)]
     logged_in: f64,
+    /// Count every read and write per key range, as `affinity serve` does
+    /// for the dashboard's key visualizer (to see what the counters cost).
+    #[arg(long)]
+    key_visualizer: bool,
 }
 
 fn parse_schema(text: &str) -> Result<Schema, String> {
@@ -165,7 +169,11 @@ pub fn run(args: EngineBenchArgs, data: Option<&Path>) -> anyhow::Result<()> {
         EmbeddedStore::open_with(&dir, options)
             .with_context(|| format!("opening the embedded store in {}", dir.display()))?,
     );
-    let engine = Engine::open(Arc::clone(&store) as Arc<dyn Store>)?;
+    let mut engine_store = Arc::clone(&store) as Arc<dyn Store>;
+    if args.key_visualizer {
+        engine_store = Arc::new(affinity_model::keyvis::KeyVisStore::new(engine_store, 360));
+    }
+    let engine = Engine::open(engine_store)?;
     engine.configure_app(
         APP,
         AppConfig {
@@ -382,12 +390,17 @@ fn ingest(engine: &Engine, args: &EngineBenchArgs) -> anyhow::Result<()> {
     })?;
     let secs = t.elapsed().as_secs_f64();
     println!(
-        "ingest {} ({clients} clients, {} users, {} days{}): {stored} events in {secs:.2} s \
+        "ingest {} ({clients} clients, {} users, {} days{}{}): {stored} events in {secs:.2} s \
          = {:.0} events/s (goal: >= {GOAL_INGEST:.0} events/s)",
         args.schema.as_str(),
         users,
         days,
         if args.no_sync { ", not synced" } else { "" },
+        if args.key_visualizer {
+            ", key visualizer counting"
+        } else {
+            ""
+        },
         stored as f64 / secs
     );
     if logged_in > 0 {

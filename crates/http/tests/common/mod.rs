@@ -87,9 +87,31 @@ impl Server {
         Server::start(store, every, keys()).await
     }
 
+    /// A server on a fresh embedded store whose reads and writes are
+    /// counted per key range for the dashboard's key visualizer, in slots
+    /// of `slot`.
+    pub async fn key_visualized(slot: Duration) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let store = affinity_embedded::EmbeddedStore::open(dir.path()).unwrap();
+        let counted = affinity_model::keyvis::KeyVisStore::new(Arc::new(store), 600);
+        let vis = counted.key_vis();
+        let mut server =
+            Server::start_with(Arc::new(counted), keys(), |s| s.with_key_vis(vis, slot)).await;
+        server._dir = Some(dir);
+        server
+    }
+
     async fn start(store: Arc<dyn Store>, every: Option<Duration>, keys: Keys) -> Server {
+        Server::start_with(store, keys, |s| s.with_maintenance(every)).await
+    }
+
+    async fn start_with(
+        store: Arc<dyn Store>,
+        keys: Keys,
+        configure: impl FnOnce(Arc<State>) -> Arc<State>,
+    ) -> Server {
         let engine = Arc::new(Engine::open(store).unwrap());
-        let state = State::new(Arc::clone(&engine), keys).with_maintenance(every);
+        let state = configure(State::new(Arc::clone(&engine), keys));
         Server::serve(engine, state).await
     }
 

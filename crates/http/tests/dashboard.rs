@@ -1,0 +1,231 @@
+//! The dashboard's files and its two endpoints over real HTTP (the pages
+//! themselves run in Chromium in `browser.rs`).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+#[tokio::test]
+async fn the_dashboard_files_are_served_without_credentials() {
+    let server = Server::embedded().await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = client
+        .get(format!("{}/dashboard", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 308);
+    assert_eq!(r.headers()["location"], "/dashboard/");
+    let r = server
+        .bare(Method::GET, "/dashboard/")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    let page = r.text().await.unwrap();
+    assert!(page.contains(r#"<script type="module" src="app.js">"#));
+    for (file, kind) in [("app.js", "text/javascript"), ("style.css", "text/css")] {
+        let r = server
+            .bare(Method::GET, &format!("/dashboard/{file}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{file}");
+        assert!(r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with(kind));
+    }
+    // Every module the page imports is served.
+    let app = server
+        .bare(Method::GET, "/dashboard/app.js")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let imports: Vec<&str> = app
+        .lines()
+        .filter_map(|l| l.split("from './").nth(1))
+        .map(|rest| rest.trim_end_matches("';"))
+        .collect();
+    assert!(imports.len() >= 7, "{imports:?}");
+    for module in imports {
+        let r = server
+            .bare(Method::GET, &format!("/dashboard/{module}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{module}");
+    }
+    let (status, body) = parts(
+        server
+            .bare(Method::GET, "/dashboard/secrets.toml")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, &body["status"]), (404, &json!(404)));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn stats_count_events_reads_and_tables_for_admins_only() {
+    let server = Server::embedded().await;
+    assert_eq!(server.set_strategy().await.status(), 200);
+    let (status, before) = parts(
+        server
+            .admin(Method::GET, "/1/dashboard/stats")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{before}");
+    assert_eq!(before["keyVisualizer"], false);
+    assert_eq!(
+        server
+            .post_events(&[click("alice", "Apple")])
+            .await
+            .status(),
+        200
+    );
+    let bad = json!({"eventType": "buy", "eventName": "x", "index": "i", "userToken": "bob"});
+    assert_eq!(server.post_events(&[bad]).await.status(), 422);
+    for _ in 0..3 {
+        let r = server.admin(Method::GET, "/1/profiles/personalization/alice");
+        assert_eq!(r.send().await.unwrap().status(), 200);
+    }
+    let (_, after) = parts(
+        server
+            .admin(Method::GET, "/1/dashboard/stats")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let n = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+    assert_eq!(
+        n(&after, "/eventsAccepted") - n(&before, "/eventsAccepted"),
+        1
+    );
+    assert_eq!(n(&after, "/eventsRejected/eventType"), 1, "{after}");
+    assert_eq!(
+        n(&after, "/profileReads/count") - n(&before, "/profileReads/count"),
+        3
+    );
+    assert!(after["profileReads"]["seconds"].as_f64().unwrap() > 0.0);
+    let tables: Vec<&str> = after["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["table"].as_str().unwrap())
+        .collect();
+    assert_eq!(tables, ["events.app1", "profiles.app1", "trends.app1"]);
+    assert_eq!(after["jobs"], json!([]));
+    // Admin only: the dashboard logs in with an admin key.
+    for path in ["/1/dashboard/stats", "/1/dashboard/keyvis"] {
+        let r = server.as_key(Method::GET, path, APP, SEARCH_KEY);
+        assert_eq!(r.send().await.unwrap().status(), 403, "{path}");
+        let r = server.bare(Method::GET, path);
+        assert_eq!(r.send().await.unwrap().status(), 401, "{path}");
+    }
+    // A server that does not count says so.
+    let (status, body) = parts(
+        server
+            .admin(Method::GET, "/1/dashboard/keyvis")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert!(body["message"].as_str().unwrap().contains("key visualizer"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_key_visualizer_answers_the_apps_tables_by_slot() {
+    let server = Server::key_visualized(Duration::from_millis(200)).await;
+    assert_eq!(server.set_strategy().await.status(), 200);
+    assert_eq!(
+        server
+            .post_events(&[click("alice", "Apple")])
+            .await
+            .status(),
+        200
+    );
+    // Another application's tables are not shown.
+    let r = server
+        .as_key(Method::POST, "/1/events", OTHER_APP, OTHER_ADMIN)
+        .body(json!({"events": [click("zed", "Nokia")]}).to_string());
+    assert_eq!(r.send().await.unwrap().status(), 200);
+    let vis = loop {
+        let (status, vis) = parts(
+            server
+                .admin(Method::GET, "/1/dashboard/keyvis?slots=5")
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 200, "{vis}");
+        let written: u64 = vis["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|t| t["slots"].as_array().unwrap())
+            .flat_map(|s| s["writes"].as_array().unwrap())
+            .map(|w| w.as_u64().unwrap())
+            .sum();
+        if written > 0 {
+            break vis;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(vis["slotSeconds"], 0.2);
+    let tables = vis["tables"].as_array().unwrap();
+    assert!(tables
+        .iter()
+        .all(|t| t["table"].as_str().unwrap().ends_with(".app1")));
+    let profiles = tables
+        .iter()
+        .find(|t| t["table"] == "profiles.app1")
+        .unwrap_or_else(|| panic!("{vis}"));
+    let slots = profiles["slots"].as_array().unwrap();
+    assert!((1..=5).contains(&slots.len()));
+    for slot in slots {
+        let ranges = slot["bounds"].as_array().unwrap().len() + 1;
+        assert_eq!(slot["reads"].as_array().unwrap().len(), ranges);
+        assert_eq!(slot["writes"].as_array().unwrap().len(), ranges);
+    }
+    let (_, stats) = parts(
+        server
+            .admin(Method::GET, "/1/dashboard/stats")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(stats["keyVisualizer"], true);
+    for bad in ["0", "1001", "x"] {
+        let r = server.admin(Method::GET, &format!("/1/dashboard/keyvis?slots={bad}"));
+        let (status, body) = parts(r.send().await.unwrap()).await;
+        assert_eq!(status, 422, "{bad}");
+        assert!(body["message"].as_str().unwrap().contains("slots"));
+    }
+    server.stop().await;
+}
