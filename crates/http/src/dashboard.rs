@@ -156,6 +156,9 @@ const PROFILE_READS: [(&str, &str); 3] = [
     ("POST", "/1/indexes/{indexName}/rerank"),
 ];
 
+/// The most recent jobs the overview looks through for running ones.
+const RECENT_JOBS: usize = 100;
+
 /// `GET /1/dashboard/stats`.
 pub async fn stats(Shared(state): Shared<Arc<State>>, caller: Caller) -> Result<Json<Value>> {
     caller.require(Acl::Admin)?;
@@ -165,16 +168,21 @@ pub async fn stats(Shared(state): Shared<Arc<State>>, caller: Caller) -> Result<
         reads += n;
         seconds += s;
     }
-    let jobs: Vec<Value> = state
-        .jobs
-        .of_app(&caller.app)
-        .iter()
-        .filter(|j| j.state() == crate::jobs::JobState::Running)
-        .map(|j| j.to_json())
-        .collect();
     let shared = Arc::clone(&state);
     let app = caller.app.clone();
-    let tables = blocking(move || table_sizes(&shared, &app)).await?;
+    let (tables, jobs) = blocking(move || {
+        // The jobs in the store (any server's or job process's), running.
+        let now = shared.engine.now_millis();
+        let jobs: Vec<Value> = shared
+            .engine
+            .jobs(&app, RECENT_JOBS)?
+            .iter()
+            .filter(|j| j.state() == "running")
+            .map(|j| j.to_json(now))
+            .collect();
+        Ok((table_sizes(&shared, &app)?, jobs))
+    })
+    .await?;
     Ok(Json(json!({
         "at": state.engine.now_millis(),
         "eventsAccepted": state.metrics.events_ingested.load(std::sync::atomic::Ordering::Relaxed),
