@@ -27,15 +27,26 @@ use crate::insights::check_user_token;
 use crate::state::State;
 use crate::variants;
 
-/// The one parameter named `name` of a query, required and not empty.
-fn param<'a>(params: &'a [(String, String)], name: &'static str) -> Result<&'a str> {
+/// The parameter named `name` of a query, if given; given twice is a 422
+/// naming it.
+pub(crate) fn optional_param<'a>(
+    params: &'a [(String, String)],
+    name: &'static str,
+) -> Result<Option<&'a str>> {
     let mut found = params.iter().filter(|(k, _)| k == name);
     match (found.next(), found.next()) {
-        (Some((_, v)), None) if !v.is_empty() => Ok(v),
         (Some(_), Some(_)) => Err(Error::unprocessable(
             name,
             format!("{name} must be given once"),
         )),
+        (found, _) => Ok(found.map(|(_, v)| v.as_str())),
+    }
+}
+
+/// The one parameter named `name` of a query, required and not empty.
+fn param<'a>(params: &'a [(String, String)], name: &'static str) -> Result<&'a str> {
+    match optional_param(params, name)? {
+        Some(v) if !v.is_empty() => Ok(v),
         _ => Err(Error::unprocessable(name, format!("{name} is required"))),
     }
 }

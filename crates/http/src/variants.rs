@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use crate::auth::{Acl, Caller};
 use crate::body::Body;
 use crate::error::{blocking, Error, Result};
+use crate::explain::optional_param;
 use crate::state::State;
 use crate::time::iso;
 
@@ -23,15 +24,9 @@ pub const VARIANT_HEADER: HeaderName = HeaderName::from_static("x-affinity-varia
 /// The variant a request forces (`variant=NAME`, for QA): `None` when not
 /// given; empty, repeated or malformed is a 400 naming `variant`.
 pub fn forced(params: &[(String, String)]) -> Result<Option<String>> {
-    let mut found = params.iter().filter(|(k, _)| k == "variant");
-    match (found.next(), found.next()) {
-        (None, _) => Ok(None),
-        (Some(_), Some(_)) => Err(Error::unprocessable(
-            "variant",
-            "variant must be given once",
-        )),
-        (Some((_, v)), None) => check(v).map(|()| Some(v.clone())),
-    }
+    optional_param(params, "variant")?
+        .map(|v| check(v).map(|()| v.to_string()))
+        .transpose()
 }
 
 /// A forced variant's name, checked.
