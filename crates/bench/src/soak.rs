@@ -3,8 +3,10 @@
 //! `--maintain-every` seconds): the sustainable ingest calibrated as in
 //! `bench overload`, then for `--minutes`, `--share` of it offered by
 //! paced senders while `--readers` clients read profiles. One line a
-//! minute: the process's resident memory and open file descriptors, the
-//! batches acknowledged, the reads and their p99, shed requests and errors.
+//! minute: the process's resident memory and, of it, what the store holds
+//! by RocksDB's account (memtables, block cache, index and filter blocks
+//! outside it), open file descriptors, the batches acknowledged, the reads
+//! and their p99, shed requests and errors.
 //!
 //! The process holds the server and its clients, so memory and file
 //! descriptors are those of both; the clients' are constant from minute
@@ -125,8 +127,18 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
         args.minutes, args.readers, args.maintain_every
     );
     println!(
-        "{:>6} {:>9} {:>5} {:>11} {:>9} {:>12} {:>7} {:>6}",
-        "minute", "RSS MiB", "fds", "batches ok", "reads", "read p99 ms", "shed", "errors"
+        "{:>6} {:>9} {:>10} {:>9} {:>8} {:>5} {:>11} {:>9} {:>12} {:>7} {:>6}",
+        "minute",
+        "RSS MiB",
+        "memtables",
+        "cache",
+        "readers",
+        "fds",
+        "batches ok",
+        "reads",
+        "read p99 ms",
+        "shed",
+        "errors"
     );
     let mut first_error = None;
     let mut worst_p99: f64 = 0.0;
@@ -137,10 +149,15 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
             readers(&server.endpoint, args.readers, args.users, deadline),
         );
         let (rss, fds) = process_figures();
+        let store = server.store.memory_usage()?;
+        let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
         let p99 = reads.ms(0.99);
         worst_p99 = worst_p99.max(p99);
         println!(
-            "{minute:>6} {rss:>9.1} {fds:>5} {:>11} {:>9} {p99:>12.2} {:>7} {:>6}",
+            "{minute:>6} {rss:>9.1} {:>10.1} {:>9.1} {:>8.1} {fds:>5} {:>11} {:>9} {p99:>12.2} {:>7} {:>6}",
+            mib(store.memtables),
+            mib(store.block_cache),
+            mib(store.table_readers),
             ingest.ok,
             reads.ok,
             ingest.shed + ingest.limited + reads.shed + reads.limited,

@@ -115,9 +115,9 @@ pub fn personalize(
         .iter()
         .map(|h| Hit::from_json(h, strategy))
         .collect::<Result<_, _>>()?;
-    let profile = engine.profile_with(app, user, strategy)?;
+    let scores = engine.scores_with(app, user, strategy)?;
     let ranked = rerank::rerank(
-        profile.as_ref(),
+        scores.as_ref().map(|(_, s)| s),
         strategy,
         strategy.personalization_impact,
         &read,

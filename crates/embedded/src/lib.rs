@@ -120,5 +120,5 @@ mod write;
 
 pub use affinity_model::{Store, Table};
 pub use options::EmbeddedOptions;
-pub use store::EmbeddedStore;
+pub use store::{EmbeddedStore, MemoryUsage};
 pub use table::EmbeddedTable;

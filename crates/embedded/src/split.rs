@@ -77,7 +77,7 @@ pub(crate) fn sample_row_keys(
     Ok(samples)
 }
 
-fn int_property(db: &Db, cf: &Arc<BoundColumnFamily<'_>>, name: &str) -> Result<u64> {
+pub(crate) fn int_property(db: &Db, cf: &Arc<BoundColumnFamily<'_>>, name: &str) -> Result<u64> {
     Ok(db
         .property_int_value_cf(cf, name)
         .map_err(storage)?

@@ -50,6 +50,20 @@ impl TableEntry {
     }
 }
 
+/// Bytes of memory the store holds, by RocksDB's account
+/// ([`EmbeddedStore::memory_usage`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryUsage {
+    /// Memtables of all tables, active and immutable.
+    pub memtables: u64,
+    /// Index and filter blocks of table files held outside the cache.
+    pub table_readers: u64,
+    /// The block cache's charge (data, index and filter blocks).
+    pub block_cache: u64,
+    /// The part of the block cache pinned by readers and iterators.
+    pub block_cache_pinned: u64,
+}
+
 /// State shared by the store, its tables and the sweeper.
 pub(crate) struct Inner {
     pub db: Db,
@@ -222,6 +236,27 @@ impl EmbeddedStore {
     /// The directory the store lives in.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The memory the store holds by RocksDB's own account: every table's
+    /// memtables (active and waiting to flush), its files' index and
+    /// filter blocks held outside the block cache, and the block cache
+    /// (with the part pinned by readers). The rest of a process's resident
+    /// memory is the allocators' and the program's.
+    pub fn memory_usage(&self) -> Result<MemoryUsage> {
+        let mut usage = MemoryUsage {
+            block_cache: self.inner.cache.get_usage() as u64,
+            block_cache_pinned: self.inner.cache.get_pinned_usage() as u64,
+            ..MemoryUsage::default()
+        };
+        for (_, cf) in self.inner.table_cfs() {
+            let db = &self.inner.db;
+            usage.memtables +=
+                crate::split::int_property(db, &cf, "rocksdb.cur-size-all-mem-tables")?;
+            usage.table_readers +=
+                crate::split::int_property(db, &cf, "rocksdb.estimate-table-readers-mem")?;
+        }
+        Ok(usage)
     }
 
     /// Flush every table's memtable to disk, then wait until background

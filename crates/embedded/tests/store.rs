@@ -630,3 +630,31 @@ fn rows_of_blind_adds_survive_reopen_recovery_and_compaction() {
     store.flush().expect("compactions finish");
     assert_eq!(seen(t.as_ref()), expected(12));
 }
+
+#[test]
+fn memory_usage_counts_memtables_until_a_flush_and_the_cache_after_reads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(&dir);
+    store
+        .create_table("events", &TableSpec::new().with_family("z", GcRule::None))
+        .expect("create");
+    let empty = store.memory_usage().expect("usage");
+    let table = store.open_table("events").expect("open table");
+    let value = "v".repeat(1000);
+    for i in 0..2000 {
+        table
+            .mutate_row(format!("row{i:05}").as_bytes(), &[set("z", "q", 1, &value)])
+            .expect("write");
+    }
+    let written = store.memory_usage().expect("usage");
+    assert!(
+        written.memtables >= empty.memtables + 2000 * 1000,
+        "{empty:?} then {written:?}"
+    );
+    store.flush().expect("flush");
+    let flushed = store.memory_usage().expect("usage");
+    assert!(flushed.memtables < written.memtables / 10, "{flushed:?}");
+    assert_eq!(read_all(&*table).len(), 2000);
+    let read = store.memory_usage().expect("usage");
+    assert!(read.block_cache >= 1000 * 1000, "{read:?}");
+}

@@ -1,4 +1,5 @@
-//! Profiles at query time: a scored [`Profile`] turned into the boosts a
+//! Profiles at query time: a user's scores ([`SortedScores`], a profile
+//! without its maps) turned into the boosts a
 //! search engine takes, weighted by the strategy's `personalizationImpact`
 //! (or the caller's), and hits re-ranked by the user's affinities
 //! ([`rerank`]).
@@ -21,15 +22,15 @@
 //! `limit` highest are kept. Every output form ([`algolia_filter`],
 //! [`elasticsearch_query`], the plain list) carries the same weights.
 //!
-//! Nothing here reads the store: the caller reads the profile once (the
-//! hot path, [`crate::Engine::profile_with`]) and hands it over.
+//! Nothing here reads the store: the caller reads the scores once (the
+//! hot path, [`crate::Engine::scores_with`]) and hands them over.
 
 pub mod rerank;
 
 use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
-use crate::scoring::{Profile, MAX_SCORE};
+use crate::scoring::{SortedScores, MAX_SCORE};
 use crate::strategy::Strategy;
 
 /// The most boosts one answer may hold (`limit`).
@@ -112,9 +113,10 @@ pub fn weight(score: u32, impact: u32) -> u32 {
 }
 
 /// The profile's boosts under `options` (checked against `strategy`
-/// first); none for a user without a profile.
+/// first); none for a user without a profile. Ordered by weight, ties in
+/// (facet, value) order.
 pub fn boosts(
-    profile: Option<&Profile>,
+    profile: Option<&SortedScores>,
     strategy: &Strategy,
     options: &BoostOptions,
 ) -> Result<Vec<Boost>> {
@@ -126,26 +128,29 @@ pub fn boosts(
         Some(list) => list.iter().any(|f| f == facet),
         None => true,
     };
-    let mut out: Vec<Boost> = profile
-        .scores
+    // Weights first, with borrowed names; only the kept boosts are copied.
+    let mut weighted: Vec<(u32, &str, &str)> = profile
         .iter()
         .filter(|(facet, _)| wanted(facet))
         .flat_map(|(facet, values)| {
-            values.iter().filter_map(|(value, score)| {
+            values.iter().filter_map(move |(value, score)| {
                 let weight = weight(*score, options.impact);
-                (weight > 0).then(|| Boost {
-                    facet: facet.clone(),
-                    value: value.clone(),
-                    weight,
-                })
+                (weight > 0).then_some((weight, facet, value.as_str()))
             })
         })
         .collect();
-    // `scores` iterates facets then values in order, so a stable sort by
-    // weight leaves ties in (facet, value) order.
-    out.sort_by_key(|b| std::cmp::Reverse(b.weight));
-    out.truncate(options.limit);
-    Ok(out)
+    // Facets then values come in order, so a stable sort by weight leaves
+    // ties in (facet, value) order.
+    weighted.sort_by_key(|b| std::cmp::Reverse(b.0));
+    weighted.truncate(options.limit);
+    Ok(weighted
+        .into_iter()
+        .map(|(weight, facet, value)| Boost {
+            facet: facet.to_string(),
+            value: value.to_string(),
+            weight,
+        })
+        .collect())
 }
 
 /// Whether `text` must be quoted in Algolia's filter syntax: empty, a
@@ -222,6 +227,7 @@ pub fn list_json(boosts: &[Boost]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scoring::Profile;
     use std::collections::BTreeMap;
 
     pub(crate) fn strategy(impact: u32) -> Strategy {
@@ -233,18 +239,18 @@ mod tests {
         .unwrap()
     }
 
-    pub(crate) fn profile(scores: &[(&str, &str, u32)]) -> Profile {
+    pub(crate) fn profile(scores: &[(&str, &str, u32)]) -> SortedScores {
         let mut map: BTreeMap<String, BTreeMap<String, u32>> = BTreeMap::new();
         for (f, v, s) in scores {
             map.entry(f.to_string())
                 .or_default()
                 .insert(v.to_string(), *s);
         }
-        Profile {
+        SortedScores::from(&Profile {
             user_token: "u1".into(),
             last_event_millis: 0,
             scores: map,
-        }
+        })
     }
 
     #[test]

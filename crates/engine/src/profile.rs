@@ -163,8 +163,10 @@ impl Engine {
     /// The time of the latest scoring event and the sorted scores under
     /// `strategy` of `user`'s identity (the user, or the identity an
     /// anonymous token belongs to, with every member: see
-    /// `docs/design/identity.md`), from the profile state.
-    fn scores_with(
+    /// `docs/design/identity.md`), from the profile state: the scores of
+    /// [`Engine::profile_with`], without building its maps (query time
+    /// looks values up in them).
+    pub fn scores_with(
         &self,
         app: &str,
         user: &str,

@@ -55,6 +55,7 @@ mod explain;
 mod insights;
 mod jobs;
 mod limits;
+mod members;
 mod metrics;
 mod ops;
 mod personalization;

@@ -28,13 +28,16 @@ use affinity_engine::{Error as EngineError, Strategy};
 use axum::extract::{Path, Query, State as Shared};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Map, Value};
+use serde_json::error::Category;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
 
 use crate::auth::{Acl, Caller};
 use crate::body::Body;
 use crate::catalog::check_index;
 use crate::error::{blocking, Error, Result};
 use crate::insights::check_user_token;
+use crate::members::{write_string, Members};
 use crate::state::{Serving, State};
 use crate::variants;
 
@@ -198,8 +201,8 @@ pub async fn get_optional_filters(
             limit: query.limit.unwrap_or(defaults.limit),
         };
         options.check(&strategy)?;
-        let profile = state.engine.profile_with(&caller.app, &user, &strategy)?;
-        let boosts = boost::boosts(profile.as_ref(), &strategy, &options)?;
+        let scores = state.engine.scores_with(&caller.app, &user, &strategy)?;
+        let boosts = boost::boosts(scores.as_ref().map(|(_, s)| s), &strategy, &options)?;
         let (key, value) = match query.format {
             Format::Algolia => (
                 "optionalFilters",
@@ -210,7 +213,7 @@ pub async fn get_optional_filters(
         };
         let mut out = json!({
             "userToken": user,
-            "userFound": profile.is_some(),
+            "userFound": scores.is_some(),
             "personalizationImpact": options.impact,
             "format": query.format.as_str(),
         });
@@ -227,23 +230,38 @@ pub async fn get_optional_filters(
 /// The fields of a re-ranking body.
 const RERANK_FIELDS: [&str; 4] = ["userToken", "hits", "personalizationImpact", "variant"];
 
-/// A re-ranking body, checked: the user, the hits as sent, the impact,
-/// the variant forced.
-struct RerankBody {
+/// A re-ranking body, checked: the user, the hits as sent (their text,
+/// borrowed from the body), the impact, the variant forced.
+struct RerankBody<'a> {
     user: String,
-    hits: Vec<Value>,
+    hits: Vec<&'a RawValue>,
     impact: Option<u32>,
     variant: Option<String>,
 }
 
-fn parse_rerank_body(value: Value) -> Result<RerankBody> {
-    let Value::Object(mut obj) = value else {
-        return Err(Error::unprocessable(
+fn parse_rerank_body(bytes: &[u8]) -> Result<RerankBody<'_>> {
+    let not_object = || {
+        Error::unprocessable(
             "body",
             "The body must be a JSON object with userToken and hits",
-        ));
+        )
     };
-    if let Some(extra) = obj.keys().find(|k| !RERANK_FIELDS.contains(&k.as_str())) {
+    let members: Members = match serde_json::from_slice(bytes) {
+        Ok(members) => members,
+        Err(e) if e.classify() == Category::Data => return Err(not_object()),
+        Err(e) => {
+            return Err(Error::InvalidJson {
+                reason: e.to_string(),
+            })
+        }
+    };
+    // The first in name order, as a reader of the whole object names it.
+    if let Some(extra) = members
+        .iter()
+        .map(|(name, _)| name)
+        .filter(|name| !RERANK_FIELDS.contains(name))
+        .min()
+    {
         return Err(Error::unprocessable(
             "body",
             format!(
@@ -251,7 +269,12 @@ fn parse_rerank_body(value: Value) -> Result<RerankBody> {
             ),
         ));
     }
-    let user = match obj.remove("userToken") {
+    let value = |name: &str| -> Option<Value> {
+        members
+            .get(name)
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+    };
+    let user = match value("userToken") {
         Some(Value::String(user)) => user,
         _ => {
             return Err(Error::unprocessable(
@@ -261,8 +284,11 @@ fn parse_rerank_body(value: Value) -> Result<RerankBody> {
         }
     };
     check_user_token(&user)?;
-    let hits = match obj.remove("hits") {
-        Some(Value::Array(hits)) => hits,
+    let hits: Vec<&RawValue> = match members
+        .get("hits")
+        .map(|raw| serde_json::from_str(raw.get()))
+    {
+        Some(Ok(hits)) => hits,
         _ => return Err(Error::unprocessable("hits", "Hits must be an array")),
     };
     if hits.len() > MAX_HITS {
@@ -274,7 +300,7 @@ fn parse_rerank_body(value: Value) -> Result<RerankBody> {
             ),
         ));
     }
-    let impact = match obj.remove("personalizationImpact") {
+    let impact = match value("personalizationImpact") {
         None => None,
         Some(v) => {
             let p = v
@@ -296,7 +322,7 @@ fn parse_rerank_body(value: Value) -> Result<RerankBody> {
             }
         }
     };
-    let variant = match obj.remove("variant") {
+    let variant = match value("variant") {
         None => None,
         Some(Value::String(v)) => {
             variants::check(&v)?;
@@ -317,24 +343,92 @@ fn parse_rerank_body(value: Value) -> Result<RerankBody> {
     })
 }
 
-/// The engine's reading of each hit; a hit that is not an object or has
-/// no objectID is a 422 naming it.
-fn read_hits(hits: &[Value], strategy: &Strategy) -> Result<Vec<Hit>> {
+/// Each hit's members and the engine's reading of it (only the values of
+/// the facets `strategy` scores are parsed); a hit that is not an object
+/// or has no objectID is a 422 naming it.
+fn read_hits<'a>(hits: &[&'a RawValue], strategy: &Strategy) -> Result<Vec<(Members<'a>, Hit)>> {
     hits.iter()
         .enumerate()
-        .map(|(i, v)| {
-            Hit::from_json(v, strategy).map_err(|e| match e {
-                EngineError::InvalidArgument {
-                    name: "objectID", ..
-                } => Error::unprocessable(
-                    "objectID",
-                    format!("Hits[{i}].objectID must be a non-empty string"),
-                ),
-                _ => Error::unprocessable("hits", format!("Hits[{i}] must be a JSON object")),
-            })
+        .map(|(i, raw)| {
+            let members = Members::of(raw).ok_or_else(|| {
+                Error::unprocessable("hits", format!("Hits[{i}] must be a JSON object"))
+            })?;
+            let object_id = members
+                .get("objectID")
+                .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
+                .filter(|id| !id.is_empty())
+                .ok_or_else(|| {
+                    Error::unprocessable(
+                        "objectID",
+                        format!("Hits[{i}].objectID must be a non-empty string"),
+                    )
+                })?;
+            let scored: Vec<(&str, Value)> = members
+                .iter()
+                .filter(|(name, _)| strategy.facets.contains_key(*name))
+                .filter_map(|(name, raw)| Some((name, serde_json::from_str(raw.get()).ok()?)))
+                .collect();
+            let hit =
+                Hit::from_attributes(object_id, scored.iter().map(|(n, v)| (*n, v)), strategy);
+            Ok((members, hit))
         })
         .collect()
 }
+
+/// `hit` as sent, with `_rankingInfo.personalization` saying why it is
+/// where it is (other `_rankingInfo` members kept; one that is not an
+/// object replaced).
+fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
+    let why = |out: &mut Vec<u8>| {
+        out.extend_from_slice(b"\"personalization\":{\"affinity\":");
+        out.extend_from_slice(itoa::Buffer::new().format(ranked.affinity).as_bytes());
+        out.extend_from_slice(b",\"facetsFrom\":");
+        write_string(out, ranked.source.as_str());
+        out.extend_from_slice(b",\"previousPosition\":");
+        out.extend_from_slice(itoa::Buffer::new().format(ranked.input + 1).as_bytes());
+        out.extend_from_slice(b",\"score\":");
+        let _ = serde_json::to_writer(&mut *out, &ranked.score);
+        out.push(b'}');
+    };
+    out.push(b'{');
+    let mut info_written = false;
+    for (i, (name, raw)) in hit.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_string(out, name);
+        out.push(b':');
+        if name != RANKING_INFO {
+            out.extend_from_slice(raw.get().as_bytes());
+            continue;
+        }
+        info_written = true;
+        out.push(b'{');
+        for (name, raw) in Members::of(raw).iter().flat_map(Members::iter) {
+            if name != "personalization" {
+                write_string(out, name);
+                out.push(b':');
+                out.extend_from_slice(raw.get().as_bytes());
+                out.push(b',');
+            }
+        }
+        why(out);
+        out.push(b'}');
+    }
+    if !info_written {
+        if !hit.is_empty() {
+            out.push(b',');
+        }
+        write_string(out, RANKING_INFO);
+        out.extend_from_slice(b":{");
+        why(out);
+        out.push(b'}');
+    }
+    out.push(b'}');
+}
+
+/// The member of a hit where search engines say how it ranked.
+const RANKING_INFO: &str = "_rankingInfo";
 
 /// `POST /1/indexes/{indexName}/rerank`.
 pub async fn post_rerank(
@@ -348,66 +442,61 @@ pub async fn post_rerank(
     caller.require_index(&index)?;
     let inline = state.inline_reads;
     let (answer, variant) = read(inline, move || {
+        let bytes = body.decoded()?;
         let RerankBody {
             user,
             hits,
             impact,
             variant,
-        } = parse_rerank_body(body.json()?)?;
+        } = parse_rerank_body(&bytes)?;
         caller.require_user(&user)?;
         let serving = serving_of(&state, &caller.app, &user, variant.as_deref())?;
         let strategy = serving.strategy;
         let impact = impact.unwrap_or(strategy.personalization_impact);
-        let read = read_hits(&hits, &strategy)?;
+        let (members, read): (Vec<Members>, Vec<Hit>) =
+            read_hits(&hits, &strategy)?.into_iter().unzip();
         let catalog = if rerank::needs_catalog(&read) {
             Some(state.engine.catalog(&caller.app, &index)?)
         } else {
             None
         };
-        let profile = state.engine.profile_with(&caller.app, &user, &strategy)?;
+        let scores = state.engine.scores_with(&caller.app, &user, &strategy)?;
         let ranked = rerank::rerank(
-            profile.as_ref(),
+            scores.as_ref().map(|(_, s)| s),
             &strategy,
             impact,
             &read,
             catalog.as_deref(),
         )?;
-        let mut slots: Vec<Option<Value>> = hits.into_iter().map(Some).collect();
-        let out: Vec<Value> = ranked
-            .iter()
-            .filter_map(|r| {
-                let mut hit = slots[r.input].take()?;
-                let why = json!({
-                    "affinity": r.affinity,
-                    "previousPosition": r.input + 1,
-                    "score": r.score,
-                    "facetsFrom": r.source.as_str(),
-                });
-                if let Value::Object(fields) = &mut hit {
-                    let info = fields
-                        .entry("_rankingInfo")
-                        .or_insert_with(|| Value::Object(Map::new()));
-                    if !info.is_object() {
-                        *info = Value::Object(Map::new());
-                    }
-                    info["personalization"] = why;
-                }
-                Some(hit)
-            })
-            .collect();
-        let mut answer = json!({
-            "userToken": user,
-            "userFound": profile.is_some(),
-            "personalizationImpact": impact,
-            "hits": out,
-        });
-        if let Some(v) = &serving.variant {
-            answer["variant"] = json!(v);
+        // The answer's members in name order, as before hits were copied
+        // as text: hits, personalizationImpact, userFound, userToken,
+        // variant.
+        let mut out = Vec::with_capacity(bytes.len() + 128 * ranked.len() + 128);
+        out.extend_from_slice(b"{\"hits\":[");
+        for (i, r) in ranked.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_ranked_hit(&mut out, &members[r.input], r);
         }
-        Ok((answer, serving.variant))
+        out.extend_from_slice(b"],\"personalizationImpact\":");
+        out.extend_from_slice(itoa::Buffer::new().format(impact).as_bytes());
+        out.extend_from_slice(if scores.is_some() {
+            b",\"userFound\":true,\"userToken\":"
+        } else {
+            b",\"userFound\":false,\"userToken\":"
+        });
+        write_string(&mut out, &user);
+        if let Some(v) = &serving.variant {
+            out.extend_from_slice(b",\"variant\":");
+            write_string(&mut out, v);
+        }
+        out.push(b'}');
+        Ok((out, serving.variant))
     })
     .await?;
-    Ok(variants::tagged(json_response(&answer), variant.as_deref()))
+    let response = ([(CONTENT_TYPE, "application/json")], answer).into_response();
+    Ok(variants::tagged(response, variant.as_deref()))
 }
 
 #[cfg(test)]
@@ -460,7 +549,7 @@ mod tests {
 
     #[test]
     fn rerank_bodies_name_the_field_at_fault() {
-        let field = |v: Value| match parse_rerank_body(v) {
+        let field = |v: Value| match parse_rerank_body(&serde_json::to_vec(&v).unwrap()) {
             Err(e) => e.field().unwrap_or("none"),
             Ok(_) => "accepted",
         };
@@ -489,6 +578,71 @@ mod tests {
             assert_eq!(
                 field(json!({"userToken": "u1", "hits": hits, "personalizationImpact": p})),
                 "personalizationImpact"
+            );
+        }
+        assert!(matches!(
+            parse_rerank_body(b"{\"userToken\": \"u1\", \"hits\": [}"),
+            Err(Error::InvalidJson { .. })
+        ));
+    }
+
+    #[test]
+    fn ranked_hits_are_sent_back_as_sent_with_why() {
+        let strategy = Strategy::from_json(&json!({
+            "eventsScoring": [{"eventName": "Clicked", "eventType": "click", "score": 10}],
+            "facetsScoring": [{"facetName": "brand", "score": 100}],
+            "personalizationImpact": 50}))
+        .unwrap();
+        let ranked = rerank::Ranked {
+            input: 2,
+            affinity: 7,
+            score: 0.5,
+            source: rerank::FacetSource::Hit,
+        };
+        let why = json!({"affinity": 7, "facetsFrom": "hit", "previousPosition": 3, "score": 0.5});
+        let cases = [
+            (
+                r#"{"objectID":"a","brand":["X",1],"n\u00e9":{"deep":[1,2]},"brand":"Y"}"#,
+                json!({"objectID": "a", "brand": "Y", "né": {"deep": [1, 2]},
+                       "_rankingInfo": {"personalization": why}}),
+            ),
+            (
+                r#"{"_rankingInfo":{"nbTypos":0,"personalization":1},"objectID":"b"}"#,
+                json!({"objectID": "b", "_rankingInfo": {"nbTypos": 0, "personalization": why}}),
+            ),
+            (
+                r#"{"objectID":"c","_rankingInfo":[1]}"#,
+                json!({"objectID": "c", "_rankingInfo": {"personalization": why}}),
+            ),
+        ];
+        for (sent, expected) in cases {
+            let raw: &RawValue = serde_json::from_str(sent).unwrap();
+            let read = read_hits(&[raw], &strategy).unwrap();
+            let mut out = Vec::new();
+            write_ranked_hit(&mut out, &read[0].0, &ranked);
+            let got: Value = serde_json::from_slice(&out).expect("JSON");
+            assert_eq!(got, expected, "{sent}");
+        }
+        let raw: &RawValue =
+            serde_json::from_str(r#"{"objectID":"a","brand":["X",1,{"z":1}]}"#).unwrap();
+        let read = read_hits(&[raw], &strategy).unwrap();
+        assert_eq!(
+            read[0].1.facets,
+            [
+                ("brand".to_string(), "X".to_string()),
+                ("brand".to_string(), "1".to_string())
+            ]
+        );
+        for (bad, field) in [
+            ("[1]", "hits"),
+            (r#"{"objectID":""}"#, "objectID"),
+            (r#"{"objectID":7}"#, "objectID"),
+        ] {
+            let raw: &RawValue = serde_json::from_str(bad).unwrap();
+            assert_eq!(
+                read_hits(&[raw], &strategy).err().and_then(|e| e.field()),
+                Some(field),
+                "{bad}"
             );
         }
     }

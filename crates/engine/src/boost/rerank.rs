@@ -32,7 +32,7 @@ use serde_json::Value;
 
 use crate::catalog::{scalar, Catalog};
 use crate::error::{Error, Result};
-use crate::scoring::Profile;
+use crate::scoring::SortedScores;
 use crate::strategy::Strategy;
 
 use super::check_impact;
@@ -66,19 +66,35 @@ impl Hit {
                 })
             }
         };
+        Ok(Hit::from_attributes(object_id, obj.iter(), strategy))
+    }
+
+    /// The hit of `object_id` with `attributes` (name and value, in the
+    /// hit's order; `objectID` among them is skipped), keeping the values
+    /// of the facets `strategy` scores. For callers that parse a hit's
+    /// attributes themselves, only those `strategy` scores.
+    pub fn from_attributes<'a, N: AsRef<str> + 'a>(
+        object_id: String,
+        attributes: impl IntoIterator<Item = (N, &'a Value)>,
+        strategy: &Strategy,
+    ) -> Hit {
         let mut facets = Vec::new();
-        for (name, v) in obj {
+        for (name, v) in attributes {
+            let name = name.as_ref();
             if name == "objectID" || !strategy.facets.contains_key(name) {
                 continue;
             }
             match v {
-                Value::Array(items) => {
-                    facets.extend(items.iter().filter_map(scalar).map(|s| (name.clone(), s)))
-                }
-                other => facets.extend(scalar(other).map(|s| (name.clone(), s))),
+                Value::Array(items) => facets.extend(
+                    items
+                        .iter()
+                        .filter_map(scalar)
+                        .map(|s| (name.to_string(), s)),
+                ),
+                other => facets.extend(scalar(other).map(|s| (name.to_string(), s))),
             }
         }
-        Ok(Hit { object_id, facets })
+        Hit { object_id, facets }
     }
 }
 
@@ -123,7 +139,7 @@ pub fn needs_catalog(hits: &[Hit]) -> bool {
 
 /// The hits' affinities under `profile`, and where their facets came from.
 fn affinities(
-    profile: Option<&Profile>,
+    profile: Option<&SortedScores>,
     strategy: &Strategy,
     hits: &[Hit],
     catalog: Option<&Catalog>,
@@ -134,8 +150,8 @@ fn affinities(
         let Some(profile) = profile else { return 0 };
         pairs
             .iter()
-            .filter_map(|(f, v)| profile.scores.get(*f)?.get(*v))
-            .map(|s| u64::from(*s))
+            .filter_map(|(f, v)| profile.get(f, v))
+            .map(u64::from)
             .sum()
     };
     hits.iter()
@@ -168,7 +184,7 @@ fn affinities(
 /// affinities at `impact` (see the module's formula); `catalog` resolves
 /// hits without scored attributes.
 pub fn rerank(
-    profile: Option<&Profile>,
+    profile: Option<&SortedScores>,
     strategy: &Strategy,
     impact: u32,
     hits: &[Hit],

@@ -1,5 +1,6 @@
-//! [`SortedScores`]: a profile's scores as sorted vectors, and the API's
-//! profile JSON written from them by hand.
+//! [`SortedScores`]: a profile's scores as sorted vectors, the API's
+//! profile JSON written from them by hand, and lookups by binary search
+//! (query time reads them without building a [`Profile`]'s maps).
 
 use std::collections::BTreeMap;
 
@@ -10,9 +11,32 @@ use crate::error::Result;
 /// facet's values sorted (the order of a `BTreeMap`), written as the API's
 /// nested `scores` object.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct SortedScores(pub(crate) Vec<(String, Vec<(String, u32)>)>);
+pub struct SortedScores(pub(crate) Vec<(String, Vec<(String, u32)>)>);
 
 impl SortedScores {
+    /// The facets and their `(value, score)` lists, both in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[(String, u32)])> {
+        self.0.iter().map(|(f, vs)| (f.as_str(), vs.as_slice()))
+    }
+
+    /// The `(value, score)` list of `facet`, in value order.
+    pub fn facet(&self, facet: &str) -> Option<&[(String, u32)]> {
+        let i = self
+            .0
+            .binary_search_by(|(f, _)| f.as_str().cmp(facet))
+            .ok()?;
+        Some(&self.0[i].1)
+    }
+
+    /// The score (1..=20) of `value` of `facet`.
+    pub fn get(&self, facet: &str, value: &str) -> Option<u32> {
+        let values = self.facet(facet)?;
+        let i = values
+            .binary_search_by(|(v, _)| v.as_str().cmp(value))
+            .ok()?;
+        Some(values[i].1)
+    }
+
     /// The API's profile JSON (`lastEventAt`, `scores`, `userToken`) of
     /// these scores, appended to `out`: the bytes serde_json writes for
     /// [`Profile`] (tests), written by hand, without building maps or
@@ -69,6 +93,18 @@ impl SortedScores {
     }
 }
 
+impl From<&Profile> for SortedScores {
+    fn from(profile: &Profile) -> SortedScores {
+        SortedScores(
+            profile
+                .scores
+                .iter()
+                .map(|(f, vs)| (f.clone(), vs.iter().map(|(v, n)| (v.clone(), *n)).collect()))
+                .collect(),
+        )
+    }
+}
+
 /// `text` as a JSON string, as serde_json writes it: as is when nothing in
 /// it needs escaping (a quote, a backslash, a control character), else
 /// through serde_json.
@@ -92,12 +128,11 @@ mod tests {
     use super::*;
 
     fn sorted(scores: &BTreeMap<String, BTreeMap<String, u32>>) -> SortedScores {
-        SortedScores(
-            scores
-                .iter()
-                .map(|(f, vs)| (f.clone(), vs.iter().map(|(v, n)| (v.clone(), *n)).collect()))
-                .collect(),
-        )
+        SortedScores::from(&Profile {
+            user_token: String::new(),
+            last_event_millis: 0,
+            scores: scores.clone(),
+        })
     }
 
     fn written(user: &str, millis: i64, scores: &SortedScores) -> String {
@@ -140,7 +175,16 @@ mod tests {
             ),
             millis in 0i64..253_402_300_799_999,
         ) {
-            let written = written(&user, millis, &sorted(&scores));
+            let sorted = sorted(&scores);
+            for (facet, values) in &scores {
+                for (value, score) in values {
+                    prop_assert_eq!(sorted.get(facet, value), Some(*score));
+                    prop_assert_eq!(sorted.get(facet, &format!("{value}\u{0}")), values.get(&format!("{value}\u{0}")).copied());
+                }
+                prop_assert_eq!(sorted.facet(facet).map(<[_]>::len), Some(values.len()));
+            }
+            prop_assert_eq!(sorted.get("\u{10ffff}facet", "x"), None);
+            let written = written(&user, millis, &sorted);
             let profile = Profile { user_token: user.clone(), last_event_millis: millis, scores };
             prop_assert_eq!(written.into_bytes(), serde_json::to_vec(&profile).expect("serializes"));
         }

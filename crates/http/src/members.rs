@@ -1,0 +1,177 @@
+//! A JSON object read one level deep: each member's name and the text of
+//! its value, borrowed from the request body. A re-ranking body carries
+//! a search engine's hits, most of whose attributes (names, highlights,
+//! images) Affinity only hands back: they are copied as text instead of
+//! being parsed into `Value`s and written again.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+/// Past this many members, a repeated name is found through a map.
+const LINEAR_LOOKUP: usize = 16;
+
+/// An object's members in the order sent. A name sent twice keeps its
+/// last value, at its first place (as a JSON object reader keeps the
+/// last).
+pub(crate) struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'a> Members<'a> {
+    /// The members of `value`, `None` when it is not an object.
+    pub(crate) fn of(value: &'a RawValue) -> Option<Members<'a>> {
+        if !value.get().starts_with('{') {
+            return None;
+        }
+        // The text was checked as JSON when the body was read.
+        serde_json::from_str(value.get()).ok()
+    }
+
+    /// The value of member `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&'a RawValue> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &'a RawValue)> {
+        self.0.iter().map(|(n, v)| (n.as_ref(), *v))
+    }
+}
+
+/// A member name: borrowed when it has no escapes.
+struct Name<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Name<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct NameVisitor;
+        impl<'de> Visitor<'de> for NameVisitor {
+            type Value = Name<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(NameVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct MembersVisitor;
+        impl<'de> Visitor<'de> for MembersVisitor {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+                let mut members: Vec<(Cow<'de, str>, &'de RawValue)> = Vec::new();
+                let mut index: Option<HashMap<Cow<'de, str>, usize>> = None;
+                while let Some(Name(name)) = map.next_key()? {
+                    let value: &'de RawValue = map.next_value()?;
+                    let seen = match &index {
+                        Some(index) => index.get(&name).copied(),
+                        None => members.iter().position(|(n, _)| *n == name),
+                    };
+                    match seen {
+                        Some(i) => members[i].1 = value,
+                        None => {
+                            if let Some(index) = &mut index {
+                                index.insert(name.clone(), members.len());
+                            }
+                            members.push((name, value));
+                            if index.is_none() && members.len() > LINEAR_LOOKUP {
+                                index = Some(
+                                    members
+                                        .iter()
+                                        .enumerate()
+                                        .map(|(i, (n, _))| (n.clone(), i))
+                                        .collect(),
+                                );
+                            }
+                        }
+                    }
+                }
+                Ok(Members(members))
+            }
+        }
+        d.deserialize_map(MembersVisitor)
+    }
+}
+
+/// `text` as a JSON string.
+pub(crate) fn write_string(out: &mut Vec<u8>, text: &str) {
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, text);
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    use super::*;
+
+    fn members(text: &str) -> Vec<(String, Value)> {
+        let raw: &RawValue = serde_json::from_str(text).unwrap();
+        Members::of(raw)
+            .unwrap()
+            .iter()
+            .map(|(n, v)| (n.to_string(), serde_json::from_str(v.get()).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn members_keep_their_order_text_and_the_last_of_a_repeated_name() {
+        let got = members(r#"{"b": [1, {"x": "y"}], "a\"q": "é\n", "b": 2, "c": null}"#);
+        assert_eq!(
+            got,
+            [
+                ("b".to_string(), Value::from(2)),
+                ("a\"q".to_string(), Value::from("é\n")),
+                ("c".to_string(), Value::Null),
+            ]
+        );
+        let raw: &RawValue = serde_json::from_str("[1]").unwrap();
+        assert!(Members::of(raw).is_none());
+        let raw: &RawValue = serde_json::from_str("\"{\"").unwrap();
+        assert!(Members::of(raw).is_none());
+    }
+
+    proptest! {
+        /// Any object, names repeated or not, past the linear lookup or
+        /// not: the members are what a `Value` reader keeps.
+        #[test]
+        fn members_are_what_a_value_reader_keeps(
+            pairs in prop::collection::vec(("[a-c]{0,2}|\\PC{0,3}", any::<i32>()), 0..40),
+        ) {
+            let mut text = String::from("{");
+            for (i, (name, n)) in pairs.iter().enumerate() {
+                if i > 0 {
+                    text.push(',');
+                }
+                text.push_str(&serde_json::to_string(name).unwrap());
+                text.push_str(&format!(":{n}"));
+            }
+            text.push('}');
+            let expected: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap();
+            let got = members(&text);
+            prop_assert_eq!(got.len(), expected.len());
+            for (name, value) in &got {
+                prop_assert_eq!(Some(value), expected.get(name));
+            }
+        }
+    }
+}
