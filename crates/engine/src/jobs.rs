@@ -47,7 +47,7 @@ use crate::error::{Error, Result};
 
 mod work;
 
-pub use work::{WorkOptions, DEFAULT_LEASE};
+pub use work::{WorkOptions, DEFAULT_LEASE, RETRY_BACKOFF};
 
 /// The table of job records.
 pub const JOBS_TABLE: &str = "jobs";

@@ -14,7 +14,13 @@ use affinity_engine::{
     AppConfig, Engine, JobKind, Progress, Schema, ShardState, WorkOptions, JOBS_TABLE,
     SETTINGS_REFRESH,
 };
-use affinity_model::{Mutation, Store};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use affinity_model::{
+    Error as ModelError, FamilyModification, Mutation, ReadModifyWriteRule, ReadRowsRequest,
+    Result as ModelResult, Row, RowFilter, RowMutations, RowRef, RowStream, SampleRowKey, Store,
+    Table, TableSpec,
+};
 use common::*;
 
 const APP: &str = "shop";
@@ -24,6 +30,7 @@ fn worker(name: &str) -> WorkOptions {
         worker: name.to_string(),
         lease: Duration::from_secs(10),
         threads: 2,
+        retries: vec![Duration::from_millis(20); 3],
     }
 }
 
@@ -182,6 +189,145 @@ fn a_dead_workers_shard_is_taken_over(store: Arc<dyn Store>, clock: &FakeClock) 
     assert_eq!(again.to_json(clock.now()), seen);
 }
 
+/// A store whose scans (`visit_rows`) of every table but the jobs table
+/// fail as unavailable while `failures` is above 0, each failure taking
+/// one: a Bigtable outage the client's own retries gave up on.
+struct Flaky {
+    inner: Arc<dyn Store>,
+    failures: Arc<AtomicUsize>,
+}
+
+struct FlakyTable {
+    inner: Arc<dyn Table>,
+    failures: Arc<AtomicUsize>,
+}
+
+impl Store for Flaky {
+    fn create_table(&self, table: &str, spec: &TableSpec) -> ModelResult<()> {
+        self.inner.create_table(table, spec)
+    }
+    fn delete_table(&self, table: &str) -> ModelResult<()> {
+        self.inner.delete_table(table)
+    }
+    fn list_tables(&self) -> ModelResult<Vec<String>> {
+        self.inner.list_tables()
+    }
+    fn table_spec(&self, table: &str) -> ModelResult<TableSpec> {
+        self.inner.table_spec(table)
+    }
+    fn modify_families(
+        &self,
+        table: &str,
+        changes: &[FamilyModification],
+    ) -> ModelResult<TableSpec> {
+        self.inner.modify_families(table, changes)
+    }
+    fn open_table(&self, table: &str) -> ModelResult<Arc<dyn Table>> {
+        let inner = self.inner.open_table(table)?;
+        if table == JOBS_TABLE {
+            return Ok(inner);
+        }
+        Ok(Arc::new(FlakyTable {
+            inner,
+            failures: Arc::clone(&self.failures),
+        }))
+    }
+}
+
+impl Table for FlakyTable {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn mutate_row(&self, row_key: &[u8], mutations: &[Mutation]) -> ModelResult<()> {
+        self.inner.mutate_row(row_key, mutations)
+    }
+    fn mutate_rows(&self, entries: &[RowMutations]) -> ModelResult<Vec<ModelResult<()>>> {
+        self.inner.mutate_rows(entries)
+    }
+    fn check_and_mutate_row(
+        &self,
+        row_key: &[u8],
+        predicate: Option<&RowFilter>,
+        true_mutations: &[Mutation],
+        false_mutations: &[Mutation],
+    ) -> ModelResult<bool> {
+        self.inner
+            .check_and_mutate_row(row_key, predicate, true_mutations, false_mutations)
+    }
+    fn read_modify_write_row(
+        &self,
+        row_key: &[u8],
+        rules: &[ReadModifyWriteRule],
+    ) -> ModelResult<Row> {
+        self.inner.read_modify_write_row(row_key, rules)
+    }
+    fn sample_row_keys(&self) -> ModelResult<Vec<SampleRowKey>> {
+        self.inner.sample_row_keys()
+    }
+    fn read_rows(&self, request: &ReadRowsRequest) -> ModelResult<RowStream<'_>> {
+        self.inner.read_rows(request)
+    }
+    fn visit_rows(
+        &self,
+        request: &ReadRowsRequest,
+        visit: &mut dyn FnMut(RowRef<'_>) -> ModelResult<bool>,
+    ) -> ModelResult<()> {
+        let failed = self
+            .failures
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if failed {
+            return Err(ModelError::Unavailable("the test's outage".into()));
+        }
+        self.inner.visit_rows(request, visit)
+    }
+}
+
+/// A shard whose scans fail as unavailable is run again after the
+/// worker's waits and succeeds, with the same profiles; an outage longer
+/// than the waits fails the shard, naming the error.
+fn transient_store_errors_are_retried(store: Arc<dyn Store>, clock: &FakeClock) {
+    let failures = Arc::new(AtomicUsize::new(0));
+    let flaky: Arc<dyn Store> = Arc::new(Flaky {
+        inner: store,
+        failures: Arc::clone(&failures),
+    });
+    let (a, _) = two_engines(flaky, clock);
+    let users = users();
+    let before = read_texts(&a, APP, &users);
+    a.create_job(APP, "short", JobKind::Maintain, 1).unwrap();
+    failures.store(2, Ordering::SeqCst);
+    let job = a
+        .work_on_job(APP, "short", Some(0), &worker("a"), &Progress::default())
+        .unwrap();
+    assert_eq!(failures.load(Ordering::SeqCst), 0, "the outage was met");
+    let seen = job.to_json(clock.now());
+    assert_eq!(seen["status"], "succeeded", "{seen}");
+    assert_eq!(seen["report"]["users"], 4, "{seen}");
+    assert_eq!(read_texts(&a, APP, &users), before);
+
+    a.create_job(APP, "long", JobKind::Rebuild, 1).unwrap();
+    failures.store(1000, Ordering::SeqCst);
+    let job = a
+        .work_on_job(APP, "long", Some(0), &worker("a"), &Progress::default())
+        .unwrap();
+    // The first run and one per wait (3) each met the outage at least
+    // once (a run scans its ranges on two threads), then the shard failed.
+    let failed = 1000 - failures.load(Ordering::SeqCst);
+    assert!((4..=4 * 64).contains(&failed), "{failed} scans failed");
+    let seen = job.to_json(clock.now());
+    assert_eq!(seen["status"], "failed", "{seen}");
+    assert!(
+        seen["error"]
+            .as_str()
+            .unwrap()
+            .contains("the test's outage"),
+        "{seen}"
+    );
+    failures.store(0, Ordering::SeqCst);
+    assert_eq!(read_texts(&a, APP, &users), before);
+}
+
 /// Poll `check` until it holds, for at most `SETTINGS_REFRESH` and a
 /// generous margin for a loaded machine (not a timing assert: the bound
 /// is what the docs promise, the margin only keeps the test from hanging).
@@ -248,6 +394,13 @@ macro_rules! suite {
             fn a_dead_workers_shard_is_taken_over() {
                 let clock = FakeClock::new(real_now());
                 super::a_dead_workers_shard_is_taken_over(store(&clock), &clock);
+            }
+
+            #[$ignore]
+            #[test]
+            fn transient_store_errors_are_retried() {
+                let clock = FakeClock::new(real_now());
+                super::transient_store_errors_are_retried(store(&clock), &clock);
             }
 
             #[$ignore]

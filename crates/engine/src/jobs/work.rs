@@ -23,10 +23,24 @@ pub struct WorkOptions {
     pub lease: Duration,
     /// Parallel threads per shard.
     pub threads: usize,
+    /// The waits before a shard's work is run again after a store error
+    /// a retry may cure (default [`RETRY_BACKOFF`]); past the last, the
+    /// shard fails.
+    pub retries: Vec<Duration>,
 }
 
 /// The default lease length.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
+
+/// The default waits before a shard's work is run again after a store
+/// error a retry may cure: about a minute of outage is ridden out.
+pub const RETRY_BACKOFF: [Duration; 5] = [
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(5),
+    Duration::from_secs(15),
+    Duration::from_secs(40),
+];
 
 impl WorkOptions {
     /// A worker named after this process (`host-pid-random`).
@@ -45,6 +59,7 @@ impl WorkOptions {
             ),
             lease: DEFAULT_LEASE,
             threads,
+            retries: RETRY_BACKOFF.to_vec(),
         }
     }
 }
@@ -273,7 +288,7 @@ impl Engine {
                 }
                 Ok(())
             });
-            let outcome = self.run_kind(job, index, options.threads, progress);
+            let outcome = self.run_kind_retrying(job, index, options, progress);
             let _ = stop_tx.send(());
             let _ = renewer.join();
             outcome
@@ -302,6 +317,43 @@ impl Engine {
             .read_row(key, Some(&filter))?
             .and_then(|r| r.cells.into_iter().next())
             .map(|c| c.value.to_vec()))
+    }
+
+    /// [`Engine::run_kind`], run again after a store error that a retry
+    /// may cure (unavailable, deadline exceeded: the Bigtable client's own
+    /// retries gave up, or the embedded store's disk was full), after
+    /// the waits of `options.retries`, while the lease is this worker's. A rerun
+    /// skips the ranges the shard already finished, so it costs only the
+    /// range that failed. Any other error fails the shard at once.
+    fn run_kind_retrying(
+        &self,
+        job: &JobStatus,
+        index: usize,
+        options: &WorkOptions,
+        progress: &Progress,
+    ) -> Result<Value> {
+        let mut waits = options.retries.iter();
+        loop {
+            match self.run_kind(job, index, options.threads, progress) {
+                Err(Error::Store(e)) if e.is_retryable() => match waits.next() {
+                    Some(wait) if !progress.stop.load(Ordering::Relaxed) => {
+                        warn(
+                            &job.id,
+                            index,
+                            &format!("{e}; trying again in {:.1} s", wait.as_secs_f64()),
+                        );
+                        std::thread::sleep(*wait);
+                        // The renewer stops the shard when the lease went
+                        // elsewhere meanwhile.
+                        if progress.stop.load(Ordering::Relaxed) {
+                            return Err(Error::Stopped);
+                        }
+                    }
+                    _ => return Err(Error::Store(e)),
+                },
+                outcome => return outcome,
+            }
+        }
     }
 
     /// Run the job's work for shard `index`; its report as JSON.
