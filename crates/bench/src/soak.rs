@@ -5,8 +5,10 @@
 //! paced senders while `--readers` clients read profiles. One line a
 //! minute: the process's resident memory and, of it, what the store holds
 //! by RocksDB's account (memtables, block cache, index and filter blocks
-//! outside it), open file descriptors, the batches acknowledged, the reads
-//! and their p99, shed requests and errors.
+//! outside it), the C allocator's heap (RocksDB allocates through it; the
+//! Rust code through mimalloc): in use and held free, open file
+//! descriptors, the batches acknowledged, the reads and their p99, shed
+//! requests and errors.
 //!
 //! The process holds the server and its clients, so memory and file
 //! descriptors are those of both; the clients' are constant from minute
@@ -47,6 +49,14 @@ pub struct SoakBenchArgs {
     /// Offer this many batches a second instead of calibrating.
     #[arg(long)]
     rate: Option<f64>,
+}
+
+/// The C allocator's heap (glibc): bytes in use and bytes it holds free
+/// (in its arenas and mapped chunks).
+fn c_heap() -> (u64, u64) {
+    // SAFETY: mallinfo2 only reads the allocator's counters.
+    let info = unsafe { libc::mallinfo2() };
+    ((info.uordblks + info.hblkhd) as u64, info.fordblks as u64)
 }
 
 /// This process's resident memory (MiB) and open file descriptors, from
@@ -127,12 +137,14 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
         args.minutes, args.readers, args.maintain_every
     );
     println!(
-        "{:>6} {:>9} {:>10} {:>9} {:>8} {:>5} {:>11} {:>9} {:>12} {:>7} {:>6}",
+        "{:>6} {:>9} {:>10} {:>9} {:>8} {:>7} {:>7} {:>5} {:>11} {:>9} {:>12} {:>7} {:>6}",
         "minute",
         "RSS MiB",
         "memtables",
         "cache",
         "readers",
+        "C heap",
+        "C free",
         "fds",
         "batches ok",
         "reads",
@@ -150,14 +162,17 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
         );
         let (rss, fds) = process_figures();
         let store = server.store.memory_usage()?;
+        let (c_used, c_free) = c_heap();
         let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
         let p99 = reads.ms(0.99);
         worst_p99 = worst_p99.max(p99);
         println!(
-            "{minute:>6} {rss:>9.1} {:>10.1} {:>9.1} {:>8.1} {fds:>5} {:>11} {:>9} {p99:>12.2} {:>7} {:>6}",
+            "{minute:>6} {rss:>9.1} {:>10.1} {:>9.1} {:>8.1} {:>7.1} {:>7.1} {fds:>5} {:>11} {:>9} {p99:>12.2} {:>7} {:>6}",
             mib(store.memtables),
             mib(store.block_cache),
             mib(store.table_readers),
+            mib(c_used),
+            mib(c_free),
             ingest.ok,
             reads.ok,
             ingest.shed + ingest.limited + reads.shed + reads.limited,
