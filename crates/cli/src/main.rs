@@ -7,6 +7,7 @@ mod engine_cmds;
 mod events;
 mod explain;
 mod geo;
+mod heap;
 mod jobs;
 mod keys;
 mod search;
@@ -90,7 +91,11 @@ enum Command {
 }
 
 fn main() {
+    heap::limit_arenas();
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Serve(_) | Command::Bench(_)) {
+        heap::trim_every(heap::TRIM_EVERY);
+    }
     let backend = &cli.backend;
     let result = match cli.command {
         Command::Table(args) => table::run(args, backend),
