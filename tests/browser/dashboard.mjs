@@ -109,7 +109,66 @@ try {
   await page.waitForFunction(() => Number(document.querySelector('#page').dataset.previews) >= 2, null, { timeout: 20000 });
   await page.waitForTimeout(500);
   results.pages.strategy = { sliders, before, after: await previewBars(), saved: await page.textContent('#saved') };
-  await shot('strategy');
+
+  // 3b. The A/B test panel, by keyboard where it matters: a share sum of
+  // 90 shows the server's message and stores nothing; the fixed test
+  // (control, and a variant with the sliders' strategy) is saved; profile
+  // reads of known users show as served counts; stopping it (confirmed)
+  // restores plain answers.
+  const abUsers = Array.from({ length: 40 }, (_, i) => `user-${String(i).padStart(3, '0')}`);
+  const call = (path, method = 'GET') => page.evaluate(async ({ app, key, path, method }) => {
+    const r = await fetch(path, { method, headers: { 'X-Algolia-Application-Id': app, 'X-Algolia-API-Key': key } });
+    return { status: r.status, header: r.headers.get('x-affinity-variant'), body: await r.json() };
+  }, { app, key, path, method });
+  await page.waitForSelector('#ab-new');
+  await page.focus('#ab-new');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#ab-form');
+  const abForm = await page.$$eval('#ab-form [data-row]', (rows) => rows.map((r) => ({
+    name: r.querySelector('[data-field="name"]').value,
+    share: r.querySelector('[data-field="share"]').value,
+    kind: r.querySelector('[data-field="kind"]').value,
+  })));
+  await page.fill('[data-row="1"] [data-field="share"]', '40');
+  const badTotal = await page.textContent('#ab-total');
+  await page.focus('#ab-save');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.querySelector('#ab-error').textContent !== '');
+  // The deliberate refusal (a 4xx) is logged by the browser: expected here only.
+  results.errors = results.errors.filter((e) => !/status of 4(00|22)/.test(e));
+  const bad = { message: await page.textContent('#ab-error'), total: badTotal, stored: (await call('/1/strategies/personalization/variants')).body };
+  await page.fill('[data-row="1"] [data-field="share"]', '50');
+  await page.focus('#ab-save');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('.ab-table tr[data-variant]');
+  const saved = (await call('/1/strategies/personalization/variants')).body;
+  const answered = {};
+  for (const user of abUsers) answered[user] = (await call(`/1/profiles/personalization/${user}`)).body.variant;
+  // The panel's next polls show every read.
+  await page.waitForFunction((n) => [...document.querySelectorAll('tr[data-variant]')]
+    .reduce((sum, r) => sum + Number(r.dataset.served || 0), 0) >= n, abUsers.length, { timeout: 20000 });
+  const panel = await page.$$eval('tr[data-variant]', (rows) => rows.map((r) => ({
+    name: r.dataset.variant,
+    configured: Number(r.dataset.configured),
+    served: Number(r.dataset.served),
+    servedText: r.querySelector('[data-cell="served"]').textContent,
+    share: r.querySelector('[data-cell="share"]').textContent,
+    strategy: r.cells[1].textContent,
+  })));
+  const stats = (await call('/1/dashboard/stats')).body.variantsServed;
+  await page.locator('#ab').scrollIntoViewIfNeeded();
+  await page.screenshot({ path: join(out, 'strategy.png'), fullPage: true });
+  await page.focus('#ab-stop');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#ab-stop-yes');
+  const confirmFocused = await page.evaluate(() => document.activeElement?.id);
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#ab-new');
+  const plain = await call(`/1/profiles/personalization/${abUsers[0]}`);
+  results.pages.variants = {
+    users: abUsers, form: abForm, bad, saved, answered, panel, stats, confirmFocused,
+    stopped: { variants: (await call('/1/strategies/personalization/variants')).body, header: plain.header, variant: plain.body.variant ?? null, status: await page.textContent('#ab-status') },
+  };
 
   // 4. Events: live, a rejected event appears with its reason; filtered.
   await go('#/events');
@@ -166,6 +225,14 @@ try {
     await go(hash);
     await page.waitForTimeout(1500);
     widths[hash] = await page.evaluate(() => document.documentElement.scrollWidth);
+    if (hash === '#/strategy') {
+      // The A/B test's form too (left unsaved).
+      await page.click('#ab-new');
+      await page.waitForSelector('#ab-form');
+      await page.click('#ab-add');
+      widths['#/strategy A/B form'] = await page.evaluate(() => document.documentElement.scrollWidth);
+      await page.click('#ab-cancel');
+    }
   }
   results.phone = { viewport: 390, widths };
   await go(`#/explorer/${encodeURIComponent(seeded)}`);

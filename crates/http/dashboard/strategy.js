@@ -1,9 +1,10 @@
 // Strategy editor: sliders for event scores, facet scores and the impact;
 // every change previews the candidate on a sample of real users' profiles
-// (stores nothing); Save sets it. A/B variants are not shown: the engine
-// has none.
+// (stores nothing); Save sets it. Below, the A/B test panel
+// (variants.js), whose variants can take the sliders' strategy.
 import { api, esc, ApiError } from './api.js';
 import { bars } from './charts.js';
+import { mountVariants } from './variants.js';
 
 const SAMPLE = 6;
 const TYPES = ['view', 'click', 'conversion'];
@@ -24,7 +25,8 @@ export function mount(root) {
     </form>
     <section class="card reserve" id="preview" aria-live="polite"><h2>Preview on ${SAMPLE} users</h2>
       <p class="muted">Grey: the current strategy; blue: the candidate. Nothing is stored until you save.</p><div id="pv"><p class="muted">Loading…</p></div></section>
-  </div>`;
+  </div>
+  <section class="card ab" id="ab" aria-labelledby="ab-h"></section>`;
   const $ = (s) => root.querySelector(s);
   const ctl = new AbortController();
   let candidate = { eventsScoring: [], facetsScoring: [], personalizationImpact: 50 };
@@ -135,5 +137,6 @@ export function mount(root) {
     draw();
     preview();
   })();
-  return () => { ctl.abort(); clearTimeout(timer); };
+  const stopVariants = mountVariants($('#ab'), { signal: ctl.signal, sliders: () => structuredClone(candidate) });
+  return () => { ctl.abort(); clearTimeout(timer); stopVariants(); };
 }

@@ -4,8 +4,9 @@
 //!
 //! - `GET /1/dashboard/stats`: this server's counters as JSON (events
 //!   accepted and rejected by reason, profile reads and their latency),
-//!   the size of the application's tables and its running jobs; the page
-//!   keeps successive samples and draws rates from them;
+//!   the size of the application's tables, its running jobs and the
+//!   answers each A/B test variant served; the page keeps successive
+//!   samples and draws rates from them;
 //! - `GET /1/dashboard/keyvis`: reads and writes per key range and time
 //!   slot of the application's tables (see
 //!   [`affinity_model::keyvis`]), when the server counts them.
@@ -72,6 +73,11 @@ const FILES: &[(&str, &str, &str)] = &[
         "strategy.js",
         "text/javascript; charset=utf-8",
         include_str!("../dashboard/strategy.js"),
+    ),
+    (
+        "variants.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../dashboard/variants.js"),
     ),
     (
         "debugger.js",
@@ -190,6 +196,7 @@ pub async fn stats(Shared(state): Shared<Arc<State>>, caller: Caller) -> Result<
         "profileReads": {"count": reads, "seconds": seconds},
         "tables": tables,
         "jobs": jobs,
+        "variantsServed": state.metrics.served_by(&caller.app),
         "keyVisualizer": state.dashboard.key_vis.is_some(),
     })))
 }

@@ -70,6 +70,17 @@ impl Metrics {
         }
     }
 
+    /// Requests each variant of `app`'s A/B tests served so far (every
+    /// variant name this server has served, current test or not).
+    pub fn served_by(&self, app: &str) -> BTreeMap<String, u64> {
+        self.served
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(app)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// Count `events` rejected for `reason` (see [`crate::debug::Rejection`]).
     pub fn reject(&self, reason: &str, events: u64) {
         *self

@@ -15,7 +15,10 @@
 //!   `tests/browser/dashboard.mjs`: no console error on any page, the
 //!   overview shows the rates of traffic the page sends, the
 //!   explorer's bars and explanation equal the API's scores for a seeded
-//!   user, a strategy slider changes the preview's bars, a live rejected
+//!   user, a strategy slider changes the preview's bars, the A/B test
+//!   panel creates a test (a bad share sum shows the server's message and
+//!   stores nothing), shows served counts and shares equal to the stats'
+//!   and `/metrics`' for users of known buckets, and stops it, a live rejected
 //!   event appears in the debugger, a deliberately hot user is the bright
 //!   band of the key visualizer, the trends map finds the located events,
 //!   no page is wider than a phone, and the admin key is in no URL.
@@ -506,6 +509,104 @@ fn holds(from: &str, to: &str, key: &str) -> bool {
     !(from.is_empty() && to.is_empty()) && from <= key && (to.is_empty() || key < to)
 }
 
+/// `affinity_variant_served_total{app="APP",variant=...}` of `/metrics`.
+async fn served_in_metrics(server: &Server) -> Value {
+    let r = server.bare(Method::GET, "/metrics").send().await.unwrap();
+    let text = r.text().await.unwrap();
+    let prefix = format!("affinity_variant_served_total{{app=\"{APP}\",variant=\"");
+    let mut served = serde_json::Map::new();
+    for rest in text.lines().filter_map(|l| l.strip_prefix(&prefix)) {
+        let (variant, n) = rest.split_once("\"} ").unwrap();
+        served.insert(variant.into(), json!(n.parse::<u64>().unwrap()));
+    }
+    Value::Object(served)
+}
+
+/// What `dashboard.mjs` saw of the strategy editor's A/B test panel.
+async fn check_variants_panel(server: &Server, out: &Value) {
+    let v = &out["pages"]["variants"];
+    // A new test starts as control and a variant with the sliders'
+    // strategy, half each.
+    assert_eq!(
+        v["form"],
+        json!([{"name": "control", "share": "50", "kind": "control"},
+               {"name": "candidate", "share": "50", "kind": "own"}]),
+        "{out}"
+    );
+    // A share sum of 90: the server's message, verbatim, and nothing stored.
+    let bad = json!({"variants": [{"name": "control", "trafficPercentage": 50},
+                                  {"name": "candidate", "trafficPercentage": 40}]});
+    let r = server
+        .admin(Method::PUT, "/1/strategies/personalization/variants")
+        .body(bad.to_string());
+    let (status, refused) = parts(r.send().await.unwrap()).await;
+    assert!((400..500).contains(&status), "{status} {refused}");
+    assert_eq!(v["bad"]["message"], refused["message"], "{out}");
+    assert!(v["bad"]["total"].as_str().unwrap().contains("90%"), "{out}");
+    assert_eq!(v["bad"]["stored"], json!({"variants": []}), "{out}");
+    // The saved test: the control without a strategy, the candidate with
+    // the sliders' (the second facet moved to 0).
+    let saved = &v["saved"]["variants"];
+    assert_eq!(
+        saved[0],
+        json!({"name": "control", "trafficPercentage": 50})
+    );
+    assert_eq!(saved[1]["name"], "candidate");
+    assert_eq!(
+        saved[1]["strategy"]["facetsScoring"][1]["score"], 0,
+        "{out}"
+    );
+    // Each known user was answered by the variant of its bucket, and the
+    // panel's counts and shares are those answers, as the stats and
+    // /metrics count them.
+    let mut want = [0u64; 2];
+    for user in v["users"].as_array().unwrap() {
+        let user = user.as_str().unwrap();
+        let i = usize::from(affinity_engine::variants::bucket(user) >= 50);
+        want[i] += 1;
+        assert_eq!(v["answered"][user], ["control", "candidate"][i], "{user}");
+    }
+    assert!(
+        want.iter().all(|n| *n > 0),
+        "40 users in one half: {want:?}"
+    );
+    let total = want.iter().sum::<u64>() as f64;
+    let panel = v["panel"].as_array().unwrap();
+    assert_eq!(panel.len(), 2, "{out}");
+    for (row, (name, n)) in panel
+        .iter()
+        .zip(["control", "candidate"].into_iter().zip(want))
+    {
+        assert_eq!(row["name"], name);
+        assert_eq!(row["configured"], 50);
+        assert_eq!(row["served"], n, "{out}");
+        assert_eq!(row["servedText"], n.to_string());
+        assert_eq!(
+            row["share"],
+            format!("{:.1}%", 100.0 * n as f64 / total),
+            "{out}"
+        );
+    }
+    assert!(panel[0]["strategy"]
+        .as_str()
+        .unwrap()
+        .starts_with("Control"));
+    assert!(panel[1]["strategy"].as_str().unwrap().contains("color 0"));
+    let want = json!({"control": want[0], "candidate": want[1]});
+    assert_eq!(v["stats"], want, "{out}");
+    assert_eq!(served_in_metrics(server).await, want);
+    // Stopped after a confirmation: plain answers again.
+    assert_eq!(v["confirmFocused"], "ab-stop-yes");
+    let stopped = &v["stopped"];
+    assert_eq!(stopped["variants"], json!({"variants": []}), "{out}");
+    assert_eq!(stopped["variant"], Value::Null, "{out}");
+    assert_eq!(stopped["header"], Value::Null, "{out}");
+    assert!(stopped["status"]
+        .as_str()
+        .unwrap()
+        .starts_with("stopped at"));
+}
+
 fn dashboard_pages_work_in_a_browser() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
@@ -690,6 +791,9 @@ fn dashboard_pages_work_in_a_browser() {
         )
         .await;
         assert_eq!(current["facetsScoring"][1]["score"], 50);
+
+        // The A/B test panel.
+        check_variants_panel(&server, &out).await;
 
         // Events debugger.
         let events = &pages["events"];

@@ -3,8 +3,10 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use affinity_engine::variants::bucket;
 use common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -154,6 +156,74 @@ async fn stats_count_events_reads_and_tables_for_admins_only() {
     .await;
     assert_eq!(status, 404);
     assert!(body["message"].as_str().unwrap().contains("key visualizer"));
+    server.stop().await;
+}
+
+/// `affinity_variant_served_total{app="APP",variant=...}` of `/metrics`.
+async fn served_in_metrics(server: &Server) -> BTreeMap<String, u64> {
+    let text = server
+        .bare(Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let prefix = format!("affinity_variant_served_total{{app=\"{APP}\",variant=\"");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(|rest| {
+            let (variant, n) = rest.split_once("\"} ").unwrap();
+            (variant.to_string(), n.parse().unwrap())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn stats_count_the_answers_of_each_variant_as_metrics_do() {
+    let server = Server::embedded().await;
+    assert_eq!(server.set_strategy().await.status(), 200);
+    let events: Vec<Value> = (0..20).map(|i| click(&format!("u{i}"), "Apple")).collect();
+    assert_eq!(server.post_events(&events).await.status(), 200);
+    let stats = || async {
+        let r = server.admin(Method::GET, "/1/dashboard/stats");
+        let (status, body) = parts(r.send().await.unwrap()).await;
+        assert_eq!(status, 200, "{body}");
+        body
+    };
+    assert_eq!(stats().await["variantsServed"], json!({}));
+    let test = json!({"variants": [
+        {"name": "control", "trafficPercentage": 30},
+        {"name": "b", "trafficPercentage": 70, "strategy": strategy()}]});
+    let r = server
+        .admin(Method::PUT, "/1/strategies/personalization/variants")
+        .body(test.to_string());
+    assert_eq!(parts(r.send().await.unwrap()).await.0, 200);
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for i in 0..20 {
+        let user = format!("u{i}");
+        let variant = if bucket(&user) < 30 { "control" } else { "b" };
+        *want.entry(variant.to_string()).or_default() += 1;
+        let r = server.admin(Method::GET, &format!("/1/profiles/personalization/{user}"));
+        assert_eq!(r.send().await.unwrap().status(), 200);
+    }
+    // A forced answer counts for the variant forced.
+    let r = server.admin(Method::GET, "/1/profiles/personalization/u0?variant=b");
+    assert_eq!(r.send().await.unwrap().status(), 200);
+    *want.entry("b".into()).or_default() += 1;
+    assert_eq!(want.len(), 2, "20 users all in one variant: {want:?}");
+    let served: BTreeMap<String, u64> =
+        serde_json::from_value(stats().await["variantsServed"].clone()).unwrap();
+    assert_eq!(served, want);
+    assert_eq!(served_in_metrics(&server).await, want);
+    // Other applications' tests are not this one's.
+    let other = server.as_key(Method::GET, "/1/dashboard/stats", OTHER_APP, OTHER_ADMIN);
+    let (status, body) = parts(other.send().await.unwrap()).await;
+    assert_eq!(
+        (status, &body["variantsServed"]),
+        (200, &json!({})),
+        "{body}"
+    );
     server.stop().await;
 }
 

@@ -2,14 +2,20 @@
 //! time slot, for a key visualizer in the manner of Bigtable's: a heatmap
 //! of key ranges over time where a hot row shows as a bright band.
 //!
-//! Cheap on the hot path: each row a read returns, or a write touches,
-//! costs a binary search among at most [`BUCKETS`] range bounds and one
-//! relaxed atomic add; every [`SAMPLE_EVERY`]th key of a table is offered
-//! to a small reservoir under a lock. [`KeyVis::rotate`] (the server calls
-//! it every slot) moves the counters into a ring of slots and re-cuts the
-//! ranges at the quantiles of the distinct sampled keys, so ranges follow
-//! the keys in use and each holds about as many of them; a slot keeps the
-//! bounds it was counted with.
+//! Cheap on the hot path: a table's counters are split into stripes, each
+//! on cache lines of its own, and a thread always adds to the same stripe
+//! (threads are dealt stripes in turn), so threads never write to each
+//! other's lines. Recording takes the stripe's lock once per call (once
+//! per batch for `mutate_rows`), uncontended unless more threads than
+//! stripes are busy on one table; each row then costs a binary search
+//! among at most [`BUCKETS`] range bounds and a plain add. One key in
+//! [`SAMPLE_EVERY`] is offered to the stripe's small reservoir (a copy of
+//! the key only when it is taken). [`KeyVis::rotate`] (the server calls it
+//! every slot) locks every stripe of a table at once, sums their counts
+//! into a slot of the ring and re-cuts the ranges at the quantiles of the
+//! distinct keys the stripes sampled, so ranges follow the keys in use and
+//! each holds about as many of them; a slot keeps the bounds it was
+//! counted with.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -28,12 +34,13 @@
 //! # Ok::<(), affinity_model::Error>(())
 //! ```
 
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use crate::{
     FamilyModification, Mutation, ReadModifyWriteRule, ReadRowsRequest, Result, Row, RowFilter,
@@ -42,10 +49,13 @@ use crate::{
 
 /// Key ranges per table.
 pub const BUCKETS: usize = 64;
-/// One key in this many is offered to a table's reservoir.
+/// One key in this many is offered to a stripe's reservoir.
 pub const SAMPLE_EVERY: u64 = 8;
-/// Keys a table's reservoir holds.
-const RESERVOIR: usize = 1024;
+/// Keys a stripe's reservoir holds (a table's ranges are cut among the
+/// keys of all its stripes).
+const RESERVOIR: usize = 256;
+/// The most stripes a table has.
+const MAX_STRIPES: usize = 16;
 /// Bytes of a sampled key kept (enough to order ranges and label them).
 const KEY_PREFIX: usize = 64;
 
@@ -92,61 +102,158 @@ impl Reservoir {
             *slot = key();
         }
     }
+}
 
-    /// `BUCKETS - 1` bounds (fewer for fewer keys) at the quantiles of the
-    /// distinct keys sampled.
-    fn bounds(&self) -> Vec<Bytes> {
-        let mut keys = self.keys.clone();
-        keys.sort_unstable();
-        keys.dedup();
-        if keys.len() < 2 {
-            return keys.into_iter().skip(1).collect();
+/// `BUCKETS - 1` bounds (fewer for fewer keys) at the quantiles of the
+/// distinct keys of `keys`.
+fn cut(mut keys: Vec<Bytes>) -> Vec<Bytes> {
+    keys.sort_unstable();
+    keys.dedup();
+    if keys.len() < 2 {
+        return keys.into_iter().skip(1).collect();
+    }
+    let ranges = BUCKETS.min(keys.len());
+    let mut bounds: Vec<Bytes> = (1..ranges)
+        .map(|i| keys[i * keys.len() / ranges].clone())
+        .collect();
+    bounds.dedup();
+    bounds
+}
+
+/// Stripes per table: twice the processors, from 4 to [`MAX_STRIPES`].
+fn stripes() -> usize {
+    static STRIPES: OnceLock<usize> = OnceLock::new();
+    *STRIPES.get_or_init(|| {
+        let cpus = std::thread::available_parallelism().map_or(4, |n| n.get());
+        (2 * cpus).clamp(4, MAX_STRIPES)
+    })
+}
+
+/// This thread's number: threads are dealt numbers in turn, so busy
+/// threads spread over the stripes.
+fn this_thread() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static MINE: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    MINE.with(|mine| {
+        if mine.get() == usize::MAX {
+            mine.set(NEXT.fetch_add(1, Ordering::Relaxed));
         }
-        let ranges = BUCKETS.min(keys.len());
-        let mut bounds: Vec<Bytes> = (1..ranges)
-            .map(|i| keys[i * keys.len() / ranges].clone())
-            .collect();
-        bounds.dedup();
-        bounds
+        mine.get()
+    })
+}
+
+/// What one stripe counted in the current slot.
+struct Counts {
+    /// The ranges' bounds this slot (the same in every stripe).
+    bounds: Arc<Vec<Bytes>>,
+    reads: [u64; BUCKETS],
+    writes: [u64; BUCKETS],
+    /// Rows recorded, to offer one in [`SAMPLE_EVERY`] to the reservoir.
+    seen: u64,
+    reservoir: Reservoir,
+}
+
+impl Counts {
+    fn record(&mut self, key: &[u8], write: bool) {
+        // At most BUCKETS - 1 bounds: the index is below BUCKETS.
+        let range = self.bounds.partition_point(|b| b.as_ref() <= key);
+        let counters = if write {
+            &mut self.writes
+        } else {
+            &mut self.reads
+        };
+        counters[range.min(BUCKETS - 1)] += 1;
+        let seen = self.seen;
+        self.seen += 1;
+        if seen.is_multiple_of(SAMPLE_EVERY) {
+            self.reservoir.offer(key);
+        }
     }
 }
 
-/// One table's live counters.
+/// One stripe, aligned so that no two stripes share a cache line (nor the
+/// neighbouring line prefetchers fetch with it).
+#[repr(align(128))]
+struct Stripe(Mutex<Counts>);
+
+/// One table's live counters, by stripe, and its slots.
 struct TableHeat {
-    reads: [AtomicU64; BUCKETS],
-    writes: [AtomicU64; BUCKETS],
-    bounds: RwLock<Arc<Vec<Bytes>>>,
-    seen: AtomicU64,
-    reservoir: Mutex<Reservoir>,
+    stripes: Box<[Stripe]>,
     slots: Mutex<VecDeque<Slot>>,
 }
 
 impl TableHeat {
     fn new(seed: u64) -> TableHeat {
+        let stripe = |i: u64| {
+            Stripe(Mutex::new(Counts {
+                bounds: Arc::new(Vec::new()),
+                reads: [0; BUCKETS],
+                writes: [0; BUCKETS],
+                seen: 0,
+                reservoir: Reservoir {
+                    keys: Vec::new(),
+                    offered: 0,
+                    rng: (seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1,
+                },
+            }))
+        };
         TableHeat {
-            reads: std::array::from_fn(|_| AtomicU64::new(0)),
-            writes: std::array::from_fn(|_| AtomicU64::new(0)),
-            bounds: RwLock::new(Arc::new(Vec::new())),
-            seen: AtomicU64::new(0),
-            reservoir: Mutex::new(Reservoir {
-                keys: Vec::with_capacity(RESERVOIR),
-                offered: 0,
-                rng: seed | 1,
-            }),
+            stripes: (0..stripes() as u64).map(stripe).collect(),
             slots: Mutex::new(VecDeque::new()),
         }
     }
 
+    /// This thread's stripe, locked.
+    fn stripe(&self) -> MutexGuard<'_, Counts> {
+        self.stripes[this_thread() % self.stripes.len()].0.lock()
+    }
+
     fn record(&self, key: &[u8], write: bool) {
-        let bucket = self.bounds.read().partition_point(|b| b.as_ref() <= key);
-        let counters = if write { &self.writes } else { &self.reads };
-        counters[bucket.min(BUCKETS - 1)].fetch_add(1, Ordering::Relaxed);
-        if self
-            .seen
-            .fetch_add(1, Ordering::Relaxed)
-            .is_multiple_of(SAMPLE_EVERY)
-        {
-            self.reservoir.lock().offer(key);
+        self.stripe().record(key, write);
+    }
+
+    /// Record every key of a batch under one lock.
+    fn record_all<'a>(&self, keys: impl Iterator<Item = &'a [u8]>, write: bool) {
+        let mut counts = self.stripe();
+        for key in keys {
+            counts.record(key, write);
+        }
+    }
+
+    /// End the slot at `end_millis`: every stripe locked at once, so the
+    /// counts and the bounds they were counted with change together.
+    fn rotate(&self, end_millis: i64, keep: usize) {
+        let mut stripes: Vec<MutexGuard<'_, Counts>> =
+            self.stripes.iter().map(|s| s.0.lock()).collect();
+        let bounds = Arc::clone(&stripes[0].bounds);
+        let ranges = bounds.len() + 1;
+        let (mut reads, mut writes) = (vec![0; ranges], vec![0; ranges]);
+        let mut sampled = Vec::new();
+        for counts in stripes.iter_mut() {
+            for i in 0..ranges {
+                reads[i] += counts.reads[i];
+                writes[i] += counts.writes[i];
+            }
+            counts.reads = [0; BUCKETS];
+            counts.writes = [0; BUCKETS];
+            sampled.extend(counts.reservoir.keys.iter().cloned());
+        }
+        let next = Arc::new(cut(sampled));
+        for counts in stripes.iter_mut() {
+            counts.bounds = Arc::clone(&next);
+        }
+        drop(stripes);
+        let mut slots = self.slots.lock();
+        slots.push_back(Slot {
+            end_millis,
+            reads,
+            writes,
+            bounds,
+        });
+        while slots.len() > keep {
+            slots.pop_front();
         }
     }
 }
@@ -188,27 +295,7 @@ impl KeyVis {
     pub fn rotate(&self, end_millis: i64) {
         let tables: Vec<Arc<TableHeat>> = self.tables.read().values().cloned().collect();
         for t in tables {
-            let bounds = Arc::clone(&t.bounds.read());
-            let ranges = bounds.len() + 1;
-            let take = |c: &[AtomicU64; BUCKETS]| -> Vec<u64> {
-                c[..ranges]
-                    .iter()
-                    .map(|a| a.swap(0, Ordering::Relaxed))
-                    .collect()
-            };
-            let slot = Slot {
-                end_millis,
-                reads: take(&t.reads),
-                writes: take(&t.writes),
-                bounds,
-            };
-            let next = Arc::new(t.reservoir.lock().bounds());
-            *t.bounds.write() = next;
-            let mut slots = t.slots.lock();
-            slots.push_back(slot);
-            while slots.len() > self.keep {
-                slots.pop_front();
-            }
+            t.rotate(end_millis, self.keep);
         }
     }
 
@@ -302,9 +389,8 @@ impl Table for KeyVisTable {
     }
 
     fn mutate_rows(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>> {
-        for e in entries {
-            self.heat.record(&e.row_key, true);
-        }
+        self.heat
+            .record_all(entries.iter().map(|e| e.row_key.as_ref()), true);
         self.inner.mutate_rows(entries)
     }
 
@@ -326,9 +412,8 @@ impl Table for KeyVisTable {
     }
 
     fn read_modify_write_rows(&self, entries: &[RowRules]) -> Result<Vec<Result<Row>>> {
-        for e in entries {
-            self.heat.record(&e.row_key, true);
-        }
+        self.heat
+            .record_all(entries.iter().map(|e| e.row_key.as_ref()), true);
         self.inner.read_modify_write_rows(entries)
     }
 
@@ -425,6 +510,52 @@ mod tests {
         assert!(slot.writes[hot] >= 2_000);
         let others = slot.writes.iter().enumerate().filter(|(i, _)| *i != hot);
         assert!(others.map(|(_, n)| *n).max().unwrap() < 100);
+    }
+
+    #[test]
+    fn threads_count_on_their_own_stripes_and_every_row_is_summed() {
+        let (store, table) = store();
+        let vis = store.key_vis();
+        for i in 0..400 {
+            write(table.as_ref(), &format!("user{i:04}"));
+        }
+        vis.rotate(1_000);
+        // More threads than stripes, so some share one; batches and
+        // single rows, writes and reads.
+        let threads = 2 * stripes() + 1;
+        std::thread::scope(|scope| {
+            for t in 0..threads {
+                let table = Arc::clone(&table);
+                scope.spawn(move || {
+                    for i in 0..100 {
+                        let key = format!("user{:04}", (t * 100 + i) % 400);
+                        write(table.as_ref(), &key);
+                        write(table.as_ref(), "user0300");
+                        let batch: Vec<RowMutations> = (0..10)
+                            .map(|_| RowMutations {
+                                row_key: Bytes::from_static(b"user0300"),
+                                mutations: vec![Mutation::set_cell("e", "q", 1_000, "v")],
+                            })
+                            .collect();
+                        assert!(table.mutate_rows(&batch).unwrap().iter().all(|r| r.is_ok()));
+                        assert!(table.read_row(key.as_bytes(), None).unwrap().is_some());
+                    }
+                });
+            }
+        });
+        vis.rotate(2_000);
+        let slot = &vis.history(|t| t == "t")[0].slots[1];
+        let n = threads as u64 * 100;
+        assert_eq!(slot.writes.iter().sum::<u64>(), n * 12);
+        assert_eq!(slot.reads.iter().sum::<u64>(), n);
+        let hot = slot
+            .bounds
+            .partition_point(|b| b.as_ref() <= b"user0300".as_slice());
+        assert!(slot.writes[hot] >= n * 11, "{:?}", slot.writes);
+        let brightest = (0..slot.writes.len())
+            .max_by_key(|&i| slot.writes[i])
+            .unwrap();
+        assert_eq!(brightest, hot);
     }
 
     #[test]
