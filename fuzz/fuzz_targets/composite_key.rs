@@ -31,7 +31,10 @@ fuzz_target!(|data: &[u8]| {
             assert!(valid && in_range(t1) && in_range(t2));
             let p1 = EventKey::parse(&k1).expect("a made key parses");
             let p2 = EventKey::parse(&k2).expect("a made key parses");
-            assert_eq!((p1.app_id.as_str(), p1.user_token.as_str()), (app.as_str(), user.as_str()));
+            assert_eq!(
+                (p1.app_id.as_str(), p1.user_token.as_str()),
+                (app.as_str(), user.as_str())
+            );
             assert_eq!((p1.timestamp_millis, p2.timestamp_millis), (t1, t2));
             assert_eq!(p1.suffix, Some(format!("{h1:016x}")));
             assert_eq!(

@@ -30,9 +30,18 @@ fuzz_target!(|data: &[u8]| {
     };
     for event in &events {
         let content = event.content();
-        assert_eq!(content, event.clone().content(), "content is not deterministic");
-        let key = event_key_text("app", event.identity(), event.timestamp_millis, event_hash(&content))
-            .expect("an accepted event has a row key");
+        assert_eq!(
+            content,
+            event.clone().content(),
+            "content is not deterministic"
+        );
+        let key = event_key_text(
+            "app",
+            event.identity(),
+            event.timestamp_millis,
+            event_hash(&content),
+        )
+        .expect("an accepted event has a row key");
         let parsed = EventKey::parse(&key).expect("an event's row key parses");
         assert_eq!(parsed.user_token, event.identity());
         assert_eq!(parsed.timestamp_millis, event.timestamp_millis);

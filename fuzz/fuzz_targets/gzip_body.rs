@@ -36,5 +36,8 @@ fuzz_target!(|data: &[u8]| {
         }
     };
     let round = decode_body(&again, encoding).expect("a body compressed again decodes");
-    assert_eq!(round, decoded, "a body compressed again decodes differently");
+    assert_eq!(
+        round, decoded,
+        "a body compressed again decodes differently"
+    );
 });

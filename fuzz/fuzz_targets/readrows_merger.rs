@@ -71,7 +71,11 @@ fn arbitrary_stream(input: &mut Input<'_>, reversed: bool) {
                 assert!(!row.key.is_empty(), "a row without a key");
                 assert!(!row.cells.is_empty(), "a row without cells");
                 if let Some(last) = &last {
-                    let in_order = if reversed { row.key < *last } else { row.key > *last };
+                    let in_order = if reversed {
+                        row.key < *last
+                    } else {
+                        row.key > *last
+                    };
                     assert!(in_order, "row {:?} out of order after {last:?}", row.key);
                 }
                 assert_eq!(merger.last_key(), Some(&row.key));
@@ -174,7 +178,9 @@ fn round_trip(input: &mut Input<'_>, reversed: bool) {
             got.push(row);
         }
     }
-    merger.finish().expect("a well-formed stream ends between rows");
+    merger
+        .finish()
+        .expect("a well-formed stream ends between rows");
     assert_eq!(got, rows, "rows came back differently");
 }
 

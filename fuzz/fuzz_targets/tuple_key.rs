@@ -33,7 +33,11 @@ fuzz_target!(|data: &[u8]| {
     let (ea, eb) = (encode(&a), encode(&b));
     assert_eq!(decode(&ea).expect("an encoding decodes"), a);
     assert_eq!(decode(&eb).expect("an encoding decodes"), b);
-    assert_eq!(ea.cmp(&eb), a.cmp(&b), "encoding order differs from tuple order");
+    assert_eq!(
+        ea.cmp(&eb),
+        a.cmp(&b),
+        "encoding order differs from tuple order"
+    );
     let cut = usize::from(input.byte()) % (a.len() + 1);
     assert!(
         prefix_range(&a[..cut]).contains(&ea),

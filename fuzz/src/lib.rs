@@ -4,7 +4,7 @@
 //! target needs a choice, and length-prefixed chunks (a `u16`,
 //! little-endian, capped at what is left) for byte strings. Whatever the
 //! input, reading never fails: past the end, bytes are 0 and chunks empty.
-//! [`Writer`] writes the same framing, for seeds (`fuzz/seeds.rs`).
+//! [`Writer`] writes the same framing, for seeds (`fuzz/examples/seeds.rs`).
 
 /// Reads an input's parts.
 pub struct Input<'a> {

@@ -120,7 +120,14 @@ fn row_cells(row: Option<Row>) -> Vec<Owned> {
     row.map(|r| {
         r.cells
             .into_iter()
-            .map(|c| (c.family, c.qualifier.to_vec(), c.timestamp_micros, c.value.to_vec()))
+            .map(|c| {
+                (
+                    c.family,
+                    c.qualifier.to_vec(),
+                    c.timestamp_micros,
+                    c.value.to_vec(),
+                )
+            })
             .collect()
     })
     .unwrap_or_default()
@@ -171,7 +178,10 @@ pub fn check_rows(meta: &Meta, rows: &[&[u8]], filter: Option<&RowFilter>, now: 
         let Ok(whole) = whole else {
             let err = whole.expect_err("checked");
             check_names_row(&err);
-            assert!(remembered.is_err(), "a read with remembered shapes decoded a corrupt row");
+            assert!(
+                remembered.is_err(),
+                "a read with remembered shapes decoded a corrupt row"
+            );
             assert!(fresh.is_err(), "a filtered read decoded a corrupt row");
             assert!(decode_cells(meta, key, value, now).is_err());
             failed += 1;
@@ -197,9 +207,20 @@ pub fn check_rows(meta: &Meta, rows: &[&[u8]], filter: Option<&RowFilter>, now: 
             Collected::Unchanged => {}
             Collected::Empty => assert!(whole_cells.is_empty(), "GC emptied a row with cells"),
             Collected::Rewritten(rewritten, _) => {
-                let again = read_row(meta, key, &rewritten, now, None, &mut ColumnVerdicts::default())
-                    .expect("GC wrote a row that does not decode");
-                assert_eq!(row_cells(again), whole_cells, "GC changed the visible cells");
+                let again = read_row(
+                    meta,
+                    key,
+                    &rewritten,
+                    now,
+                    None,
+                    &mut ColumnVerdicts::default(),
+                )
+                .expect("GC wrote a row that does not decode");
+                assert_eq!(
+                    row_cells(again),
+                    whole_cells,
+                    "GC changed the visible cells"
+                );
             }
         }
     }
@@ -209,7 +230,10 @@ pub fn check_rows(meta: &Meta, rows: &[&[u8]], filter: Option<&RowFilter>, now: 
 /// The error of a row that does not decode names the row.
 fn check_names_row(err: &affinity_model::Error) {
     let text = err.to_string();
-    assert!(text.contains("\"row\""), "a corrupt row's error does not name it: {text}");
+    assert!(
+        text.contains("\"row\""),
+        "a corrupt row's error does not name it: {text}"
+    );
 }
 
 /// A stored row `existing` (or none) merged with `operands` as RocksDB's
@@ -259,7 +283,10 @@ pub fn check_meta(bytes: &[u8]) -> Result<Meta> {
         }
         Err(e) => {
             let text = e.to_string();
-            assert!(text.contains("\"events\""), "error does not name the table: {text}");
+            assert!(
+                text.contains("\"events\""),
+                "error does not name the table: {text}"
+            );
             Err(e)
         }
     }

@@ -69,7 +69,14 @@ impl TableMeta {
         next_family_id: u32,
         families: BTreeMap<String, FamilyMeta>,
     ) -> TableMeta {
-        let mut by_id: Vec<Option<FamilyView>> = vec![None; next_family_id as usize];
+        // Ids past the highest live one are dropped families: no slot
+        // (`next_family_id` comes from disk, and may be anything).
+        let slots = families
+            .values()
+            .map(|f| f.id as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut by_id: Vec<Option<FamilyView>> = vec![None; slots];
         for (rank, (name, family)) in families.iter().enumerate() {
             if let Some(slot) = by_id.get_mut(family.id as usize) {
                 *slot = Some(FamilyView {
@@ -205,6 +212,12 @@ impl TableMeta {
                 return Err(corrupt(&format!(
                     "family id {id} is not below {next_family_id}"
                 )));
+            }
+            if families.values().any(|f: &FamilyMeta| f.id == id) {
+                return Err(corrupt(&format!("family id {id} is used twice")));
+            }
+            if families.contains_key(&name) {
+                return Err(corrupt(&format!("family {name:?} is listed twice")));
             }
             families.insert(
                 name,

@@ -132,7 +132,10 @@ impl<'a> Scan<'a> {
                 None => match self.ranges.next() {
                     Some(range) => {
                         if let (Some(key), true) = (&range.lower, range.single_row) {
-                            let stored = self.db.get_pinned_cf(&self.cf, key).map_err(|e| read_error(e, Some(key)))?;
+                            let stored = self
+                                .db
+                                .get_pinned_cf(&self.cf, key)
+                                .map_err(|e| read_error(e, Some(key)))?;
                             if let Some(value) = stored {
                                 let row = decode::read_row(
                                     &self.meta,
@@ -249,7 +252,10 @@ impl Scan<'_> {
             if let (Some(key), true) = (&range.lower, range.single_row) {
                 merged_since(&mut mark);
                 let seen = self.db.latest_sequence_number();
-                let stored = self.db.get_pinned_cf(&self.cf, key).map_err(|e| read_error(e, Some(key)))?;
+                let stored = self
+                    .db
+                    .get_pinned_cf(&self.cf, key)
+                    .map_err(|e| read_error(e, Some(key)))?;
                 if let Some(value) = stored {
                     if merged_since(&mut mark) >= REPAIR_BYTES {
                         repairs.push(Repair {

@@ -348,9 +348,7 @@ impl Table for EmbeddedTable {
         let key = Bytes::copy_from_slice(row_key);
         let (held, mut pending) = self.begin(&meta, &[&key])?;
         let now = pending.now_micros();
-        let cells = pending
-            .cells(&key)
-            .map_err(|e| in_table(&self.name, e))?;
+        let cells = pending.cells(&key).map_err(|e| in_table(&self.name, e))?;
         let matched = predicate_matches(predicate.as_ref(), &key, cells);
         let mutations = if matched {
             true_mutations
@@ -403,12 +401,10 @@ impl Table for EmbeddedTable {
             let cells = pending
                 .cells(&entry.row_key)
                 .map_err(|e| in_table(&self.name, e))?;
-            statuses[i] = read_modify_write(cells, &entry.rules, now).map(
-                |written| Row {
-                    key: entry.row_key.clone(),
-                    cells: written,
-                },
-            );
+            statuses[i] = read_modify_write(cells, &entry.rules, now).map(|written| Row {
+                key: entry.row_key.clone(),
+                cells: written,
+            });
         }
         if statuses.iter().all(|s| s.is_err()) {
             return Ok(statuses);

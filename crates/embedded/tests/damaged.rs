@@ -6,7 +6,7 @@
 
 use affinity_embedded::{EmbeddedOptions, EmbeddedStore};
 use affinity_model::{
-    Error, GcRule, Mutation, ReadRowsRequest, RowFilter, RowSet, Store, Table, TableSpec,
+    Bytes, Error, GcRule, Mutation, ReadRowsRequest, RowFilter, RowSet, Store, TableSpec,
 };
 
 const TABLE: &str = "events";
@@ -43,10 +43,15 @@ fn store() -> tempfile::TempDir {
 fn damage(dir: &tempfile::TempDir, key: &[u8], value: &[u8], operand: bool) {
     let path = dir.path();
     let cfs = rocksdb::DB::list_cf(&rocksdb::Options::default(), path).expect("lists");
-    let mut options = rocksdb::Options::default();
     // Any merge operator: RocksDB wants one to accept a merge operand.
-    options.set_merge_operator_associative("raw", |_, existing, _| existing.map(<[u8]>::to_vec));
-    let db = rocksdb::DB::open_cf(&options, path, &cfs).expect("opens RocksDB");
+    let descriptors = cfs.iter().map(|name| {
+        let mut options = rocksdb::Options::default();
+        options
+            .set_merge_operator_associative("raw", |_, existing, _| existing.map(<[u8]>::to_vec));
+        rocksdb::ColumnFamilyDescriptor::new(name, options)
+    });
+    let db = rocksdb::DB::open_cf_descriptors(&rocksdb::Options::default(), path, descriptors)
+        .expect("opens RocksDB");
     let table_cf = cfs
         .iter()
         .find(|name| name.contains(TABLE))
@@ -73,13 +78,20 @@ fn check(dir: &tempfile::TempDir, row: &str, ok: &str) {
     let store = open(dir);
     let table = store.open_table(TABLE).expect("opens");
     let one = ReadRowsRequest {
-        rows: RowSet::single(row),
+        rows: RowSet::from_keys([Bytes::copy_from_slice(row.as_bytes())]),
         ..ReadRowsRequest::all()
     };
     // A point read, a scan, the same with a filter, and a visit.
-    let point = table.read_rows(&one).expect("starts").next().expect("an item");
+    let point = table
+        .read_rows(&one)
+        .expect("starts")
+        .next()
+        .expect("an item");
     assert_names_table_and_row(&point.expect_err("a damaged row"), row);
-    let scanned: Vec<_> = table.read_rows(&ReadRowsRequest::all()).expect("starts").collect();
+    let scanned: Vec<_> = table
+        .read_rows(&ReadRowsRequest::all())
+        .expect("starts")
+        .collect();
     let err = scanned
         .iter()
         .find_map(|r| r.as_ref().err())
@@ -90,19 +102,27 @@ fn check(dir: &tempfile::TempDir, row: &str, ok: &str) {
         ..ReadRowsRequest::all()
     };
     let scanned: Vec<_> = table.read_rows(&filtered).expect("starts").collect();
-    assert!(scanned.iter().any(|r| r.is_err()), "a filtered scan reads the damaged row");
+    assert!(
+        scanned.iter().any(|r| r.is_err()),
+        "a filtered scan reads the damaged row"
+    );
     let err = table
         .visit_rows(&ReadRowsRequest::all(), &mut |_| Ok(true))
         .expect_err("a visit fails at the damaged row");
     assert_names_table_and_row(&err, row);
     // A write that reads the row first.
     let err = table
-        .check_and_mutate_row(row.as_bytes(), None, &[Mutation::set_cell("e", "q", 2000, "w")], &[])
+        .check_and_mutate_row(
+            row.as_bytes(),
+            None,
+            &[Mutation::set_cell("e", "q", 2000, "w")],
+            &[],
+        )
         .expect_err("a write over a damaged row");
     assert_names_table_and_row(&err, row);
     // The other row reads as written.
     let other = ReadRowsRequest {
-        rows: RowSet::single(ok),
+        rows: RowSet::from_keys([Bytes::copy_from_slice(ok.as_bytes())]),
         ..ReadRowsRequest::all()
     };
     let rows: Vec<_> = table
@@ -117,7 +137,11 @@ fn check(dir: &tempfile::TempDir, row: &str, ok: &str) {
 #[test]
 fn a_damaged_row_value_is_an_error_naming_the_table_and_row() {
     // The current format's tag, then a cell cut short.
-    for value in [&[4u8, 0, 0, 5, b'q'][..], &[9u8, 1, 2, 3][..], &[4u8, 0xff, 0xff][..]] {
+    for value in [
+        &[4u8, 0, 0, 5, b'q'][..],
+        &[9u8, 1, 2, 3][..],
+        &[4u8, 0xff, 0xff][..],
+    ] {
         let dir = store();
         damage(&dir, b"alice", value, false);
         check(&dir, "alice", "bob");

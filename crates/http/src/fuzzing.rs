@@ -27,7 +27,10 @@ pub fn encoding(choice: u8) -> Encoding {
 pub fn decode_body(bytes: &[u8], encoding: Encoding) -> Result<Vec<u8>> {
     let body = Body::new(Bytes::copy_from_slice(bytes), encoding);
     let decoded = body.decoded()?.into_owned();
-    assert!(decoded.len() <= MAX_BODY_BYTES, "a body decoded past the limit");
+    assert!(
+        decoded.len() <= MAX_BODY_BYTES,
+        "a body decoded past the limit"
+    );
     Ok(decoded)
 }
 

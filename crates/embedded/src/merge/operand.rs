@@ -216,6 +216,13 @@ impl<'a> Cursor<'a> {
         self.rest.is_empty()
     }
 
+    /// Bytes left: a bound on the mutations left (each takes more than
+    /// one), whatever count a damaged operand claims.
+    #[inline]
+    pub fn remaining(&self) -> usize {
+        self.rest.len()
+    }
+
     /// A group's clock and mutation count, starting it.
     #[inline]
     pub fn group_head(&mut self) -> Option<(i64, u64)> {
