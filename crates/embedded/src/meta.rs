@@ -22,6 +22,10 @@ const FORMAT_VERSION: u8 = 3;
 const UNTYPED_FORMAT: u8 = 2;
 /// Version 1 stored one RocksDB key per cell; its data is not readable.
 const PER_CELL_FORMAT: u8 = 1;
+/// Family ids stored metadata may hold: far more families than a table
+/// ever creates (Bigtable allows 100 at a time).
+const MAX_FAMILY_ID: u32 = 1 << 20;
+
 /// Deepest nesting of GC rules accepted when decoding.
 const MAX_RULE_DEPTH: usize = 64;
 
@@ -211,6 +215,13 @@ impl TableMeta {
             if id >= next_family_id {
                 return Err(corrupt(&format!(
                     "family id {id} is not below {next_family_id}"
+                )));
+            }
+            // Bigtable allows 100 families a table: ids past this many
+            // creations are damage (and would size `by_id`).
+            if id >= MAX_FAMILY_ID {
+                return Err(corrupt(&format!(
+                    "family id {id} is not below {MAX_FAMILY_ID}"
                 )));
             }
             if families.values().any(|f: &FamilyMeta| f.id == id) {
