@@ -246,11 +246,6 @@ pub fn check_merge(meta: &Meta, existing: Option<&[u8]>, operands: &[&[u8]], now
     let key = b"row";
     let full = crate::merge::full_merge(meta, key, existing, operands.iter().copied());
     let existing_decodes = existing.is_none_or(|v| decode_cells(meta, key, v, now).is_ok());
-    // A damaged row can decode with its cells out of canonical order (or
-    // of an unknown family): the one-pass merge then need not write a row
-    // that decodes, and reads of it fail naming it (a finding of this
-    // target, left as an error rather than checked on every read).
-    let canonical = existing.is_none_or(|v| is_canonical(meta, v));
     if let Some(merged) = &full {
         if !existing_decodes {
             // Only as it was (operands without a group), never shortened.
@@ -259,7 +254,7 @@ pub fn check_merge(meta: &Meta, existing: Option<&[u8]>, operands: &[&[u8]], now
                 existing,
                 "a merge took a row that does not decode"
             );
-        } else if canonical {
+        } else {
             decode_cells(meta, key, merged, now).expect("a merge wrote a row that does not decode");
         }
     }
@@ -272,30 +267,6 @@ pub fn check_merge(meta: &Meta, existing: Option<&[u8]>, operands: &[&[u8]], now
             "combining operands first changed the merged row"
         );
     }
-}
-
-/// The stored row's cells are of live families, in canonical order
-/// (family rank, qualifier, timestamp descending), each once.
-fn is_canonical(meta: &TableMeta, value: &[u8]) -> bool {
-    let mut cursor = crate::row::row_cursor(value);
-    let mut previous: Option<(u32, Vec<u8>, i64)> = None;
-    while let Some(cell) = cursor.next_cell() {
-        let Some(family) = meta.family(cell.family_id) else {
-            return false;
-        };
-        let at = (
-            family.rank,
-            cursor.qualifier().to_vec(),
-            -(cell.timestamp_micros as i128),
-        );
-        if let Some((rank, q, ts)) = &previous {
-            if (*rank, q.clone(), -(*ts as i128)) >= at {
-                return false;
-            }
-        }
-        previous = Some((at.0, at.1, cell.timestamp_micros));
-    }
-    !cursor.failed()
 }
 
 /// Table metadata as stored: decodes or fails with an error naming the
