@@ -104,3 +104,30 @@ ensure_browser_prereqs() {
       || say "warning: npm ci failed in $dir"
   fi
 }
+
+# The fuzz step (scripts/fuzz) needs the nightly toolchain and cargo-fuzz.
+# has_fuzz_prereqs: both there, nothing installed. ensure_fuzz_prereqs:
+# installs cargo-fuzz (pinned by its lock file) into
+# ~/.cache/affinity/tools when missing, and sets CARGO_FUZZ to run it.
+fuzz_tools="${XDG_CACHE_HOME:-$HOME/.cache}/affinity/tools"
+has_fuzz_prereqs() {
+  cargo +nightly --version >/dev/null 2>&1 || return 1
+  command -v cargo-fuzz >/dev/null 2>&1 || [ -x "$fuzz_tools/bin/cargo-fuzz" ]
+}
+ensure_fuzz_prereqs() {
+  if ! cargo +nightly --version >/dev/null 2>&1; then
+    echo "error: the nightly toolchain is needed to fuzz (rustup toolchain install nightly)" >&2
+    return 1
+  fi
+  if command -v cargo-fuzz >/dev/null 2>&1; then
+    CARGO_FUZZ="cargo-fuzz fuzz"
+  else
+    if [ ! -x "$fuzz_tools/bin/cargo-fuzz" ]; then
+      say "installing cargo-fuzz into $fuzz_tools"
+      cargo install cargo-fuzz --locked --root "$fuzz_tools"
+    fi
+    CARGO_FUZZ="$fuzz_tools/bin/cargo-fuzz fuzz"
+  fi
+  # cargo-fuzz runs `cargo`: the nightly one.
+  export RUSTUP_TOOLCHAIN=nightly
+}

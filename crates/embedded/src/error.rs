@@ -34,6 +34,29 @@ fn is_no_space(err: &rocksdb::Error) -> bool {
     text.contains("No space left on device") || text.contains("NoSpace")
 }
 
+/// Translate a RocksDB error met while reading rows: a merge that failed
+/// (a stored value or operand that does not decode) names the row, the
+/// one read (`key`) or, for an iterator, the one whose merge failed.
+pub(crate) fn read_error(err: rocksdb::Error, key: Option<&[u8]>) -> Error {
+    let failed = crate::merge::take_failed_merge();
+    match key.map(<[u8]>::to_vec).or(failed) {
+        Some(key) if err.kind() == ErrorKind::Corruption => Error::Storage(format!(
+            "corrupt stored row {:?}: its value or a merge operand does not decode (rocksdb: {})",
+            String::from_utf8_lossy(&key),
+            err.into_string()
+        )),
+        _ => storage(err),
+    }
+}
+
+/// A storage error of table `table`, named in its message.
+pub(crate) fn in_table(table: &str, err: Error) -> Error {
+    match err {
+        Error::Storage(message) => Error::Storage(format!("table {table:?}: {message}")),
+        other => other,
+    }
+}
+
 /// The error for a table whose column family has vanished (dropped while
 /// the request ran).
 pub(crate) fn table_gone(table: &str) -> Error {

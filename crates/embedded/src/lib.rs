@@ -101,6 +101,10 @@
 
 mod decode;
 mod error;
+/// The decoders of stored bytes, for the fuzz targets in `fuzz/`.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod gc;
 mod locks;
 mod merge;

@@ -22,6 +22,10 @@ const FORMAT_VERSION: u8 = 3;
 const UNTYPED_FORMAT: u8 = 2;
 /// Version 1 stored one RocksDB key per cell; its data is not readable.
 const PER_CELL_FORMAT: u8 = 1;
+/// Family ids stored metadata may hold: far more families than a table
+/// ever creates (Bigtable allows 100 at a time).
+const MAX_FAMILY_ID: u32 = 1 << 20;
+
 /// Deepest nesting of GC rules accepted when decoding.
 const MAX_RULE_DEPTH: usize = 64;
 
@@ -69,7 +73,14 @@ impl TableMeta {
         next_family_id: u32,
         families: BTreeMap<String, FamilyMeta>,
     ) -> TableMeta {
-        let mut by_id: Vec<Option<FamilyView>> = vec![None; next_family_id as usize];
+        // Ids past the highest live one are dropped families: no slot
+        // (`next_family_id` comes from disk, and may be anything).
+        let slots = families
+            .values()
+            .map(|f| f.id as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut by_id: Vec<Option<FamilyView>> = vec![None; slots];
         for (rank, (name, family)) in families.iter().enumerate() {
             if let Some(slot) = by_id.get_mut(family.id as usize) {
                 *slot = Some(FamilyView {
@@ -205,6 +216,19 @@ impl TableMeta {
                 return Err(corrupt(&format!(
                     "family id {id} is not below {next_family_id}"
                 )));
+            }
+            // Bigtable allows 100 families a table: ids past this many
+            // creations are damage (and would size `by_id`).
+            if id >= MAX_FAMILY_ID {
+                return Err(corrupt(&format!(
+                    "family id {id} is not below {MAX_FAMILY_ID}"
+                )));
+            }
+            if families.values().any(|f: &FamilyMeta| f.id == id) {
+                return Err(corrupt(&format!("family id {id} is used twice")));
+            }
+            if families.contains_key(&name) {
+                return Err(corrupt(&format!("family {name:?} is listed twice")));
             }
             families.insert(
                 name,

@@ -8,7 +8,7 @@ use affinity_model::{recycle_cells, CellRef, Result, Row, RowRef};
 use rocksdb::{BoundColumnFamily, DBRawIteratorWithThreadMode, ReadOptions};
 
 use crate::decode;
-use crate::error::storage;
+use crate::error::read_error;
 use crate::merge::merged_operand_bytes;
 use crate::meta::TableMeta;
 use crate::ranges::KeyRange;
@@ -132,7 +132,10 @@ impl<'a> Scan<'a> {
                 None => match self.ranges.next() {
                     Some(range) => {
                         if let (Some(key), true) = (&range.lower, range.single_row) {
-                            let stored = self.db.get_pinned_cf(&self.cf, key).map_err(storage)?;
+                            let stored = self
+                                .db
+                                .get_pinned_cf(&self.cf, key)
+                                .map_err(|e| read_error(e, Some(key)))?;
                             if let Some(value) = stored {
                                 let row = decode::read_row(
                                     &self.meta,
@@ -155,7 +158,7 @@ impl<'a> Scan<'a> {
                 },
             };
             let Some((key, value)) = iter.item() else {
-                iter.status().map_err(storage)?;
+                iter.status().map_err(|e| read_error(e, None))?;
                 self.iter = None;
                 continue;
             };
@@ -249,7 +252,10 @@ impl Scan<'_> {
             if let (Some(key), true) = (&range.lower, range.single_row) {
                 merged_since(&mut mark);
                 let seen = self.db.latest_sequence_number();
-                let stored = self.db.get_pinned_cf(&self.cf, key).map_err(storage)?;
+                let stored = self
+                    .db
+                    .get_pinned_cf(&self.cf, key)
+                    .map_err(|e| read_error(e, Some(key)))?;
                 if let Some(value) = stored {
                     if merged_since(&mut mark) >= REPAIR_BYTES {
                         repairs.push(Repair {
@@ -284,7 +290,7 @@ impl Scan<'_> {
                     iter.next();
                 }
             }
-            iter.status().map_err(storage)?;
+            iter.status().map_err(|e| read_error(e, None))?;
         }
         Ok(repairs)
     }

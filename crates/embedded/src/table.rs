@@ -26,7 +26,7 @@ use affinity_model::{
 };
 use rocksdb::WriteBatch;
 
-use crate::error::storage;
+use crate::error::{in_table, storage};
 use crate::locks::Guard;
 use crate::merge::encode_operand;
 use crate::meta::TableMeta;
@@ -71,7 +71,8 @@ impl EmbeddedTable {
         let inner = &*self.inner;
         let held = self.hold_exclusive(keys.iter().map(|k| k.as_ref()));
         let cf = inner.cf(&self.name, meta)?;
-        let pending = Pending::load(&inner.db, cf, meta, keys.iter().copied(), now_micros())?;
+        let pending = Pending::load(&inner.db, cf, meta, keys.iter().copied(), now_micros())
+            .map_err(|e| in_table(&self.name, e))?;
         Ok((held, pending))
     }
 
@@ -153,12 +154,15 @@ impl EmbeddedTable {
             read_keys,
             overwritten,
             now_micros(),
-        )?;
+        )
+        .map_err(|e| in_table(&self.name, e))?;
         let now = pending.now_micros();
         let mut operands: Vec<(&Bytes, Vec<u8>)> = Vec::new();
         for entry in entries {
             if read.contains(&entry.row_key) {
-                pending.apply(&entry.row_key, &entry.mutations)?;
+                pending
+                    .apply(&entry.row_key, &entry.mutations)
+                    .map_err(|e| in_table(&self.name, e))?;
             } else {
                 let mut operand = Vec::new();
                 encode_operand(&mut operand, meta, &entry.mutations, now)?;
@@ -344,7 +348,7 @@ impl Table for EmbeddedTable {
         let key = Bytes::copy_from_slice(row_key);
         let (held, mut pending) = self.begin(&meta, &[&key])?;
         let now = pending.now_micros();
-        let cells = pending.cells(&key)?;
+        let cells = pending.cells(&key).map_err(|e| in_table(&self.name, e))?;
         let matched = predicate_matches(predicate.as_ref(), &key, cells);
         let mutations = if matched {
             true_mutations
@@ -394,12 +398,13 @@ impl Table for EmbeddedTable {
             let entry = &entries[i];
             // `read_modify_write` leaves the cells as the batch will store
             // the row, or unchanged when the entry fails.
-            statuses[i] = read_modify_write(pending.cells(&entry.row_key)?, &entry.rules, now).map(
-                |written| Row {
-                    key: entry.row_key.clone(),
-                    cells: written,
-                },
-            );
+            let cells = pending
+                .cells(&entry.row_key)
+                .map_err(|e| in_table(&self.name, e))?;
+            statuses[i] = read_modify_write(cells, &entry.rules, now).map(|written| Row {
+                key: entry.row_key.clone(),
+                cells: written,
+            });
         }
         if statuses.iter().all(|s| s.is_err()) {
             return Ok(statuses);
@@ -420,7 +425,10 @@ impl Table for EmbeddedTable {
     }
 
     fn read_rows(&self, request: &ReadRowsRequest) -> Result<RowStream<'_>> {
-        Ok(Box::new(self.scan(request)?))
+        let scan = self.scan(request)?;
+        Ok(Box::new(
+            scan.map(|row| row.map_err(|e| in_table(&self.name, e))),
+        ))
     }
 
     fn visit_rows(
@@ -430,7 +438,7 @@ impl Table for EmbeddedTable {
     ) -> Result<()> {
         let scan = self.scan(request)?;
         let cf_name = scan.cf_name().to_string();
-        let repairs = scan.visit(visit)?;
+        let repairs = scan.visit(visit).map_err(|e| in_table(&self.name, e))?;
         if !repairs.is_empty() {
             // Only an optimisation: a failure leaves the operands, which
             // the next read merges again.

@@ -17,7 +17,7 @@ use affinity_model::{Bytes, Cell, Result};
 use rocksdb::{BoundColumnFamily, WriteBatch};
 
 use crate::decode::decode_cells;
-use crate::error::storage;
+use crate::error::read_error;
 use crate::meta::TableMeta;
 use crate::row::{encode_created_row, encode_row};
 use crate::store::Db;
@@ -106,7 +106,7 @@ impl<'a, 'db> Pending<'a, 'db> {
                 false => values
                     .next()
                     .ok_or_else(|| affinity_model::Error::Internal("multi-get lost a row".into()))?
-                    .map_err(storage)?,
+                    .map_err(|e| read_error(e, Some(key)))?,
             };
             rows.push(Touched {
                 key: key.clone(),

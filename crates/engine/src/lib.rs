@@ -73,7 +73,7 @@ mod arena;
 mod batch;
 pub mod boost;
 pub mod catalog;
-mod csv;
+pub mod csv;
 mod engine;
 mod error;
 mod event;

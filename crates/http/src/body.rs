@@ -107,6 +107,12 @@ impl FromRequest<Arc<State>> for Body {
 }
 
 impl Body {
+    /// A body as received.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn new(bytes: Bytes, encoding: Encoding) -> Body {
+        Body { bytes, encoding }
+    }
+
     /// The body's bytes as sent.
     pub fn raw(&self) -> &[u8] {
         &self.bytes

@@ -37,7 +37,7 @@ pub fn check_user_token(token: &str) -> Result<()> {
 
 /// The events of a body, checked for shape and count before any of them
 /// is validated.
-fn event_list(body: &Value) -> Result<&Vec<Value>> {
+pub(crate) fn event_list(body: &Value) -> Result<&Vec<Value>> {
     let events = body
         .get("events")
         .and_then(Value::as_array)

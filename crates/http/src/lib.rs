@@ -52,6 +52,10 @@ mod dashboard;
 mod debug;
 mod error;
 mod explain;
+/// Request body decoding, for the fuzz targets in `fuzz/`.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod insights;
 mod jobs;
 mod limits;

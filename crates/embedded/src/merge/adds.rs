@@ -76,7 +76,8 @@ pub(super) fn decode_adds<'a>(
             groups += 1;
             let run = count >= RUN_ADDS;
             let into = if run {
-                runs.push(Vec::with_capacity(usize::try_from(count).ok()?));
+                let count = usize::try_from(count).ok()?;
+                runs.push(Vec::with_capacity(count.min(cursor.remaining())));
                 runs.last_mut()?
             } else {
                 &mut loose

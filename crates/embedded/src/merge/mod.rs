@@ -35,7 +35,7 @@ use operand::{put_add_group, Cursor, OPERAND};
 
 /// The row `existing` (a stored row, or none) becomes after `operands`,
 /// encoded; `None` when something does not decode.
-fn full_merge<'o>(
+pub(crate) fn full_merge<'o>(
     meta: &TableMeta,
     key: &[u8],
     existing: Option<&[u8]>,
@@ -86,6 +86,8 @@ fn merge_in_order(
 thread_local! {
     /// Bytes of operands this thread's full merges have taken so far.
     static MERGED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// The key of the row whose full merge last failed on this thread.
+    static FAILED: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
 }
 
 /// How many bytes of operands full merges on this thread have taken so
@@ -103,8 +105,19 @@ pub(crate) fn full_merge_fn(
         let bytes: usize = operands.iter().map(<[u8]>::len).sum();
         MERGED.with(|m| m.set(m.get() + bytes as u64));
         let meta = slot.read().clone()?;
-        full_merge(&meta, key, existing, operands)
+        let merged = full_merge(&meta, key, existing, operands);
+        if merged.is_none() {
+            FAILED.with(|f| *f.borrow_mut() = Some(key.to_vec()));
+        }
+        merged
     }
+}
+
+/// The key of the row whose merge last failed on this thread (its stored
+/// value or an operand does not decode), taken: RocksDB reports the
+/// failure without the key, and a read runs its merges on its own thread.
+pub(crate) fn take_failed_merge() -> Option<Vec<u8>> {
+    FAILED.with(|f| f.borrow_mut().take())
 }
 
 /// The table's partial merge, reading its metadata from `slot`: operands
@@ -123,7 +136,7 @@ pub(crate) fn partial_merge_fn(
 }
 
 /// [`partial_merge_fn`] of any operands (`meta` unknown: groups kept).
-fn combine(meta: Option<&TableMeta>, operands: &[&[u8]]) -> Option<Vec<u8>> {
+pub(crate) fn combine(meta: Option<&TableMeta>, operands: &[&[u8]]) -> Option<Vec<u8>> {
     if let Some((adds, clock)) = meta.and_then(|meta| decode_adds(meta, operands)) {
         let mut out = vec![OPERAND];
         put_add_group(&mut out, clock, &adds);

@@ -216,6 +216,13 @@ impl<'a> Cursor<'a> {
         self.rest.is_empty()
     }
 
+    /// Bytes left: a bound on the mutations left (each takes more than
+    /// one), whatever count a damaged operand claims.
+    #[inline]
+    pub fn remaining(&self) -> usize {
+        self.rest.len()
+    }
+
     /// A group's clock and mutation count, starting it.
     #[inline]
     pub fn group_head(&mut self) -> Option<(i64, u64)> {
@@ -246,6 +253,11 @@ impl<'a> Cursor<'a> {
             let ts = self.u64()? as i64;
             (ts, self.u64()? as i64)
         };
+        // No stored cell has a negative timestamp (a row does not decode
+        // with one): a damaged operand's add is refused, not merged.
+        if timestamp_micros < 0 {
+            return None;
+        }
         Some(OperandAdd {
             family_id,
             qualifier,
@@ -294,6 +306,10 @@ impl<'a> Cursor<'a> {
                 let family = self.family(meta)?;
                 let qualifier = self.bytes()?;
                 let ts = self.u64()? as i64;
+                // Server time is resolved before encoding: never negative.
+                if ts < 0 {
+                    return None;
+                }
                 let value = self.bytes()?;
                 family.map(|family| Mutation::SetCell {
                     family: family.into(),

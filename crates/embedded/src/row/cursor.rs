@@ -268,6 +268,11 @@ impl<'a> RowCursor<'a> {
         let qualifier = &self.row[qstart..qend];
         let (ts, _) = self.row.get(self.at..)?.split_first_chunk::<8>()?;
         let ts = u64::from_be_bytes(*ts) as i64;
+        // As in the current format: no stored cell has a negative
+        // timestamp (a damaged one would not survive a rewrite).
+        if ts < 0 {
+            return None;
+        }
         self.at += 8;
         let vlen = self.varint()?;
         let (vstart, vend) = self.span(vlen)?;
