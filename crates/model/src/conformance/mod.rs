@@ -336,6 +336,7 @@ macro_rules! conformance_suite {
             admin_missing_family_errors,
             admin_duplicates,
             admin_invalid_names_and_rules,
+            admin_drop_row_range,
             gc_max_versions,
             gc_max_age,
             gc_union,
