@@ -310,8 +310,10 @@ fn delete_app_removes_one_application_of_the_shared_tables() {
         ok(&data, &["ingest", "--app", app, &file("events.jsonl")]);
         assert!(ok(&data, &["profile", "--app", app, "alice", "--json"]).contains(ALICE));
     }
-    let tables = ok(&data, &["table", "list"]);
-    assert!(!tables.contains("events.sho"), "{tables}");
+    let tables = ok(&data, &["table", "ls"]);
+    let has = |name: &str| tables.lines().any(|t| t.trim() == name);
+    assert!(has("events") && has("events.shop"), "{tables}");
+    assert!(!has("events.sho") && !has("events.sho2"), "{tables}");
     let out = ok(&data, &["delete-app", "--app", "sho"]);
     assert!(
         out.contains("deleted application sho") && out.contains("shared"),

@@ -45,6 +45,7 @@ impl Store for TenantStore {
         self.0.modify_families(table, m)
     }
     fn drop_row_range(&self, table: &str, prefix: &[u8]) -> Result<()> {
+        affinity_model::limits::check_row_key_prefix(prefix)?;
         let physical = [tenant_prefix(TENANT)?.as_slice(), prefix].concat();
         self.0.drop_row_range(table, &physical)
     }
