@@ -28,6 +28,7 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+mod apps;
 mod days;
 mod engine;
 mod geo;
@@ -89,6 +90,10 @@ pub enum BenchCommand {
     /// readers with maintenance on; RSS, open files, read p99 and errors
     /// per minute.
     Soak(soak::SoakBenchArgs),
+    /// Many applications on one store: creating one and reading a profile
+    /// with 1 application, then with `--apps` (10,000) on the shared
+    /// tables, on the embedded store (and `--emulator`).
+    Apps(apps::AppsBenchArgs),
 }
 
 /// The backend flags of the command line (`--data DIR`, `--bigtable
@@ -150,6 +155,10 @@ pub fn run(cmd: BenchCommand, backend: &BenchBackend) -> anyhow::Result<()> {
         BenchCommand::Soak(args) => {
             backend.check("soak", true, false)?;
             soak::run(args, backend)
+        }
+        BenchCommand::Apps(args) => {
+            backend.check("apps", true, false)?;
+            apps::run(args, data)
         }
     }
 }

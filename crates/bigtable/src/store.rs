@@ -325,4 +325,31 @@ impl Store for BigtableStore {
     fn open_table(&self, table: &str) -> Result<Arc<dyn Table>> {
         Ok(Arc::new(self.table(table)?))
     }
+
+    fn drop_row_range(&self, table: &str, prefix: &[u8]) -> Result<()> {
+        limits::check_table_name(table)?;
+        limits::check_row_key_prefix(prefix)?;
+        let (path, table) = (self.table_path(table), table.to_string());
+        let prefix = prefix.to_vec();
+        self.shared.call(move |conn, policy| async move {
+            // Dropping rows is idempotent: a retry after a lost success
+            // drops nothing more.
+            retry(policy, true, || {
+                let (conn, path, prefix) = (conn.clone(), path.clone(), prefix.clone());
+                async move {
+                    let request = admin::DropRowRangeRequest {
+                        name: path.clone(),
+                        target: Some(admin::drop_row_range_request::Target::RowKeyPrefix(
+                            prefix.into(),
+                        )),
+                    };
+                    let request = conn.request(request, Api::Admin, "name", &path).await?;
+                    conn.admin().drop_row_range(request).await
+                }
+            })
+            .await
+            .map(|_| ())
+            .map_err(|s| from_status(&s, Some(&table)))
+        })
+    }
 }

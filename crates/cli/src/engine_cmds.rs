@@ -219,6 +219,11 @@ pub struct IngestArgs {
     /// applications and users); fixed once the application exists.
     #[arg(long, value_name = "N")]
     salt_buckets: Option<u32>,
+    /// Give the application tables of its own instead of the shared ones
+    /// (isolation); only an application without events can move to them.
+    /// A retention other than 90 days gives it its own tables anyway.
+    #[arg(long)]
+    dedicated_tables: bool,
     /// JSON lines, one Insights event per line, or `-` for stdin.
     file: PathBuf,
 }
@@ -226,6 +231,9 @@ pub struct IngestArgs {
 pub fn ingest(args: IngestArgs, backend: &BackendArgs) -> anyhow::Result<()> {
     let engine = open_engine(backend)?;
     let app_id = &args.app.app;
+    if args.dedicated_tables {
+        engine.isolate_app(app_id)?;
+    }
     if args.schema.is_some() || args.retention_days.is_some() {
         let current = engine.app(app_id)?.config;
         let schema = match &args.schema {
@@ -593,6 +601,27 @@ pub fn delete_user(args: DeleteUserArgs, backend: &BackendArgs) -> anyhow::Resul
     println!(
         "deleted user {}: {} event rows, {} profile rows (verified by a scan: none left)",
         args.user, deleted.event_rows, deleted.profile_rows
+    );
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct DeleteAppArgs {
+    #[command(flatten)]
+    app: AppArgs,
+}
+
+pub fn delete_app(args: DeleteAppArgs, backend: &BackendArgs) -> anyhow::Result<()> {
+    let engine = open_engine(backend)?;
+    let app = &args.app.app;
+    let tables = engine
+        .stored_settings(app)?
+        .map(|s| s.tables)
+        .unwrap_or_default();
+    engine.delete_app(app)?;
+    println!(
+        "deleted application {app}: settings, strategy, catalog, job records and its {} tables' rows",
+        tables.as_str()
     );
     Ok(())
 }

@@ -70,6 +70,9 @@ enum Command {
     Profile(engine_cmds::ProfileArgs),
     /// Delete a user's events and profile (GDPR), verified by a scan.
     DeleteUser(engine_cmds::DeleteUserArgs),
+    /// Delete an application: its events, profiles, trends, catalog,
+    /// strategy, job records and settings; no other application's rows.
+    DeleteApp(engine_cmds::DeleteAppArgs),
     /// Migrate an application between the narrow and wide schemas:
     /// start (dual-write), backfill, verify, cut-over.
     #[command(subcommand)]
@@ -115,6 +118,7 @@ fn main() {
         Command::Jobs(cmd) => jobs::jobs(cmd, backend),
         Command::Profile(args) => engine_cmds::profile(args, backend),
         Command::DeleteUser(args) => engine_cmds::delete_user(args, backend),
+        Command::DeleteApp(args) => engine_cmds::delete_app(args, backend),
         Command::Migrate(cmd) => engine_cmds::migrate(cmd, backend),
         Command::Geo(cmd) => geo::run(cmd, backend),
         Command::Trends(args) => trends::run(args, backend),

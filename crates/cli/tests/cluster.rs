@@ -190,6 +190,20 @@ fn three_servers_and_a_two_shard_job_behave_as_one_system() {
         .to_string(),
     )
     .unwrap();
+    // Tables of its own: its retention changes below, which an
+    // application holding events on the shared tables cannot do.
+    let none = dir.path().join("none.jsonl");
+    std::fs::write(&none, "").unwrap();
+    let isolated = cluster
+        .command(&["ingest", "--app", APP, "--dedicated-tables"])
+        .arg(&none)
+        .output()
+        .unwrap();
+    assert!(
+        isolated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&isolated.stderr)
+    );
     let set = cluster
         .command(&["strategy", "set", "--app", APP])
         .arg(&strategy)

@@ -86,6 +86,10 @@ fn loaded_shop(schema: &str) -> (tempfile::TempDir, std::path::PathBuf, String, 
             "shop",
             "--schema",
             schema,
+            // Tables of its own (the test below deletes one whole); the
+            // strategy set above created it on the shared tables, without
+            // events, so it moves.
+            "--dedicated-tables",
             &file("events.jsonl"),
         ],
     );
@@ -279,6 +283,63 @@ fn migrate_narrow_to_wide_keeps_profiles() {
     );
     assert!(ok(&data, &["migrate", "cut-over", "--app", "shop"]).contains("wide"));
     assert!(ok(&data, &["profile", "--app", "shop", "alice", "--json"]).contains(ALICE));
+}
+
+#[test]
+fn delete_app_removes_one_application_of_the_shared_tables() {
+    let (dir, data, _, _) = loaded_shop("narrow");
+    let file = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    // Two applications on the shared tables, one a prefix of the other.
+    for app in ["sho", "sho2"] {
+        ok(
+            &data,
+            &[
+                "catalog",
+                "load",
+                "--app",
+                app,
+                "--index",
+                "products",
+                &file("catalog.jsonl"),
+            ],
+        );
+        ok(
+            &data,
+            &["strategy", "set", "--app", app, &file("strategy.json")],
+        );
+        ok(&data, &["ingest", "--app", app, &file("events.jsonl")]);
+        assert!(ok(&data, &["profile", "--app", app, "alice", "--json"]).contains(ALICE));
+    }
+    let tables = ok(&data, &["table", "ls"]);
+    let has = |name: &str| tables.lines().any(|t| t.trim() == name);
+    assert!(has("events") && has("events.shop"), "{tables}");
+    assert!(!has("events.sho") && !has("events.sho2"), "{tables}");
+    let out = ok(&data, &["delete-app", "--app", "sho"]);
+    assert!(
+        out.contains("deleted application sho") && out.contains("shared"),
+        "{out}"
+    );
+    assert!(fails(&data, &["profile", "--app", "sho", "alice"]).contains("no profile"));
+    assert!(ok(&data, &["profile", "--app", "sho2", "alice", "--json"]).contains(ALICE));
+    assert!(ok(&data, &["profile", "--app", "shop", "alice", "--json"]).contains(ALICE));
+    let err = fails(&data, &["delete-app", "--app", "sho"]);
+    assert!(err.contains("application \"sho\" does not exist"), "{err}");
+    // With events on the shared tables, isolation is refused, naming why.
+    let err = fails(
+        &data,
+        &[
+            "ingest",
+            "--app",
+            "sho2",
+            "--retention-days",
+            "7",
+            &file("events.jsonl"),
+        ],
+    );
+    assert!(
+        err.contains("a retention of 7 days needs tables of its own"),
+        "{err}"
+    );
 }
 
 fn request(addr: &str, method: &str, path: &str, key: &str, body: &str) -> (u16, String) {

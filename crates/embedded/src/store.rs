@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use affinity_model::limits::check_table_name;
+use affinity_model::limits::{check_table_name, MAX_ROW_KEY_BYTES};
 use affinity_model::{Error, FamilyModification, Result, Store, Table, TableSpec};
 use parking_lot::{Mutex, RwLock};
 use rocksdb::{
@@ -496,6 +496,28 @@ impl Store for EmbeddedStore {
             inner.sweep_signal.wake();
         }
         Ok(meta.spec())
+    }
+
+    fn drop_row_range(&self, table: &str, prefix: &[u8]) -> Result<()> {
+        affinity_model::limits::check_row_key_prefix(prefix)?;
+        let inner = &self.inner;
+        let meta = inner.entry(table)?.meta();
+        let cf = inner.cf(table, &meta)?;
+        let end = affinity_model::prefix_successor(prefix);
+        let mut batch = WriteBatch::default();
+        match &end {
+            Some(end) => batch.delete_range_cf(&cf, prefix, end.as_slice()),
+            // All 0xff: nothing sorts after the prefix's rows but
+            // themselves, so the table's end is the range's.
+            None => batch.delete_range_cf(&cf, prefix, [0xffu8; MAX_ROW_KEY_BYTES + 1].as_slice()),
+        }
+        let mut opts = WriteOptions::default();
+        opts.set_sync(true);
+        inner.db.write_opt(batch, &opts).map_err(storage)?;
+        // The tombstone hides the rows at once; the compaction gives their
+        // space back.
+        inner.db.compact_range_cf(&cf, Some(prefix), end.as_deref());
+        Ok(())
     }
 
     fn open_table(&self, table: &str) -> Result<Arc<dyn Table>> {

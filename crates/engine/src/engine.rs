@@ -7,7 +7,7 @@
 //!   (cell timestamp = `updatedAt`).
 //! - `catalog`: row = tuple(app, index, objectID), family `o`, the object's
 //!   JSON.
-//! - `events.<app>`: the application's events (see [`crate::schema`]);
+//! - `events.<app>` (or its rows of `events`): the application's events (see [`crate::schema`]);
 //!   families `view`, `click`, `conversion` and `e`, all with GC max-age =
 //!   the retention.
 //! - `profiles.<app>`: rows `user,DAY` the profile state (families `n`,
@@ -24,16 +24,22 @@
 //! when present, else the `userToken`. The events table may be salted per
 //! application ([`crate::salting`]).
 //!
-//! One table per application gives each its own retention and keeps one
-//! application's rows out of reach of another's key.
+//! Applications share the tables `events`, `profiles` and `trends`, every
+//! row key prefixed by the application id and `#` (a
+//! [`affinity_model::PrefixedTable`] per application, so the code above
+//! sees tables of its own and no key reaches another application's rows);
+//! an application with another retention than the shared tables', or
+//! asked to be isolated, or created before tables were shared, has its
+//! own `events.<app>`, `profiles.<app>`, `trends.<app>`
+//! (`docs/design/apps.md`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use affinity_model::{
-    Error as StoreError, FamilyModification, GcRule, Mutation, ReadRowsRequest, RowFilter, RowSet,
-    Store, Table, TableSpec,
+    Error as StoreError, FamilyModification, GcRule, Mutation, PrefixedTable, ReadRowsRequest,
+    RowFilter, RowSet, Store, Table, TableSpec,
 };
 use affinity_rowkey::tuple::{self, Element};
 use std::sync::{Mutex, RwLock};
@@ -49,7 +55,11 @@ use crate::variants::Variants;
 
 mod settings;
 
-pub use settings::{AppConfig, AppSettings, DEFAULT_RETENTION_DAYS};
+pub use settings::{AppConfig, AppSettings, Tables, DEFAULT_RETENTION_DAYS, SHARED_RETENTION_DAYS};
+
+/// The shared tables (see `docs/design/apps.md`): every application on
+/// [`Tables::Shared`] keeps its rows there, prefixed by its id.
+pub const SHARED_TABLES: [&str; 3] = ["events", "profiles", "trends"];
 
 /// Milliseconds in a day.
 pub const DAY_MILLIS: i64 = 86_400_000;
@@ -88,6 +98,8 @@ pub struct App {
     pub dual_write: Option<Schema>,
     /// The salt bucket count of the events table, if salted.
     pub salt_buckets: Option<u32>,
+    /// Shared or dedicated tables.
+    pub tables: Tables,
     pub(crate) salter: Option<affinity_rowkey::salt::Salter>,
 }
 
@@ -120,6 +132,7 @@ impl App {
             config: self.config,
             dual_write: self.dual_write,
             salt_buckets: self.salt_buckets,
+            tables: self.tables,
         }
     }
 }
@@ -134,6 +147,10 @@ pub struct Engine {
     pub(crate) jobs_table: Arc<dyn Table>,
     /// Application handles and when their settings were last read.
     apps: Mutex<HashMap<String, (Instant, App)>>,
+    /// The shared tables (events, profiles, trends), once checked.
+    shared: Mutex<Option<[Arc<dyn Table>; 3]>>,
+    /// Their retention ([`SHARED_RETENTION_DAYS`]).
+    pub(crate) shared_retention_days: u32,
     catalogs: RwLock<HashMap<(String, String), Arc<Catalog>>>,
 }
 
@@ -197,8 +214,21 @@ impl Engine {
             catalog_table,
             jobs_table,
             apps: Mutex::new(HashMap::new()),
+            shared: Mutex::new(None),
+            shared_retention_days: SHARED_RETENTION_DAYS,
             catalogs: RwLock::new(HashMap::new()),
         })
+    }
+
+    /// This engine with shared tables of another retention than
+    /// [`SHARED_RETENTION_DAYS`]: applications with that retention share
+    /// them. Every process on a store must agree (the tables' GC rules
+    /// follow the last one to open them); `affinity` always uses the
+    /// default, tests use this to run retention-bound property tests on
+    /// shared tables.
+    pub fn with_shared_retention(mut self, days: u32) -> Engine {
+        self.shared_retention_days = days;
+        self
     }
 
     /// The engine's clock, milliseconds since the epoch.
@@ -250,55 +280,90 @@ impl Engine {
             .with_family(crate::job::JOBS_FAMILY, one)
     }
 
+    /// The three table specs of an application configured as `config`.
+    fn specs(config: &AppConfig) -> [TableSpec; 3] {
+        [
+            Self::events_spec(config),
+            Self::profiles_spec(config),
+            crate::trends::table_spec(config),
+        ]
+    }
+
+    /// Table `name` with `spec`: created if missing, its families brought
+    /// to the spec's (a retention change updates GC rules).
+    fn ensure_table(&self, name: &str, spec: &TableSpec) -> Result<Arc<dyn Table>> {
+        let table = create_if_missing(self.store.as_ref(), name, spec)?;
+        let current = self.store.table_spec(name)?;
+        let updates: Vec<FamilyModification> = spec
+            .families
+            .iter()
+            .filter(|(f, fam)| current.families.get(*f) != Some(fam))
+            .map(|(f, fam)| match current.families.contains_key(f) {
+                true => FamilyModification::Update {
+                    family: f.clone(),
+                    gc_rule: fam.gc_rule.clone(),
+                },
+                false if fam.value_type.is_aggregate() => FamilyModification::CreateSum {
+                    family: f.clone(),
+                    gc_rule: fam.gc_rule.clone(),
+                },
+                false => FamilyModification::Create {
+                    family: f.clone(),
+                    gc_rule: fam.gc_rule.clone(),
+                },
+            })
+            .collect();
+        if !updates.is_empty() {
+            self.store.modify_families(name, &updates)?;
+        }
+        Ok(table)
+    }
+
+    /// The shared tables, checked (created, families brought to the shared
+    /// retention's) once per engine.
+    fn shared_tables(&self) -> Result<[Arc<dyn Table>; 3]> {
+        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tables) = shared.as_ref() {
+            return Ok(tables.clone());
+        }
+        let config = AppConfig {
+            retention_days: self.shared_retention_days,
+            ..AppConfig::default()
+        };
+        let [e, p, t] = Self::specs(&config);
+        let tables = [
+            self.ensure_table(SHARED_TABLES[0], &e)?,
+            self.ensure_table(SHARED_TABLES[1], &p)?,
+            self.ensure_table(SHARED_TABLES[2], &t)?,
+        ];
+        *shared = Some(tables.clone());
+        Ok(tables)
+    }
+
     fn open_tables(&self, app: &str, settings: AppSettings) -> Result<App> {
         let config = settings.config;
-        let events_name = format!("events.{app}");
-        let profiles_name = format!("profiles.{app}");
-        let trends_name = format!("trends.{app}");
-        let events = create_if_missing(
-            self.store.as_ref(),
-            &events_name,
-            &Self::events_spec(&config),
-        )?;
-        let profiles = create_if_missing(
-            self.store.as_ref(),
-            &profiles_name,
-            &Self::profiles_spec(&config),
-        )?;
-        let trends = create_if_missing(
-            self.store.as_ref(),
-            &trends_name,
-            &crate::trends::table_spec(&config),
-        )?;
-        for (name, spec) in [
-            (&events_name, Self::events_spec(&config)),
-            (&profiles_name, Self::profiles_spec(&config)),
-            (&trends_name, crate::trends::table_spec(&config)),
-        ] {
-            let current = self.store.table_spec(name)?;
-            let updates: Vec<FamilyModification> = spec
-                .families
-                .iter()
-                .filter(|(f, fam)| current.families.get(*f) != Some(fam))
-                .map(|(f, fam)| match current.families.contains_key(f) {
-                    true => FamilyModification::Update {
-                        family: f.clone(),
-                        gc_rule: fam.gc_rule.clone(),
-                    },
-                    false if fam.value_type.is_aggregate() => FamilyModification::CreateSum {
-                        family: f.clone(),
-                        gc_rule: fam.gc_rule.clone(),
-                    },
-                    false => FamilyModification::Create {
-                        family: f.clone(),
-                        gc_rule: fam.gc_rule.clone(),
-                    },
-                })
-                .collect();
-            if !updates.is_empty() {
-                self.store.modify_families(name, &updates)?;
+        let names = SHARED_TABLES.map(|kind| format!("{kind}.{app}"));
+        let [events, profiles, trends] = match settings.tables {
+            Tables::Dedicated => {
+                let [e, p, t] = Self::specs(&config);
+                [
+                    self.ensure_table(&names[0], &e)?,
+                    self.ensure_table(&names[1], &p)?,
+                    self.ensure_table(&names[2], &t)?,
+                ]
             }
-        }
+            Tables::Shared => {
+                let shared = self.shared_tables()?;
+                let view = |i: usize| -> Result<Arc<dyn Table>> {
+                    Ok(Arc::new(PrefixedTable::new(
+                        Arc::clone(&shared[i]),
+                        app,
+                        names[i].clone(),
+                    )?))
+                };
+                [view(0)?, view(1)?, view(2)?]
+            }
+        };
         let salter = settings
             .salt_buckets
             .map(crate::salting::events_salter)
@@ -311,8 +376,58 @@ impl Engine {
             trends,
             dual_write: settings.dual_write,
             salt_buckets: settings.salt_buckets,
+            tables: settings.tables,
             salter,
         })
+    }
+
+    /// Drop the application's rows from the shared tables.
+    pub(crate) fn drop_shared_rows(&self, app: &str) -> Result<()> {
+        let prefix = affinity_model::prefixed::tenant_prefix(app)?;
+        self.shared_tables()?;
+        for table in SHARED_TABLES {
+            self.store.drop_row_range(table, &prefix)?;
+        }
+        Ok(())
+    }
+
+    /// Delete an application: its settings, strategy and A/B test, its
+    /// events, profiles and trends (its prefix dropped from the shared
+    /// tables, or its own tables deleted), its catalog and its job
+    /// records. No other application's row is touched. An application
+    /// never created is [`Error::UnknownApp`].
+    pub fn delete_app(&self, app: &str) -> Result<()> {
+        validate_app(app)?;
+        let settings = self
+            .stored_settings(app)?
+            .ok_or_else(|| Error::UnknownApp {
+                app: app.to_string(),
+            })?;
+        // Settings first: a process opening the application from now on
+        // finds none.
+        self.apps_table
+            .mutate_row(app.as_bytes(), &[Mutation::DeleteFromRow])?;
+        self.lock_apps().remove(app);
+        match settings.tables {
+            Tables::Shared => self.drop_shared_rows(app)?,
+            Tables::Dedicated => {
+                for kind in SHARED_TABLES {
+                    match self.store.delete_table(&format!("{kind}.{app}")) {
+                        Ok(()) | Err(StoreError::TableNotFound { .. }) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+        }
+        self.store
+            .drop_row_range("catalog", &tuple::encode(&[Element::from(app)]))?;
+        self.store
+            .drop_row_range(crate::jobs::JOBS_TABLE, &crate::jobs::row_key(app, ""))?;
+        self.catalogs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(a, _), _| a != app);
+        Ok(())
     }
 
     /// Drop cached application handles, so settings changed by another

@@ -47,6 +47,21 @@ pub enum Error {
         stored: crate::schema::Schema,
         requested: crate::schema::Schema,
     },
+    /// Tables of its own for an application whose events are in the
+    /// shared tables: moving them is not built.
+    #[error(
+        "application {app:?} holds events in the shared tables (retention {shared_days} days); \
+         {reason} needs tables of its own, which only an application without events can move to \
+         (create it with dedicated tables, or delete it first)"
+    )]
+    LayoutChange {
+        app: String,
+        reason: String,
+        shared_days: u32,
+    },
+    /// An application that was never created (or was deleted).
+    #[error("application {app:?} does not exist")]
+    UnknownApp { app: String },
     /// Stored data the engine did not write in this shape.
     #[error("corrupt {what}: {reason}")]
     Corrupt { what: &'static str, reason: String },

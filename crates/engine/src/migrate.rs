@@ -280,6 +280,7 @@ impl Engine {
             },
             dual_write: None,
             salt_buckets: handle.salt_buckets,
+            tables: handle.tables,
         };
         self.apply_settings(app, settings)?;
         Ok(settings)

@@ -89,7 +89,7 @@ fn an_event_added_twice_is_corrected_at_read_time() {
                 ts,
                 1,
             ));
-            let profiles = store.open_table("profiles.app1").unwrap();
+            let profiles = engine.app("app1").unwrap().profiles;
             for _ in 0..times {
                 profiles
                     .mutate_row(state_row_key("user-1", id.day()).as_bytes(), &adds)
@@ -123,7 +123,7 @@ fn a_crash_between_the_event_write_and_the_increments_is_healed_by_the_retry() {
     let events = parse_all(&[event_json(0, 2, now - 5000, &[0, 2], false)], now);
     // Step (1) only: the event row is stored, the increments are not.
     let listed = listed("app1", &events);
-    let events_table = store.open_table("events.app1").unwrap();
+    let events_table = engine.app("app1").unwrap().events;
     events_table
         .mutate_row(
             listed[0].id.as_bytes(),

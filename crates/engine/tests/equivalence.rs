@@ -2,13 +2,14 @@
 //! salted (3 buckets) schemas, the profile a read answers, the exported
 //! profile and the naive reference are equal, and so are the reads after
 //! profile state was lost and rebuilt from the events table; on the
-//! in-memory store, the embedded store and the Bigtable emulator.
+//! in-memory store, the embedded store and the Bigtable emulator, with the
+//! applications on tables of their own and on shared tables.
 
 mod common;
 
 use std::sync::Arc;
 
-use affinity_engine::{AppConfig, Engine, ExportOptions, Progress, RebuildOptions, Schema};
+use affinity_engine::{AppConfig, Engine, ExportOptions, Progress, RebuildOptions, Schema, Tables};
 use affinity_model::Store;
 use common::*;
 use proptest::prelude::*;
@@ -64,10 +65,19 @@ fn values(case: &Case, now: i64) -> Vec<Value> {
         .collect()
 }
 
-/// Ingest the case into a narrow and a wide app; check every path.
-fn check(store: Arc<dyn Store>, clock: &FakeClock, case: &Case) -> Result<(), TestCaseError> {
+/// Ingest the case into a narrow and a wide app, on shared or dedicated
+/// tables; check every path.
+fn check(
+    store: Arc<dyn Store>,
+    clock: &FakeClock,
+    case: &Case,
+    tables: Tables,
+) -> Result<(), TestCaseError> {
     let now = clock.now();
-    let engine = Engine::with_clock(store, clock.engine_clock()).unwrap();
+    let mut engine = Engine::with_clock(store, clock.engine_clock()).unwrap();
+    if tables == Tables::Shared {
+        engine = engine.with_shared_retention(RETENTION_DAYS);
+    }
     let events = parse_all(&values(case, now), now);
     for (app, schema, salt_buckets) in [
         ("narrow", Schema::Narrow, None),
@@ -78,10 +88,11 @@ fn check(store: Arc<dyn Store>, clock: &FakeClock, case: &Case) -> Result<(), Te
             schema,
             retention_days: RETENTION_DAYS,
         };
-        match salt_buckets {
+        let handle = match salt_buckets {
             Some(b) => engine.configure_salted_app(app, config, b).unwrap(),
             None => engine.configure_app(app, config).unwrap(),
         };
+        prop_assert_eq!(handle.tables, tables);
         engine
             .put_objects(app, "products", &catalog_objects())
             .unwrap();
@@ -172,7 +183,13 @@ proptest! {
     #[test]
     fn memory_store_paths_equal_the_reference(case in case()) {
         let clock = FakeClock::new(1_700_000_000_000);
-        check(clock.memory_store(), &clock, &case)?;
+        check(clock.memory_store(), &clock, &case, Tables::Dedicated)?;
+    }
+
+    #[test]
+    fn memory_store_paths_equal_the_reference_on_shared_tables(case in case()) {
+        let clock = FakeClock::new(1_700_000_000_000);
+        check(clock.memory_store(), &clock, &case, Tables::Shared)?;
     }
 }
 
@@ -185,7 +202,15 @@ proptest! {
         let case = Case { advance: 0, ..case };
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(affinity_embedded::EmbeddedStore::open(dir.path()).unwrap());
-        check(store, &FakeClock::new(real_now()), &case)?;
+        check(store, &FakeClock::new(real_now()), &case, Tables::Dedicated)?;
+    }
+
+    #[test]
+    fn embedded_store_paths_equal_the_reference_on_shared_tables(case in case()) {
+        let case = Case { advance: 0, ..case };
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(affinity_embedded::EmbeddedStore::open(dir.path()).unwrap());
+        check(store, &FakeClock::new(real_now()), &case, Tables::Shared)?;
     }
 
     #[ignore = "needs the Cloud Bigtable emulator (scripts/test runs it)"]
@@ -193,6 +218,7 @@ proptest! {
     fn emulator_paths_equal_the_reference(case in case()) {
         let store = affinity_bigtable::emulator::test_store();
         let case = Case { advance: 0, ..case };
-        check(store, &FakeClock::new(real_now()), &case)?;
+        let tables = [Tables::Dedicated, Tables::Shared][case.retry % 2];
+        check(store, &FakeClock::new(real_now()), &case, tables)?;
     }
 }

@@ -38,6 +38,8 @@ fn worker(name: &str) -> WorkOptions {
 /// test user over the last days.
 fn two_engines(store: Arc<dyn Store>, clock: &FakeClock) -> (Engine, Engine) {
     let a = Engine::with_clock(Arc::clone(&store), clock.engine_clock()).unwrap();
+    // Tables of its own: a test below changes its retention.
+    a.isolate_app(APP).unwrap();
     a.configure_app(APP, AppConfig::default()).unwrap();
     a.put_objects(APP, "products", &catalog_objects()).unwrap();
     a.set_strategy(APP, &strategy()).unwrap();

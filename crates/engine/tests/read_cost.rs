@@ -29,9 +29,13 @@ fn day_of_events(user: u8, n: usize, at: i64) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Rows and cells of `profiles.<app>` one profile read of `user` returns.
+/// Rows and cells of the profiles table one profile read of `user`
+/// returns (the application is the only one in the shared table).
 fn read_cost(engine: &Engine, counting: &CountingStore, user: &str) -> Counts {
-    let table = format!("profiles.{APP}");
+    let table = match engine.app(APP).unwrap().tables {
+        affinity_engine::Tables::Shared => "profiles".to_string(),
+        affinity_engine::Tables::Dedicated => format!("profiles.{APP}"),
+    };
     let before = counting.counts(&table);
     engine.profile(APP, user).unwrap();
     counting.counts(&table).since(before)

@@ -373,16 +373,18 @@ fn a_salted_app_spreads_users_and_deletes_them_whole() {
     assert!(engine.profile("hot", "user-1").unwrap().is_some());
     // The bucket count cannot change under existing keys.
     assert!(engine.configure_salted_app("hot", config, 8).is_err());
+    // Another retention would need tables of its own: refused, it holds
+    // events on the shared tables.
+    let other = AppConfig {
+        retention_days: 60,
+        ..config
+    };
+    assert!(matches!(
+        engine.configure_app("hot", other),
+        Err(affinity_engine::Error::LayoutChange { .. })
+    ));
     // A plain reconfiguration keeps the salting.
-    let app = engine
-        .configure_app(
-            "hot",
-            AppConfig {
-                retention_days: 60,
-                ..config
-            },
-        )
-        .unwrap();
+    let app = engine.configure_app("hot", config).unwrap();
     assert_eq!(app.salt_buckets, Some(16));
     assert_eq!(
         streaming_profiles(&engine, "hot", &users()).len(),

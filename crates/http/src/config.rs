@@ -11,7 +11,8 @@
 //! [[apps]]
 //! id = "shop"
 //! schema = "wide"          # or "narrow" (default: what is stored, else narrow)
-//! retention_days = 90
+//! retention_days = 90     # another than 90 gives the application tables of its own
+//! dedicated_tables = true  # tables of its own whatever the retention (default: shared)
 //! rate_limit = { per_second = 1000, burst = 2000 }  # the application's requests (429 over it)
 //! keys = [
 //!   { value = "admin-secret", acl = ["admin"] },
@@ -46,6 +47,10 @@ pub struct AppEntry {
     pub id: String,
     pub schema: Option<String>,
     pub retention_days: Option<u32>,
+    /// Tables of its own rather than the shared ones (isolation); only an
+    /// application without events can move to them.
+    #[serde(default)]
+    pub dedicated_tables: bool,
     /// The application's requests, whatever the key.
     pub rate_limit: Option<RateLimit>,
     #[serde(default)]
@@ -80,6 +85,7 @@ impl Config {
             id: app.to_string(),
             schema: None,
             retention_days: None,
+            dedicated_tables: false,
             rate_limit: None,
             keys: vec![KeyEntry {
                 value: key.to_string(),
@@ -126,13 +132,19 @@ impl Config {
     }
 
     /// Store the schema and retention of the applications that set one
-    /// (the others keep what is stored, or the defaults). Every change is
+    /// (the others keep what is stored, or the defaults), and give those
+    /// asking for it tables of their own. Every change is
     /// checked before any is stored, so a refused one (a schema change of
     /// an application holding events: that is a migration) changes
     /// nothing.
     pub fn apply(&self, engine: &Engine) -> Result<()> {
         let mut changes = Vec::new();
+        let mut isolated = Vec::new();
         for app in &self.apps {
+            if app.dedicated_tables {
+                engine.check_isolate_app(&app.id)?;
+                isolated.push(&app.id);
+            }
             if app.schema.is_none() && app.retention_days.is_none() {
                 continue;
             }
@@ -145,6 +157,9 @@ impl Config {
             }
             engine.check_config(&app.id, config)?;
             changes.push((&app.id, config));
+        }
+        for app in isolated {
+            engine.isolate_app(app)?;
         }
         for (app, config) in changes {
             engine.configure_app(app, config)?;

@@ -119,7 +119,8 @@ impl Error {
                 | E::Json { .. }
                 | E::InvalidApp { .. }
                 | E::InvalidArgument { .. } => StatusCode::BAD_REQUEST,
-                E::SchemaChange { .. } => StatusCode::CONFLICT,
+                E::SchemaChange { .. } | E::LayoutChange { .. } => StatusCode::CONFLICT,
+                E::UnknownApp { .. } => StatusCode::NOT_FOUND,
                 E::Store(store) => StatusCode::from_u16(store.code().http_status())
                     .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
                 _ => StatusCode::INTERNAL_SERVER_ERROR,

@@ -137,6 +137,10 @@ impl Store for CountingStore {
         self.inner.modify_families(table, modifications)
     }
 
+    fn drop_row_range(&self, table: &str, prefix: &[u8]) -> Result<()> {
+        self.inner.drop_row_range(table, prefix)
+    }
+
     fn open_table(&self, table: &str) -> Result<Arc<dyn Table>> {
         Ok(Arc::new(CountingTable {
             inner: self.inner.open_table(table)?,

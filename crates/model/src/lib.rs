@@ -19,7 +19,9 @@
 //! - `counting` (feature `counting`): `CountingStore`, a wrapper that counts
 //!   the rows, cells and bytes reads return, per table;
 //! - [`keyvis`]: `KeyVisStore`, a wrapper counting reads and writes per key
-//!   range and time slot (the dashboard's key visualizer).
+//!   range and time slot (the dashboard's key visualizer);
+//! - [`prefixed`]: `PrefixedTable`, one tenant's rows of a shared table
+//!   seen as a table of their own (applications sharing tables).
 //!
 //! It is not a storage engine: it knows nothing of RocksDB or gRPC, and its
 //! `MemoryStore` favours obvious correctness over speed.
@@ -52,6 +54,7 @@ pub mod keyvis;
 pub mod limits;
 pub mod memory;
 pub mod mutation;
+pub mod prefixed;
 pub mod rowset;
 pub mod store;
 pub mod table_spec;
@@ -64,6 +67,7 @@ pub use memory::MemoryStore;
 pub use mutation::{
     FamilyName, Mutation, ReadModifyWriteOp, ReadModifyWriteRule, RowMutations, RowRules,
 };
+pub use prefixed::PrefixedTable;
 pub use rowset::{prefix_successor, ReadRowsRequest, RowRange, RowSet};
 pub use store::{RowStream, Store, Table};
 pub use table_spec::{ColumnFamily, FamilyModification, FamilyType, GcRule, TableSpec};

@@ -29,6 +29,20 @@ pub fn check_row_key(key: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Check the prefix of a `drop_row_range`: non-empty (dropping every row
+/// is deleting the table) and no longer than a row key.
+pub fn check_row_key_prefix(prefix: &[u8]) -> Result<()> {
+    if prefix.is_empty() {
+        return Err(Error::InvalidArgument(
+            "a row key prefix to drop must not be empty".into(),
+        ));
+    }
+    if prefix.len() > MAX_ROW_KEY_BYTES {
+        return Err(Error::RowKeyTooLarge { len: prefix.len() });
+    }
+    Ok(())
+}
+
 fn is_name(name: &str) -> bool {
     let mut bytes = name.bytes();
     match bytes.next() {

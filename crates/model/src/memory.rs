@@ -163,6 +163,14 @@ impl Store for MemoryStore {
     fn open_table(&self, table: &str) -> Result<Arc<dyn Table>> {
         Ok(self.table(table)?)
     }
+
+    fn drop_row_range(&self, table: &str, prefix: &[u8]) -> Result<()> {
+        limits::check_row_key_prefix(prefix)?;
+        let t = self.table(table)?;
+        let mut state = t.state.write();
+        state.rows.retain(|key, _| !key.starts_with(prefix));
+        Ok(())
+    }
 }
 
 struct TableState {

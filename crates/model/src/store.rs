@@ -32,6 +32,11 @@ pub trait Store: Send + Sync {
     ) -> Result<TableSpec>;
     /// A handle for reading and writing a table.
     fn open_table(&self, table: &str) -> Result<Arc<dyn Table>>;
+    /// Delete every row whose key starts with `prefix` (non-empty, at most
+    /// a row key's length; see [`crate::limits::check_row_key_prefix`]),
+    /// as Bigtable's `DropRowRange` with `row_key_prefix` does. Rows
+    /// written concurrently may or may not survive.
+    fn drop_row_range(&self, table: &str, prefix: &[u8]) -> Result<()>;
 }
 
 /// One table's data operations (Bigtable's data API). Every method is atomic

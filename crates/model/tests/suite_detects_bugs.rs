@@ -45,6 +45,10 @@ impl Store for BuggyStore {
     fn modify_families(&self, table: &str, m: &[FamilyModification]) -> Result<TableSpec> {
         self.inner.modify_families(table, m)
     }
+    fn drop_row_range(&self, table: &str, prefix: &[u8]) -> Result<()> {
+        self.inner.drop_row_range(table, prefix)
+    }
+
     fn open_table(&self, table: &str) -> Result<Arc<dyn Table>> {
         Ok(Arc::new(BuggyTable {
             inner: self.inner.open_table(table)?,

@@ -192,7 +192,12 @@ pub fn probe(store: Arc<dyn Store>, mix: &Mix) -> anyhow::Result<Vec<Probe>> {
     let strategy = engine
         .strategy(APP)?
         .context("the application has no strategy to read profiles with")?;
-    let (profiles, events) = (format!("profiles.{APP}"), format!("events.{APP}"));
+    // Reads are counted per physical table: the shared ones hold only
+    // this application in the benchmark's store.
+    let (profiles, events) = match engine.app(APP)?.tables {
+        affinity_engine::Tables::Shared => ("profiles".to_string(), "events".to_string()),
+        affinity_engine::Tables::Dedicated => (format!("profiles.{APP}"), format!("events.{APP}")),
+    };
     let mut out = Vec::new();
     for class in [Class::Light, Class::Heavy] {
         let members = mix.members(class);

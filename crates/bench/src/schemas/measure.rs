@@ -76,6 +76,11 @@ pub fn measure(
     for schema in SCHEMAS {
         let id = format!("{prefix}-{}", schema.as_str());
         drop_tables(store.as_ref(), &id)?;
+        if engine.stored_settings(&id)?.is_some() {
+            engine.delete_app(&id)?;
+        }
+        // Tables of its own: reads are counted per table.
+        engine.isolate_app(&id)?;
         let config = AppConfig {
             schema,
             retention_days: 90,

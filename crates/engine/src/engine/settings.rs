@@ -12,6 +12,32 @@ use crate::schema::Schema;
 
 /// Default retention.
 pub const DEFAULT_RETENTION_DAYS: u32 = 90;
+/// The retention of the shared tables (their GC rules): an application
+/// with another one needs tables of its own.
+pub const SHARED_RETENTION_DAYS: u32 = DEFAULT_RETENTION_DAYS;
+
+/// Where an application's events, profiles and trends live (see
+/// `docs/design/apps.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Tables {
+    /// The shared tables `events`, `profiles`, `trends`, rows prefixed by
+    /// the application id.
+    #[default]
+    Shared,
+    /// Tables of its own: `events.<app>`, `profiles.<app>`,
+    /// `trends.<app>` (another retention, isolation asked for, or created
+    /// before tables were shared).
+    Dedicated,
+}
+
+impl Tables {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tables::Shared => "shared",
+            Tables::Dedicated => "dedicated",
+        }
+    }
+}
 
 /// Per-application configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,13 +85,16 @@ pub struct AppSettings {
     /// event key's `app,user`, so a user's events stay in one bucket);
     /// fixed at creation.
     pub salt_buckets: Option<u32>,
+    /// Shared or dedicated tables.
+    pub tables: Tables,
 }
 
 impl AppSettings {
     fn to_json(self) -> Value {
         serde_json::json!({"schema": self.config.schema.as_str(),
             "retentionDays": self.config.retention_days,
-            "dualWrite": self.dual_write.map(Schema::as_str), "saltBuckets": self.salt_buckets})
+            "dualWrite": self.dual_write.map(Schema::as_str), "saltBuckets": self.salt_buckets,
+            "tables": self.tables.as_str()})
     }
 
     fn from_json(v: &Value) -> Result<AppSettings> {
@@ -83,6 +112,18 @@ impl AppSettings {
             .get("saltBuckets")
             .and_then(Value::as_u64)
             .and_then(|b| u32::try_from(b).ok());
+        // Settings stored before tables were shared name no layout: those
+        // applications have tables of their own.
+        let tables = match v.get("tables").and_then(Value::as_str) {
+            None | Some("dedicated") => Tables::Dedicated,
+            Some("shared") => Tables::Shared,
+            Some(other) => {
+                return Err(Error::corrupt(
+                    "app config",
+                    format!("unknown tables {other:?}"),
+                ))
+            }
+        };
         Ok(AppSettings {
             config: AppConfig {
                 schema,
@@ -90,6 +131,7 @@ impl AppSettings {
             },
             dual_write,
             salt_buckets,
+            tables,
         })
     }
 }
@@ -131,13 +173,79 @@ impl Engine {
         validate_app(app)?;
         let stored = self.stored_settings(app)?;
         self.check_schema_change(app, stored, config.schema)?;
-        self.apply_settings(
+        let tables = self.tables_for(app, stored, config.retention_days, false)?;
+        self.apply_layout(
             app,
+            stored,
             AppSettings {
                 config,
+                tables,
                 ..stored.unwrap_or_default()
             },
         )
+    }
+
+    /// Give the application tables of its own (isolation): a new one is
+    /// created with them, one on the shared tables moves to them if it
+    /// holds no events ([`Error::LayoutChange`] otherwise), a dedicated one
+    /// is left as it is.
+    pub fn isolate_app(&self, app: &str) -> Result<App> {
+        validate_app(app)?;
+        let stored = self.stored_settings(app)?;
+        let settings = stored.unwrap_or_default();
+        let tables = self.tables_for(app, stored, settings.config.retention_days, true)?;
+        self.apply_layout(app, stored, AppSettings { tables, ..settings })
+    }
+
+    /// Whether [`Engine::isolate_app`] would succeed, changing nothing.
+    pub fn check_isolate_app(&self, app: &str) -> Result<()> {
+        validate_app(app)?;
+        let stored = self.stored_settings(app)?;
+        let days = stored.unwrap_or_default().config.retention_days;
+        self.tables_for(app, stored, days, true).map(|_| ())
+    }
+
+    /// The tables an application gets with `retention_days`, isolated or
+    /// not (the rules are in `docs/design/apps.md`).
+    fn tables_for(
+        &self,
+        app: &str,
+        stored: Option<AppSettings>,
+        retention_days: u32,
+        isolate: bool,
+    ) -> Result<Tables> {
+        let shared_days = self.shared_retention_days;
+        let own = isolate || retention_days != shared_days;
+        match stored {
+            None if own => Ok(Tables::Dedicated),
+            None => Ok(Tables::Shared),
+            Some(s) if s.tables == Tables::Dedicated || !own => Ok(s.tables),
+            Some(_) if self.has_events(app)? => Err(Error::LayoutChange {
+                app: app.to_string(),
+                reason: match isolate {
+                    true => "isolation".to_string(),
+                    false => format!("a retention of {retention_days} days"),
+                },
+                shared_days,
+            }),
+            Some(_) => Ok(Tables::Dedicated),
+        }
+    }
+
+    /// [`Engine::apply_settings`], then, for an application that left the
+    /// shared tables, its rows there (state or job rows without events)
+    /// dropped.
+    fn apply_layout(
+        &self,
+        app: &str,
+        stored: Option<AppSettings>,
+        settings: AppSettings,
+    ) -> Result<App> {
+        let handle = self.apply_settings(app, settings)?;
+        if stored.is_some_and(|s| s.tables == Tables::Shared) && settings.tables != Tables::Shared {
+            self.drop_shared_rows(app)?;
+        }
+        Ok(handle)
     }
 
     /// Create (or reconfigure) an application whose events table is salted
@@ -158,12 +266,15 @@ impl Engine {
             });
         }
         let dual_write = stored.and_then(|s| s.dual_write);
-        self.apply_settings(
+        let tables = self.tables_for(app, stored, config.retention_days, false)?;
+        self.apply_layout(
             app,
+            stored,
             AppSettings {
                 config,
                 dual_write,
                 salt_buckets: Some(buckets),
+                tables,
             },
         )
     }
@@ -174,7 +285,10 @@ impl Engine {
     pub fn check_config(&self, app: &str, config: AppConfig) -> Result<()> {
         validate_app(app)?;
         validate_retention(config.retention_days)?;
-        self.check_schema_change(app, self.stored_settings(app)?, config.schema)
+        let stored = self.stored_settings(app)?;
+        self.check_schema_change(app, stored, config.schema)?;
+        self.tables_for(app, stored, config.retention_days, false)
+            .map(|_| ())
     }
 
     /// Refuse `schema` for an application stored with another one when it

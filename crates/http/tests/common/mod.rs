@@ -89,7 +89,8 @@ impl Server {
 
     /// A server on a fresh embedded store whose reads and writes are
     /// counted per key range for the dashboard's key visualizer, in slots
-    /// of `slot`.
+    /// of `slot`; [`APP`] has tables of its own (the visualizer shows an
+    /// application's own tables, never the shared ones).
     pub async fn key_visualized(slot: Duration) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let store = affinity_embedded::EmbeddedStore::open(dir.path()).unwrap();
@@ -97,6 +98,7 @@ impl Server {
         let vis = counted.key_vis();
         let mut server =
             Server::start_with(Arc::new(counted), keys(), |s| s.with_key_vis(vis, slot)).await;
+        server.engine.isolate_app(APP).unwrap();
         server._dir = Some(dir);
         server
     }

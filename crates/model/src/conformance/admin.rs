@@ -214,3 +214,30 @@ pub fn admin_invalid_names_and_rules(ctx: &Ctx) {
     let tables = ok(store.list_tables(), "list_tables");
     assert!(!tables.contains(&name), "an invalid create left {name}");
 }
+
+pub fn admin_drop_row_range(ctx: &Ctx) {
+    let t = ctx.table(&[("a", GcRule::None)]);
+    for key in ["shop#1", "shop#2", "shop2#1", "sho#1", "shop", "shoq"] {
+        write(&t, key, &[set("a", "q", 1, "v")]);
+    }
+    ok(
+        ctx.store().drop_row_range(t.name(), b"shop#"),
+        "drop_row_range",
+    );
+    let rows = read(&t, &ReadRowsRequest::all());
+    assert_eq!(keys(&rows), ["sho#1", "shop", "shop2#1", "shoq"]);
+    // A prefix matching nothing drops nothing; the table stays writable.
+    ok(ctx.store().drop_row_range(t.name(), b"x"), "drop_row_range");
+    write(&t, "shop#3", &[set("a", "q", 1, "v")]);
+    assert_eq!(read(&t, &ReadRowsRequest::all()).len(), 5);
+    expect_err(
+        ctx.store().drop_row_range(t.name(), b""),
+        "drop_row_range of an empty prefix",
+        |e| matches!(e, Error::InvalidArgument(_)),
+    );
+    expect_err(
+        ctx.store().drop_row_range(&ctx.unique_name(), b"a"),
+        "drop_row_range of a missing table",
+        |e| matches!(e, Error::TableNotFound { .. }),
+    );
+}

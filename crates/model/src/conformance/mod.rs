@@ -89,6 +89,10 @@ pub struct Capabilities {
     /// with `false` the case does not check it and the reference test does
     /// not generate `StripValue`.
     pub strip_value_keeps_labels: bool,
+    /// The longest row key a table takes: Bigtable's 4 KiB, less a
+    /// `PrefixedTable`'s prefix (its tables' keys share the limit with
+    /// it). Longer keys fail with `RowKeyTooLarge`.
+    pub max_row_key_bytes: usize,
 }
 
 impl Default for Capabilities {
@@ -100,6 +104,7 @@ impl Default for Capabilities {
             typed_increment_error: true,
             cells_per_row_across_families: true,
             strip_value_keeps_labels: true,
+            max_row_key_bytes: crate::limits::MAX_ROW_KEY_BYTES,
         }
     }
 }
@@ -331,6 +336,7 @@ macro_rules! conformance_suite {
             admin_missing_family_errors,
             admin_duplicates,
             admin_invalid_names_and_rules,
+            admin_drop_row_range,
             gc_max_versions,
             gc_max_age,
             gc_union,
