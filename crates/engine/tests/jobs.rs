@@ -224,6 +224,9 @@ impl Store for Flaky {
     ) -> ModelResult<TableSpec> {
         self.inner.modify_families(table, changes)
     }
+    fn drop_row_range(&self, table: &str, prefix: &[u8]) -> ModelResult<()> {
+        self.inner.drop_row_range(table, prefix)
+    }
     fn open_table(&self, table: &str) -> ModelResult<Arc<dyn Table>> {
         let inner = self.inner.open_table(table)?;
         if table == JOBS_TABLE {
