@@ -73,6 +73,23 @@ pub(crate) fn collect_stored(meta: &TableMeta, value: &[u8], now_micros: i64) ->
             );
         }
     }
+    // A row the writer stored (canonical order) rewrites to exactly the
+    // cells kept, all visible. A damaged one out of that order may not
+    // (dropping cells between two runs of one column joins them, and the
+    // versions of the joined run count anew): GC leaves such a row alone
+    // rather than change what a read shows of it.
+    let mut visibility = Visibility::new(meta, now_micros);
+    let mut again = row_cursor(&out);
+    let mut seen = 0u64;
+    while let Some(cell) = again.next_cell() {
+        if !keeps(&cell, &mut visibility) {
+            return Collected::Unchanged;
+        }
+        seen += 1;
+    }
+    if again.failed() || seen != kept {
+        return Collected::Unchanged;
+    }
     Collected::Rewritten(out, dropped)
 }
 
