@@ -111,12 +111,6 @@ impl<'de> Deserialize<'de> for Members<'de> {
     }
 }
 
-/// `text` as a JSON string.
-pub(crate) fn write_string(out: &mut Vec<u8>, text: &str) {
-    // Writing into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, text);
-}
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

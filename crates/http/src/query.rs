@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use affinity_engine::boost::rerank::{self, Hit, MAX_HITS};
 use affinity_engine::boost::{self, BoostOptions, MAX_IMPACT};
+use affinity_engine::scoring::json_string;
 use affinity_engine::{Error as EngineError, Strategy};
 use axum::extract::{Path, Query, State as Shared};
 use axum::http::header::CONTENT_TYPE;
@@ -37,7 +38,7 @@ use crate::body::Body;
 use crate::catalog::check_index;
 use crate::error::{blocking, Error, Result};
 use crate::insights::check_user_token;
-use crate::members::{write_string, Members};
+use crate::members::Members;
 use crate::state::{Serving, State};
 use crate::variants;
 
@@ -383,7 +384,7 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
         out.extend_from_slice(b"\"personalization\":{\"affinity\":");
         out.extend_from_slice(itoa::Buffer::new().format(ranked.affinity).as_bytes());
         out.extend_from_slice(b",\"facetsFrom\":");
-        write_string(out, ranked.source.as_str());
+        json_string(out, ranked.source.as_str());
         out.extend_from_slice(b",\"previousPosition\":");
         out.extend_from_slice(itoa::Buffer::new().format(ranked.input + 1).as_bytes());
         out.extend_from_slice(b",\"score\":");
@@ -396,7 +397,7 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
         if i > 0 {
             out.push(b',');
         }
-        write_string(out, name);
+        json_string(out, name);
         out.push(b':');
         if name != RANKING_INFO {
             out.extend_from_slice(raw.get().as_bytes());
@@ -406,7 +407,7 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
         out.push(b'{');
         for (name, raw) in Members::of(raw).iter().flat_map(Members::iter) {
             if name != "personalization" {
-                write_string(out, name);
+                json_string(out, name);
                 out.push(b':');
                 out.extend_from_slice(raw.get().as_bytes());
                 out.push(b',');
@@ -419,7 +420,7 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
         if !hit.is_empty() {
             out.push(b',');
         }
-        write_string(out, RANKING_INFO);
+        json_string(out, RANKING_INFO);
         out.extend_from_slice(b":{");
         why(out);
         out.push(b'}');
@@ -486,10 +487,10 @@ pub async fn post_rerank(
         } else {
             b",\"userFound\":false,\"userToken\":"
         });
-        write_string(&mut out, &user);
+        json_string(&mut out, &user);
         if let Some(v) = &serving.variant {
             out.extend_from_slice(b",\"variant\":");
-            write_string(&mut out, v);
+            json_string(&mut out, v);
         }
         out.push(b'}');
         Ok((out, serving.variant))

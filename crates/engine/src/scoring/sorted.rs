@@ -51,19 +51,19 @@ impl SortedScores {
         let mut number = itoa::Buffer::new();
         out.extend_from_slice(b"{\"lastEventAt\":");
         let last = affinity_rowkey::time::format_seconds(last_event_millis).unwrap_or_default();
-        json_string(out, &last)?;
+        json_string(out, &last);
         out.extend_from_slice(b",\"scores\":{");
         for (i, (facet, values)) in self.0.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            json_string(out, facet)?;
+            json_string(out, facet);
             out.extend_from_slice(b":{");
             for (j, (value, score)) in values.iter().enumerate() {
                 if j > 0 {
                     out.push(b',');
                 }
-                json_string(out, value)?;
+                json_string(out, value);
                 out.push(b':');
                 out.extend_from_slice(number.format(*score).as_bytes());
             }
@@ -71,7 +71,7 @@ impl SortedScores {
         }
         out.push(b'}');
         out.extend_from_slice(b",\"userToken\":");
-        json_string(out, user_token)?;
+        json_string(out, user_token);
         out.push(b'}');
         Ok(())
     }
@@ -108,15 +108,15 @@ impl From<&Profile> for SortedScores {
 /// `text` as a JSON string, as serde_json writes it: as is when nothing in
 /// it needs escaping (a quote, a backslash, a control character), else
 /// through serde_json.
-fn json_string(out: &mut Vec<u8>, text: &str) -> Result<()> {
+pub fn json_string(out: &mut Vec<u8>, text: &str) {
     if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
         out.push(b'"');
         out.extend_from_slice(text.as_bytes());
         out.push(b'"');
     } else {
-        serde_json::to_writer(&mut *out, text)?;
+        // Writing into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, text);
     }
-    Ok(())
 }
 
 #[cfg(test)]
