@@ -41,8 +41,9 @@ pub struct ServeArgs {
     #[arg(long, env = "AFFINITY_DEBUG_EVENTS", default_value_t = affinity_http::DEFAULT_DEBUG_EVENTS)]
     debug_events: usize,
     /// Count reads and writes per key range for the dashboard's key
-    /// visualizer, in slots of this length (the last 360 kept); `off`
-    /// leaves the store unwrapped.
+    /// visualizer, in slots of this length (the last 360 kept), for a day
+    /// after an application's key visualizer was last asked for; `off`
+    /// counts nothing.
     #[arg(long, env = "AFFINITY_KEY_VISUALIZER_SLOT", default_value = "10s", value_parser = parse_every)]
     key_visualizer_slot: Every,
 }
@@ -110,14 +111,13 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
     }
     let keys = config.keys()?;
     let limiter = config.limiter()?;
-    let mut store = backend.open()?;
-    let key_vis = args.key_visualizer_slot.0.map(|slot| {
-        let counted = affinity_model::keyvis::KeyVisStore::new(store.clone(), KEY_VISUALIZER_SLOTS);
-        let vis = counted.key_vis();
-        store = Arc::new(counted);
-        (vis, slot)
-    });
-    let engine = Arc::new(Engine::open(store)?);
+    let store = backend.open()?;
+    let mut engine = Engine::open(store)?;
+    if args.key_visualizer_slot.0.is_some() {
+        let vis = affinity_model::keyvis::KeyVis::new(KEY_VISUALIZER_SLOTS);
+        engine = engine.with_key_vis(Arc::new(vis));
+    }
+    let engine = Arc::new(engine);
     config.apply(&engine)?;
 
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
@@ -142,8 +142,8 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
             .with_maintenance(args.maintain_every.0)
             .with_debug_events(args.debug_events)
             .with_limits(limiter);
-        if let Some((vis, slot)) = key_vis {
-            state = state.with_key_vis(vis, slot);
+        if let Some(slot) = args.key_visualizer_slot.0 {
+            state = state.with_key_vis(slot);
         }
         affinity_http::serve(listener, state, affinity_http::shutdown_signal())
             .await

@@ -37,6 +37,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use affinity_model::keyvis::KeyVis;
 use affinity_model::{
     Error as StoreError, FamilyModification, GcRule, Mutation, PrefixedTable, ReadRowsRequest,
     RowFilter, RowSet, Store, Table, TableSpec,
@@ -152,6 +153,9 @@ pub struct Engine {
     /// Their retention ([`SHARED_RETENTION_DAYS`]).
     pub(crate) shared_retention_days: u32,
     catalogs: RwLock<HashMap<(String, String), Arc<Catalog>>>,
+    /// Counts each application's tables per key range while watched (the
+    /// dashboard's key visualizer), when set.
+    key_vis: Option<Arc<KeyVis>>,
 }
 
 fn create_if_missing(store: &dyn Store, name: &str, spec: &TableSpec) -> Result<Arc<dyn Table>> {
@@ -217,6 +221,7 @@ impl Engine {
             shared: Mutex::new(None),
             shared_retention_days: SHARED_RETENTION_DAYS,
             catalogs: RwLock::new(HashMap::new()),
+            key_vis: None,
         })
     }
 
@@ -229,6 +234,28 @@ impl Engine {
     pub fn with_shared_retention(mut self, days: u32) -> Engine {
         self.shared_retention_days = days;
         self
+    }
+
+    /// This engine with every application's events, profiles and trends
+    /// tables counted by `key_vis` under their logical names
+    /// (`events.<app>`...), whether the application has tables of its own
+    /// or shares them: keys are counted as the application sees them,
+    /// without the shared tables' prefix, and never mixed with another
+    /// application's. They count while watched ([`KeyVis::watch`]).
+    pub fn with_key_vis(mut self, key_vis: Arc<KeyVis>) -> Engine {
+        self.key_vis = Some(key_vis);
+        self
+    }
+
+    /// The key visualizer's counters, when set.
+    pub fn key_vis(&self) -> Option<&Arc<KeyVis>> {
+        self.key_vis.as_ref()
+    }
+
+    /// The names an application's tables are counted under, and shown as:
+    /// `events.<app>`, `profiles.<app>`, `trends.<app>` on either layout.
+    pub fn table_names(app: &str) -> [String; 3] {
+        SHARED_TABLES.map(|kind| format!("{kind}.{app}"))
     }
 
     /// The engine's clock, milliseconds since the epoch.
@@ -342,7 +369,7 @@ impl Engine {
 
     fn open_tables(&self, app: &str, settings: AppSettings) -> Result<App> {
         let config = settings.config;
-        let names = SHARED_TABLES.map(|kind| format!("{kind}.{app}"));
+        let names = Self::table_names(app);
         let [events, profiles, trends] = match settings.tables {
             Tables::Dedicated => {
                 let [e, p, t] = Self::specs(&config);
@@ -364,6 +391,15 @@ impl Engine {
                 [view(0)?, view(1)?, view(2)?]
             }
         };
+        let counted = |name: &str, table: Arc<dyn Table>| match &self.key_vis {
+            Some(vis) => vis.wrap(name, table),
+            None => table,
+        };
+        let [events, profiles, trends] = [
+            counted(&names[0], events),
+            counted(&names[1], profiles),
+            counted(&names[2], trends),
+        ];
         let salter = settings
             .salt_buckets
             .map(crate::salting::events_salter)

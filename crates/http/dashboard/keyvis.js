@@ -45,7 +45,7 @@ export function mount(root) {
       }
     });
     const latest = slots[slots.length - 1];
-    let hottest = '';
+    let hottest = slots.length ? '' : `<p class="muted">Counting started; the first slot ends within ${esc(String(last.slotSeconds))} s.</p>`;
     if (latest) {
       const order = latest.reads.map((_, i) => i).sort((a, b) => value(latest, b) - value(latest, a)).slice(0, 3)
         .filter((i) => value(latest, i) > 0);
@@ -67,9 +67,10 @@ export function mount(root) {
 
   function draw() {
     if (!last) return;
-    $('#kv-info').textContent = `slots of ${last.slotSeconds} s; ranges re-cut each slot from sampled keys`;
-    $('#kv-tables').innerHTML = last.tables.length ? last.tables.map(table).join('')
-      : '<section class="card reserve"><p class="muted">No table of this application was read or written since the server started.</p></section>';
+    const since = last.tables.length ? new Date(last.tables[0].sinceMillis).toLocaleTimeString() : '';
+    $('#kv-info').textContent = `slots of ${last.slotSeconds} s; ranges re-cut each slot from sampled keys; `
+      + `counting since ${since} (this page started it), until a day after the page was last open`;
+    $('#kv-tables').innerHTML = last.tables.map(table).join('');
     root.dataset.slots = String(Math.max(0, ...last.tables.map((t) => t.slots.length)));
   }
 

@@ -9,7 +9,9 @@
 //!   samples and draws rates from them;
 //! - `GET /1/dashboard/keyvis`: reads and writes per key range and time
 //!   slot of the application's tables (see
-//!   [`affinity_model::keyvis`]), when the server counts them.
+//!   [`affinity_model::keyvis`]), when the server counts them; asking
+//!   starts the counting, which goes on for [`KEY_VIS_WATCH`] after the
+//!   last ask.
 //!
 //! Everything else the pages show comes from the API itself. The login (an
 //! application ID and its admin key) stays in the page's
@@ -31,6 +33,7 @@ use crate::auth::{Acl, Caller};
 use crate::error::{blocking, Error, Result};
 use crate::state::State;
 use crate::time::iso;
+use affinity_engine::Engine;
 
 /// The dashboard's files: name, content type, bytes.
 const FILES: &[(&str, &str, &str)] = &[
@@ -102,6 +105,10 @@ const SIZE_TTL: Duration = Duration::from_secs(30);
 
 /// Slots the key visualizer answers unless asked otherwise.
 const DEFAULT_SLOTS: usize = 60;
+
+/// How long an application's tables are counted after its key visualizer
+/// was last asked for.
+pub const KEY_VIS_WATCH: Duration = Duration::from_secs(24 * 3600);
 
 /// The dashboard's share of the server's state.
 #[derive(Default)]
@@ -230,13 +237,6 @@ fn table_sizes(state: &State, app: &str) -> Result<Value> {
     Ok(sizes)
 }
 
-/// Whether `table` is one of `app`'s (`<kind>.<app>`).
-fn of_app(table: &str, app: &str) -> bool {
-    table
-        .split_once('.')
-        .is_some_and(|(kind, rest)| rest == app && !kind.is_empty())
-}
-
 /// A row key as text: printable ASCII as is, other bytes as `\xNN`.
 fn key_text(key: &[u8]) -> String {
     let mut out = String::with_capacity(key.len());
@@ -275,8 +275,15 @@ pub async fn key_vis(
             "The key visualizer is off on this server (affinity serve --key-visualizer-slot)",
         ));
     };
+    // Asking is watching: the application's tables count from the first
+    // ask until a day after the last.
+    let names = Engine::table_names(&caller.app);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let now = state.engine.now_millis();
+    let until = now + KEY_VIS_WATCH.as_millis() as i64;
+    vis.watch(&names, now, until);
     let tables: Vec<Value> = vis
-        .history(|t| of_app(t, &caller.app))
+        .history(|t| names.contains(&t))
         .into_iter()
         .map(|h| {
             let skip = h.slots.len().saturating_sub(slots);
@@ -288,11 +295,14 @@ pub async fn key_vis(
                            "reads": s.reads, "writes": s.writes, "bounds": bounds})
                 })
                 .collect();
-            json!({"table": h.table, "slots": slots})
+            json!({"table": h.table, "since": iso(h.since_millis),
+                   "sinceMillis": h.since_millis, "slots": slots})
         })
         .collect();
     Ok(Json(json!({
         "slotSeconds": slot.as_secs_f64(),
+        "until": iso(until),
+        "untilMillis": until,
         "tables": tables,
     })))
 }
@@ -302,11 +312,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tables_of_an_app_and_keys_as_text() {
-        assert!(of_app("events.shop", "shop"));
-        assert!(!of_app("events.shop2", "shop"));
-        assert!(!of_app(".shop", "shop"));
-        assert!(!of_app("shop", "shop"));
+    fn keys_as_text() {
         assert_eq!(key_text(b"user1\x00\\\xff"), "user1\\x00\\x5c\\xff");
     }
 

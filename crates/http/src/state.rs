@@ -117,15 +117,15 @@ impl State {
         self
     }
 
-    /// This state, showing `store`'s per-range counters in the dashboard's
-    /// key visualizer; [`crate::serve`] ends a slot every `slot`.
-    pub fn with_key_vis(
-        mut self: Arc<State>,
-        key_vis: Arc<affinity_model::keyvis::KeyVis>,
-        slot: Duration,
-    ) -> Arc<State> {
+    /// This state, showing the engine's per-range counters (see
+    /// [`affinity_engine::Engine::with_key_vis`]) in the dashboard's key
+    /// visualizer; [`crate::serve`] ends a slot every `slot`. Without
+    /// counters on the engine the visualizer stays off.
+    pub fn with_key_vis(mut self: Arc<State>, slot: Duration) -> Arc<State> {
         if let Some(state) = Arc::get_mut(&mut self) {
-            state.dashboard = Dashboard::with_key_vis(key_vis, slot);
+            if let Some(key_vis) = state.engine.key_vis() {
+                state.dashboard = Dashboard::with_key_vis(Arc::clone(key_vis), slot);
+            }
         }
         self
     }

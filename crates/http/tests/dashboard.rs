@@ -227,60 +227,89 @@ async fn stats_count_the_answers_of_each_variant_as_metrics_do() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn the_key_visualizer_answers_the_apps_tables_by_slot() {
-    let server = Server::key_visualized(Duration::from_millis(200)).await;
+async fn key_vis(server: &Server, slots: usize) -> Value {
+    let r = server.admin(Method::GET, &format!("/1/dashboard/keyvis?slots={slots}"));
+    let (status, vis) = parts(r.send().await.unwrap()).await;
+    assert_eq!(status, 200, "{vis}");
+    vis
+}
+
+/// Rows written to `table` in the slots of `vis`.
+fn written(vis: &Value, table: &str) -> u64 {
+    vis["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["table"] == table)
+        .flat_map(|t| t["slots"].as_array().unwrap())
+        .flat_map(|s| s["writes"].as_array().unwrap())
+        .map(|w| w.as_u64().unwrap())
+        .sum()
+}
+
+/// The key visualizer of an application with tables of its own
+/// (`dedicated`) or on the shared tables: its own tables, counted from
+/// the first ask, with its own keys only.
+async fn key_visualizer_shows_the_apps_own_keys(dedicated: bool) {
+    let server = Server::key_visualized(Duration::from_millis(200), dedicated).await;
     assert_eq!(server.set_strategy().await.status(), 200);
-    assert_eq!(
-        server
-            .post_events(&[click("alice", "Apple")])
-            .await
-            .status(),
-        200
-    );
-    // Another application's tables are not shown.
+    // Not counted: nobody asked yet.
+    let r = server.post_events(&[click("early", "Apple")]).await;
+    assert_eq!(r.status(), 200);
+    let first = key_vis(&server, 5).await;
+    assert_eq!(first["slotSeconds"], 0.2);
+    let names: Vec<&str> = first["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["table"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["events.app1", "profiles.app1", "trends.app1"]);
+    let since = first["tables"][0]["sinceMillis"].as_i64().unwrap();
+    assert!(first["untilMillis"].as_i64().unwrap() >= since + 86_400_000);
+    // 40 events (of 40 users: one events row each) of this application,
+    // 200 of another one (which shares
+    // the physical tables unless this one has its own).
+    let events: Vec<Value> = (0..40)
+        .map(|i| click(&format!("user{i:02}"), "Apple"))
+        .collect();
+    assert_eq!(server.post_events(&events).await.status(), 200);
+    let others: Vec<Value> = (0..200)
+        .map(|i| click(&format!("zed{i:03}"), "Nokia"))
+        .collect();
     let r = server
         .as_key(Method::POST, "/1/events", OTHER_APP, OTHER_ADMIN)
-        .body(json!({"events": [click("zed", "Nokia")]}).to_string());
+        .body(json!({ "events": others }).to_string());
     assert_eq!(r.send().await.unwrap().status(), 200);
+    // Every row written by this application's 40 events, none of the
+    // other's, once their slot ended.
     let vis = loop {
-        let (status, vis) = parts(
-            server
-                .admin(Method::GET, "/1/dashboard/keyvis?slots=5")
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
-        assert_eq!(status, 200, "{vis}");
-        let written: u64 = vis["tables"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|t| t["slots"].as_array().unwrap())
-            .flat_map(|s| s["writes"].as_array().unwrap())
-            .map(|w| w.as_u64().unwrap())
-            .sum();
-        if written > 0 {
+        let vis = key_vis(&server, 1000).await;
+        if written(&vis, "events.app1") >= 40 {
             break vis;
         }
+
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert_eq!(vis["slotSeconds"], 0.2);
+    assert_eq!(written(&vis, "events.app1"), 40, "{vis}");
     let tables = vis["tables"].as_array().unwrap();
-    assert!(tables
-        .iter()
-        .all(|t| t["table"].as_str().unwrap().ends_with(".app1")));
-    let profiles = tables
-        .iter()
-        .find(|t| t["table"] == "profiles.app1")
-        .unwrap_or_else(|| panic!("{vis}"));
-    let slots = profiles["slots"].as_array().unwrap();
-    assert!((1..=5).contains(&slots.len()));
-    for slot in slots {
-        let ranges = slot["bounds"].as_array().unwrap().len() + 1;
-        assert_eq!(slot["reads"].as_array().unwrap().len(), ranges);
-        assert_eq!(slot["writes"].as_array().unwrap().len(), ranges);
+    assert_eq!(tables.len(), 3);
+    for table in tables {
+        assert_eq!(table["sinceMillis"].as_i64().unwrap(), since);
+        for slot in table["slots"].as_array().unwrap() {
+            let ranges = slot["bounds"].as_array().unwrap().len() + 1;
+            assert_eq!(slot["reads"].as_array().unwrap().len(), ranges);
+            assert_eq!(slot["writes"].as_array().unwrap().len(), ranges);
+            // Keys as the application sees them: no shared-table prefix,
+            // no other application's user.
+            for bound in slot["bounds"].as_array().unwrap() {
+                let bound = bound.as_str().unwrap();
+                assert!(
+                    !bound.starts_with("app1#") && !bound.contains("zed"),
+                    "{bound}"
+                );
+            }
+        }
     }
     let (_, stats) = parts(
         server
@@ -298,4 +327,14 @@ async fn the_key_visualizer_answers_the_apps_tables_by_slot() {
         assert!(body["message"].as_str().unwrap().contains("slots"));
     }
     server.stop().await;
+}
+
+#[tokio::test]
+async fn the_key_visualizer_counts_an_app_on_the_shared_tables_alone() {
+    key_visualizer_shows_the_apps_own_keys(false).await;
+}
+
+#[tokio::test]
+async fn the_key_visualizer_counts_an_app_with_its_own_tables() {
+    key_visualizer_shows_the_apps_own_keys(true).await;
 }

@@ -1,6 +1,16 @@
-//! A [`Store`] wrapper that counts reads and writes per key range and
-//! time slot, for a key visualizer in the manner of Bigtable's: a heatmap
-//! of key ranges over time where a hot row shows as a bright band.
+//! Tables that count their reads and writes per key range and time slot,
+//! for a key visualizer in the manner of Bigtable's: a heatmap of key
+//! ranges over time where a hot row shows as a bright band.
+//!
+//! [`KeyVis::wrap`] wraps a table under a name; the engine wraps each
+//! application's logical tables (its own, or its view of the shared ones),
+//! so an application's heatmap shows its own keys only, whatever its
+//! layout. A wrapped table counts only while its name is watched
+//! ([`KeyVis::watch`]: the dashboard watches an application's tables when
+//! asked for them, for a day from the last time): a table nobody watches
+//! costs one relaxed atomic load per call and no memory beyond its switch,
+//! so 10,000 applications cost nothing until someone looks, and at most
+//! [`MAX_WATCHED`] tables count at once.
 //!
 //! Cheap on the hot path: a table's counters are split into stripes, each
 //! on cache lines of its own, and a thread always adds to the same stripe
@@ -19,16 +29,18 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use affinity_model::keyvis::KeyVisStore;
+//! use affinity_model::keyvis::KeyVis;
 //! use affinity_model::{GcRule, MemoryStore, Mutation, Store, TableSpec};
 //!
-//! let store = KeyVisStore::new(Arc::new(MemoryStore::new()), 10);
+//! let store = MemoryStore::new();
 //! store.create_table("t", &TableSpec::new().with_family("e", GcRule::None))?;
-//! let table = store.open_table("t")?;
+//! let vis = KeyVis::new(10);
+//! let table = vis.wrap("t", store.open_table("t")?);
+//! table.mutate_row(b"r0", &[Mutation::set_cell("e", "q", 1_000, "value")])?; // not watched
+//! vis.watch(&["t"], 1_000, 60_000);
 //! table.mutate_row(b"r1", &[Mutation::set_cell("e", "q", 1_000, "value")])?;
 //! table.read_row(b"r1", None)?;
-//! let vis = store.key_vis();
-//! vis.rotate(1_000);
+//! vis.rotate(2_000);
 //! let slot = &vis.history(|_| true)[0].slots[0];
 //! assert_eq!((slot.reads.iter().sum::<u64>(), slot.writes.iter().sum::<u64>()), (1, 1));
 //! # Ok::<(), affinity_model::Error>(())
@@ -36,15 +48,15 @@
 
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use crate::{
-    FamilyModification, Mutation, ReadModifyWriteRule, ReadRowsRequest, Result, Row, RowFilter,
-    RowMutations, RowRef, RowRules, RowStream, SampleRowKey, Store, Table, TableSpec,
+    Mutation, ReadModifyWriteRule, ReadRowsRequest, Result, Row, RowFilter, RowMutations, RowRef,
+    RowRules, RowStream, SampleRowKey, Table,
 };
 
 /// Key ranges per table.
@@ -76,6 +88,8 @@ pub struct Slot {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableHistory {
     pub table: String,
+    /// When the table started counting (milliseconds since the epoch).
+    pub since_millis: i64,
     pub slots: Vec<Slot>,
 }
 
@@ -258,9 +272,48 @@ impl TableHeat {
     }
 }
 
-/// The counters of every table of a [`KeyVisStore`], and their history.
+/// Tables counted at once ([`KeyVis::watch`] drops the least recently
+/// watched past this).
+pub const MAX_WATCHED: usize = 96;
+
+/// A table's counters while it is watched.
+struct Watched {
+    heat: Arc<TableHeat>,
+    /// When counting started (milliseconds since the epoch).
+    since: i64,
+    /// When counting stops unless watched again.
+    until: i64,
+}
+
+/// One table's switch: off (one relaxed load per call, nothing kept) or
+/// counting into a [`TableHeat`].
+struct Switch {
+    on: AtomicBool,
+    watched: RwLock<Option<Watched>>,
+}
+
+impl Switch {
+    /// The counters, while watched.
+    fn heat(&self) -> Option<Arc<TableHeat>> {
+        if !self.on.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.watched.read().as_ref().map(|w| Arc::clone(&w.heat))
+    }
+
+    fn stop(&self) {
+        self.on.store(false, Ordering::Relaxed);
+        *self.watched.write() = None;
+    }
+}
+
+/// The counters of the tables [`KeyVis::wrap`] wrapped, counting only
+/// those watched (see [`KeyVis::watch`]), and their history.
 pub struct KeyVis {
-    tables: RwLock<HashMap<String, Arc<TableHeat>>>,
+    /// Every wrapped table's switch, by name.
+    cells: RwLock<HashMap<String, Arc<Switch>>>,
+    /// The watched ones.
+    watched: Mutex<HashMap<String, Arc<Switch>>>,
     /// Slots kept per table.
     keep: usize,
 }
@@ -269,46 +322,120 @@ impl KeyVis {
     /// Counters keeping the last `keep` slots of each table.
     pub fn new(keep: usize) -> KeyVis {
         KeyVis {
-            tables: RwLock::new(HashMap::new()),
+            cells: RwLock::new(HashMap::new()),
+            watched: Mutex::new(HashMap::new()),
             keep: keep.max(1),
         }
     }
 
-    fn table(&self, name: &str) -> Arc<TableHeat> {
-        if let Some(t) = self.tables.read().get(name) {
-            return Arc::clone(t);
+    fn cell(&self, name: &str) -> Arc<Switch> {
+        if let Some(c) = self.cells.read().get(name) {
+            return Arc::clone(c);
         }
-        let mut tables = self.tables.write();
-        let seed = name.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| {
-            (h ^ b as u64).wrapping_mul(0x100_0000_01B3)
-        });
-        Arc::clone(
-            tables
-                .entry(name.to_string())
-                .or_insert_with(|| Arc::new(TableHeat::new(seed))),
-        )
+        let mut cells = self.cells.write();
+        Arc::clone(cells.entry(name.to_string()).or_insert_with(|| {
+            Arc::new(Switch {
+                on: AtomicBool::new(false),
+                watched: RwLock::new(None),
+            })
+        }))
     }
 
-    /// End the current slot of every table at `end_millis`: its counts go
-    /// into the ring (the oldest slot leaves past `keep`), and the ranges
-    /// are re-cut for the next slot.
+    /// `inner`, counted under `name` while that name is watched. Tables
+    /// wrapped under one name (a table opened again) share their counters.
+    pub fn wrap(&self, name: &str, inner: Arc<dyn Table>) -> Arc<dyn Table> {
+        Arc::new(KeyVisTable {
+            inner,
+            cell: self.cell(name),
+        })
+    }
+
+    /// Count the tables `names` from `now_millis` (or go on counting them)
+    /// until `until_millis`; returns when each started counting. Past
+    /// [`MAX_WATCHED`] tables, those whose watch ends first stop (their
+    /// slots dropped).
+    pub fn watch(&self, names: &[&str], now_millis: i64, until_millis: i64) -> Vec<i64> {
+        let mut watched = self.watched.lock();
+        let since = names
+            .iter()
+            .map(|name| {
+                let cell = self.cell(name);
+                let mut w = cell.watched.write();
+                let since = match w.as_mut() {
+                    Some(w) => {
+                        w.until = w.until.max(until_millis);
+                        w.since
+                    }
+                    None => {
+                        *w = Some(Watched {
+                            heat: Arc::new(TableHeat::new(seed(name))),
+                            since: now_millis,
+                            until: until_millis,
+                        });
+                        cell.on.store(true, Ordering::Relaxed);
+                        now_millis
+                    }
+                };
+                drop(w);
+                watched.insert(name.to_string(), cell);
+                since
+            })
+            .collect();
+        while watched.len() > MAX_WATCHED {
+            let first = watched
+                .iter()
+                .filter(|(name, _)| !names.contains(&name.as_str()))
+                .min_by_key(|(_, c)| c.watched.read().as_ref().map_or(i64::MIN, |w| w.until))
+                .map(|(name, _)| name.clone());
+            let Some(first) = first else { break };
+            if let Some(cell) = watched.remove(&first) {
+                cell.stop();
+            }
+        }
+        since
+    }
+
+    /// End the current slot of every watched table at `end_millis`: its
+    /// counts go into the ring (the oldest slot leaves past `keep`), and
+    /// the ranges are re-cut for the next slot. Tables whose watch ended
+    /// stop counting and drop their slots.
     pub fn rotate(&self, end_millis: i64) {
-        let tables: Vec<Arc<TableHeat>> = self.tables.read().values().cloned().collect();
-        for t in tables {
-            t.rotate(end_millis, self.keep);
+        let mut heats = Vec::new();
+        self.watched.lock().retain(|_, cell| {
+            let w = cell.watched.read();
+            match w.as_ref() {
+                Some(w) if w.until > end_millis => {
+                    heats.push(Arc::clone(&w.heat));
+                    true
+                }
+                _ => {
+                    drop(w);
+                    cell.stop();
+                    false
+                }
+            }
+        });
+        for heat in heats {
+            heat.rotate(end_millis, self.keep);
         }
     }
 
-    /// The slots of the tables `wanted` selects, by table name.
+    /// The slots of the watched tables `wanted` selects, by table name.
     pub fn history(&self, wanted: impl Fn(&str) -> bool) -> Vec<TableHistory> {
         let mut out: Vec<TableHistory> = self
-            .tables
-            .read()
+            .watched
+            .lock()
             .iter()
             .filter(|(name, _)| wanted(name))
-            .map(|(name, t)| TableHistory {
-                table: name.clone(),
-                slots: t.slots.lock().iter().cloned().collect(),
+            .filter_map(|(name, cell)| {
+                let w = cell.watched.read();
+                let w = w.as_ref()?;
+                let slots = w.heat.slots.lock().iter().cloned().collect();
+                Some(TableHistory {
+                    table: name.clone(),
+                    since_millis: w.since,
+                    slots,
+                })
             })
             .collect();
         out.sort_by(|a, b| a.table.cmp(&b.table));
@@ -316,70 +443,19 @@ impl KeyVis {
     }
 }
 
-/// A store whose tables count their reads and writes per key range (see
-/// the module documentation). Every trait method delegates to the wrapped
-/// store, so code above it behaves exactly as on the store itself.
-pub struct KeyVisStore {
-    inner: Arc<dyn Store>,
-    vis: Arc<KeyVis>,
+/// A seed for a table's reservoirs, from its name.
+fn seed(name: &str) -> u64 {
+    name.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01B3)
+    })
 }
 
-impl KeyVisStore {
-    /// `inner`, counting, keeping the last `keep` slots of each table.
-    pub fn new(inner: Arc<dyn Store>, keep: usize) -> KeyVisStore {
-        KeyVisStore {
-            inner,
-            vis: Arc::new(KeyVis::new(keep)),
-        }
-    }
-
-    /// The counters, to rotate and read.
-    pub fn key_vis(&self) -> Arc<KeyVis> {
-        Arc::clone(&self.vis)
-    }
-}
-
-impl Store for KeyVisStore {
-    fn create_table(&self, table: &str, spec: &TableSpec) -> Result<()> {
-        self.inner.create_table(table, spec)
-    }
-
-    fn delete_table(&self, table: &str) -> Result<()> {
-        self.inner.delete_table(table)
-    }
-
-    fn list_tables(&self) -> Result<Vec<String>> {
-        self.inner.list_tables()
-    }
-
-    fn table_spec(&self, table: &str) -> Result<TableSpec> {
-        self.inner.table_spec(table)
-    }
-
-    fn modify_families(
-        &self,
-        table: &str,
-        modifications: &[FamilyModification],
-    ) -> Result<TableSpec> {
-        self.inner.modify_families(table, modifications)
-    }
-
-    fn drop_row_range(&self, table: &str, prefix: &[u8]) -> Result<()> {
-        self.inner.drop_row_range(table, prefix)
-    }
-
-    fn open_table(&self, table: &str) -> Result<Arc<dyn Table>> {
-        Ok(Arc::new(KeyVisTable {
-            inner: self.inner.open_table(table)?,
-            heat: self.vis.table(table),
-        }))
-    }
-}
-
-/// One table of a [`KeyVisStore`].
+/// A table counted by a [`KeyVis`] (see [`KeyVis::wrap`]). Every method
+/// delegates to the wrapped table, so code above it behaves exactly as
+/// on the table itself.
 struct KeyVisTable {
     inner: Arc<dyn Table>,
-    heat: Arc<TableHeat>,
+    cell: Arc<Switch>,
 }
 
 impl Table for KeyVisTable {
@@ -388,13 +464,16 @@ impl Table for KeyVisTable {
     }
 
     fn mutate_row(&self, row_key: &[u8], mutations: &[Mutation]) -> Result<()> {
-        self.heat.record(row_key, true);
+        if let Some(heat) = self.cell.heat() {
+            heat.record(row_key, true);
+        }
         self.inner.mutate_row(row_key, mutations)
     }
 
     fn mutate_rows(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>> {
-        self.heat
-            .record_all(entries.iter().map(|e| e.row_key.as_ref()), true);
+        if let Some(heat) = self.cell.heat() {
+            heat.record_all(entries.iter().map(|e| e.row_key.as_ref()), true);
+        }
         self.inner.mutate_rows(entries)
     }
 
@@ -405,19 +484,24 @@ impl Table for KeyVisTable {
         true_mutations: &[Mutation],
         false_mutations: &[Mutation],
     ) -> Result<bool> {
-        self.heat.record(row_key, true);
+        if let Some(heat) = self.cell.heat() {
+            heat.record(row_key, true);
+        }
         self.inner
             .check_and_mutate_row(row_key, predicate, true_mutations, false_mutations)
     }
 
     fn read_modify_write_row(&self, row_key: &[u8], rules: &[ReadModifyWriteRule]) -> Result<Row> {
-        self.heat.record(row_key, true);
+        if let Some(heat) = self.cell.heat() {
+            heat.record(row_key, true);
+        }
         self.inner.read_modify_write_row(row_key, rules)
     }
 
     fn read_modify_write_rows(&self, entries: &[RowRules]) -> Result<Vec<Result<Row>>> {
-        self.heat
-            .record_all(entries.iter().map(|e| e.row_key.as_ref()), true);
+        if let Some(heat) = self.cell.heat() {
+            heat.record_all(entries.iter().map(|e| e.row_key.as_ref()), true);
+        }
         self.inner.read_modify_write_rows(entries)
     }
 
@@ -426,8 +510,11 @@ impl Table for KeyVisTable {
     }
 
     fn read_rows(&self, request: &ReadRowsRequest) -> Result<RowStream<'_>> {
-        let heat = &self.heat;
-        Ok(Box::new(self.inner.read_rows(request)?.inspect(move |r| {
+        let rows = self.inner.read_rows(request)?;
+        let Some(heat) = self.cell.heat() else {
+            return Ok(rows);
+        };
+        Ok(Box::new(rows.inspect(move |r| {
             if let Ok(row) = r {
                 heat.record(&row.key, false);
             }
@@ -439,14 +526,19 @@ impl Table for KeyVisTable {
         request: &ReadRowsRequest,
         visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>,
     ) -> Result<()> {
+        let Some(heat) = self.cell.heat() else {
+            return self.inner.visit_rows(request, visit);
+        };
         self.inner.visit_rows(request, &mut |row| {
-            self.heat.record(row.key, false);
+            heat.record(row.key, false);
             visit(row)
         })
     }
 
     fn read_row(&self, row_key: &[u8], filter: Option<&RowFilter>) -> Result<Option<Row>> {
-        self.heat.record(row_key, false);
+        if let Some(heat) = self.cell.heat() {
+            heat.record(row_key, false);
+        }
         self.inner.read_row(row_key, filter)
     }
 }
@@ -454,15 +546,18 @@ impl Table for KeyVisTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{GcRule, MemoryStore};
+    use crate::{GcRule, MemoryStore, Store, TableSpec};
 
-    fn store() -> (KeyVisStore, Arc<dyn Table>) {
-        let store = KeyVisStore::new(Arc::new(MemoryStore::new()), 3);
+    /// Table `t` of a memory store, wrapped and watched.
+    fn store() -> (Arc<KeyVis>, Arc<dyn Table>) {
+        let store = MemoryStore::new();
         store
             .create_table("t", &TableSpec::new().with_family("e", GcRule::None))
             .unwrap();
-        let table = store.open_table("t").unwrap();
-        (store, table)
+        let vis = Arc::new(KeyVis::new(3));
+        let table = vis.wrap("t", store.open_table("t").unwrap());
+        vis.watch(&["t"], 0, i64::MAX);
+        (vis, table)
     }
 
     fn write(table: &dyn Table, key: &str) {
@@ -473,8 +568,7 @@ mod tests {
 
     #[test]
     fn a_hot_key_is_one_bright_range_once_ranges_are_cut() {
-        let (store, table) = store();
-        let vis = store.key_vis();
+        let (vis, table) = store();
         for i in 0..400 {
             write(table.as_ref(), &format!("user{i:04}"));
         }
@@ -518,8 +612,7 @@ mod tests {
 
     #[test]
     fn threads_count_on_their_own_stripes_and_every_row_is_summed() {
-        let (store, table) = store();
-        let vis = store.key_vis();
+        let (vis, table) = store();
         for i in 0..400 {
             write(table.as_ref(), &format!("user{i:04}"));
         }
@@ -564,12 +657,13 @@ mod tests {
 
     #[test]
     fn the_ring_keeps_the_newest_slots_and_history_filters_tables() {
-        let (store, table) = store();
+        let (vis, table) = store();
+        let store = MemoryStore::new();
         store
             .create_table("other", &TableSpec::new().with_family("e", GcRule::None))
             .unwrap();
-        let other = store.open_table("other").unwrap();
-        let vis = store.key_vis();
+        let other = vis.wrap("other", store.open_table("other").unwrap());
+        vis.watch(&["other"], 0, i64::MAX);
         for end in 1..=5 {
             write(table.as_ref(), "a");
             write(other.as_ref(), "b");
@@ -579,7 +673,80 @@ mod tests {
         assert_eq!(history.len(), 1);
         let ends: Vec<i64> = history[0].slots.iter().map(|s| s.end_millis).collect();
         assert_eq!(ends, [3_000, 4_000, 5_000]);
+        assert_eq!(history[0].since_millis, 0);
         assert_eq!(vis.history(|_| true).len(), 2);
         assert!(table.read_row(b"a", None).unwrap().is_some());
+    }
+
+    /// A memory store's table `name`, wrapped by `vis`.
+    fn wrapped(vis: &KeyVis, store: &MemoryStore, name: &str) -> Arc<dyn Table> {
+        store
+            .create_table(name, &TableSpec::new().with_family("e", GcRule::None))
+            .unwrap();
+        vis.wrap(name, store.open_table(name).unwrap())
+    }
+
+    fn writes(vis: &KeyVis, name: &str) -> Vec<u64> {
+        vis.history(|t| t == name)
+            .iter()
+            .flat_map(|h| &h.slots)
+            .map(|s| s.writes.iter().sum())
+            .collect()
+    }
+
+    #[test]
+    fn only_watched_tables_count_and_a_watch_ends() {
+        let (vis, store) = (KeyVis::new(10), MemoryStore::new());
+        let table = wrapped(&vis, &store, "t");
+        // Not watched: nothing counted, nothing kept, yet every call
+        // reaches the table.
+        write(table.as_ref(), "a");
+        vis.rotate(1_000);
+        assert!(vis.history(|_| true).is_empty());
+        assert_eq!(vis.watch(&["t"], 1_500, 10_000), [1_500]);
+        write(table.as_ref(), "b");
+        write(table.as_ref(), "c");
+        vis.rotate(2_000);
+        // Opened again under the same name: the same counters.
+        let again = vis.wrap("t", store.open_table("t").unwrap());
+        write(again.as_ref(), "d");
+        // Watched again: counting goes on from when it started, and
+        // until the later end.
+        assert_eq!(vis.watch(&["t"], 2_500, 3_500), [1_500]);
+        vis.rotate(3_000);
+        assert_eq!(writes(&vis, "t"), [2, 1]);
+        // The watch ends at 10 s: the slots go, counting stops.
+        vis.rotate(10_000);
+        assert!(vis.history(|_| true).is_empty());
+        write(table.as_ref(), "e");
+        assert_eq!(vis.watch(&["t"], 11_000, 20_000), [11_000]);
+        vis.rotate(12_000);
+        assert_eq!(writes(&vis, "t"), [0]);
+        let rows = table.read_rows(&ReadRowsRequest::all()).unwrap().count();
+        assert_eq!(rows, 5);
+    }
+
+    #[test]
+    fn past_the_cap_the_watch_ending_first_stops() {
+        let (vis, store) = (KeyVis::new(10), MemoryStore::new());
+        let names: Vec<String> = (0..=MAX_WATCHED).map(|i| format!("t{i}")).collect();
+        let tables: Vec<Arc<dyn Table>> = names.iter().map(|n| wrapped(&vis, &store, n)).collect();
+        for (i, name) in names.iter().enumerate() {
+            vis.watch(&[name.as_str()], 0, 1_000_000 + i as i64);
+        }
+        for table in &tables {
+            write(table.as_ref(), "k");
+        }
+        vis.rotate(1_000);
+        let history = vis.history(|_| true);
+        assert_eq!(history.len(), MAX_WATCHED);
+        assert!(history.iter().all(|h| h.table != "t0"));
+        assert_eq!(writes(&vis, "t1"), [1]);
+        // Watching the dropped one again drops the next to end.
+        vis.watch(&["t0"], 2_000, 2_000_000);
+        let history = vis.history(|_| true);
+        assert_eq!(history.len(), MAX_WATCHED);
+        assert!(history.iter().any(|h| h.table == "t0"));
+        assert!(history.iter().all(|h| h.table != "t1"));
     }
 }

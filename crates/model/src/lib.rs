@@ -18,8 +18,8 @@
 //!   per case for any backend, and the reference-model property test;
 //! - `counting` (feature `counting`): `CountingStore`, a wrapper that counts
 //!   the rows, cells and bytes reads return, per table;
-//! - [`keyvis`]: `KeyVisStore`, a wrapper counting reads and writes per key
-//!   range and time slot (the dashboard's key visualizer);
+//! - [`keyvis`]: `KeyVis`, tables counting their reads and writes per key
+//!   range and time slot while watched (the dashboard's key visualizer);
 //! - [`prefixed`]: `PrefixedTable`, one tenant's rows of a shared table
 //!   seen as a table of their own (applications sharing tables).
 //!

@@ -111,7 +111,8 @@ pub struct EngineBenchArgs {
     #[arg(long, default_value_t = 0.0)]
     logged_in: f64,
     /// Count every read and write per key range, as `affinity serve` does
-    /// for the dashboard's key visualizer (to see what the counters cost).
+    /// for an application whose key visualizer is watched (to see what the
+    /// counters cost).
     #[arg(long)]
     key_visualizer: bool,
 }
@@ -169,11 +170,14 @@ pub fn run(args: EngineBenchArgs, data: Option<&Path>) -> anyhow::Result<()> {
         EmbeddedStore::open_with(&dir, options)
             .with_context(|| format!("opening the embedded store in {}", dir.display()))?,
     );
-    let mut engine_store = Arc::clone(&store) as Arc<dyn Store>;
+    let mut engine = Engine::open(Arc::clone(&store) as Arc<dyn Store>)?;
     if args.key_visualizer {
-        engine_store = Arc::new(affinity_model::keyvis::KeyVisStore::new(engine_store, 360));
+        // Watched from the start, as when the dashboard's page is open.
+        let vis = Arc::new(affinity_model::keyvis::KeyVis::new(360));
+        let names = Engine::table_names(APP);
+        vis.watch(&names.each_ref().map(String::as_str), 0, i64::MAX);
+        engine = engine.with_key_vis(vis);
     }
-    let engine = Engine::open(engine_store)?;
     engine.configure_app(
         APP,
         AppConfig {

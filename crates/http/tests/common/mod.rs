@@ -87,18 +87,21 @@ impl Server {
         Server::start(store, every, keys()).await
     }
 
-    /// A server on a fresh embedded store whose reads and writes are
-    /// counted per key range for the dashboard's key visualizer, in slots
-    /// of `slot`; [`APP`] has tables of its own (the visualizer shows an
-    /// application's own tables, never the shared ones).
-    pub async fn key_visualized(slot: Duration) -> Server {
+    /// A server on a fresh embedded store whose applications' reads and
+    /// writes are counted per key range for the dashboard's key visualizer
+    /// (once asked for), in slots of `slot`; with `dedicated`, [`APP`] has
+    /// tables of its own, else it shares them (the default).
+    pub async fn key_visualized(slot: Duration, dedicated: bool) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let store = affinity_embedded::EmbeddedStore::open(dir.path()).unwrap();
-        let counted = affinity_model::keyvis::KeyVisStore::new(Arc::new(store), 600);
-        let vis = counted.key_vis();
-        let mut server =
-            Server::start_with(Arc::new(counted), keys(), |s| s.with_key_vis(vis, slot)).await;
-        server.engine.isolate_app(APP).unwrap();
+        let vis = Arc::new(affinity_model::keyvis::KeyVis::new(600));
+        let engine = Engine::open(Arc::new(store)).unwrap().with_key_vis(vis);
+        let engine = Arc::new(engine);
+        if dedicated {
+            engine.isolate_app(APP).unwrap();
+        }
+        let state = State::new(Arc::clone(&engine), keys()).with_key_vis(slot);
+        let mut server = Server::serve(engine, state).await;
         server._dir = Some(dir);
         server
     }
