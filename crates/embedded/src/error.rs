@@ -24,8 +24,32 @@ pub(crate) fn storage(err: rocksdb::Error) -> Error {
              (rocksdb: {})",
             err.into_string()
         )),
+        // A flush or compaction met a row that does not decode; RocksDB
+        // stops writing and says only "Merge operator failed".
+        ErrorKind::Corruption if err.as_ref().contains("Merge operator failed") => {
+            match crate::merge::last_failed_merge() {
+                Some((cf, key)) => Error::Storage(format!(
+                    "table {:?}: the store stopped writing after a flush or compaction met \
+                     the corrupt stored row {:?} (its value or a merge operand does not \
+                     decode); reads of other rows go on, and writes resume after a restart \
+                     until a compaction meets that row again (rocksdb: {})",
+                    table_of_cf(&cf),
+                    String::from_utf8_lossy(&key),
+                    err.into_string()
+                )),
+                None => Error::Storage(format!("rocksdb: {}", err.into_string())),
+            }
+        }
         _ => Error::Storage(format!("rocksdb: {}", err.into_string())),
     }
+}
+
+/// The table a column family holds (`t/<table>/<number>`), or the family's
+/// name if it is not a table's.
+fn table_of_cf(cf: &str) -> &str {
+    cf.strip_prefix("t/")
+        .and_then(|rest| rest.rsplit_once('/'))
+        .map_or(cf, |(table, _)| table)
 }
 
 /// An out-of-space error (ENOSPC), as RocksDB words it.

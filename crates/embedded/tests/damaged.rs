@@ -157,3 +157,22 @@ fn a_damaged_merge_operand_is_an_error_naming_the_table_and_row() {
         check(&dir, "bob", "alice");
     }
 }
+
+#[test]
+fn a_damaged_operand_met_by_a_compaction_is_an_error_naming_the_table_and_row() {
+    let dir = store();
+    damage(&dir, b"bob", &[7u8, 1], true);
+    let store = open(&dir);
+    let table = store.open_table(TABLE).expect("opens");
+    // The compaction merges bob's operand into its base and fails: RocksDB
+    // then refuses every write, of any row, until the store is reopened.
+    store.compact().expect("a compaction is asked for");
+    let err = table
+        .mutate_row(b"carol", &[Mutation::set_cell("e", "q", 3000, "v")])
+        .expect_err("writes stop after a failed compaction");
+    assert_names_table_and_row(&err, "bob");
+    assert!(err.to_string().contains("compaction"), "{err}");
+    // Reads of the other rows go on.
+    let alice = table.read_row(b"alice", None).expect("alice reads");
+    assert_eq!(alice.expect("alice is there").cells[0].value.as_ref(), b"v");
+}

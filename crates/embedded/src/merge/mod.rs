@@ -90,6 +90,20 @@ thread_local! {
     static FAILED: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
 }
 
+/// The table (column family) and row of the last full merge that failed
+/// on any thread: a flush or compaction runs merges on RocksDB's own
+/// threads, and a failed one stops the store's writes with RocksDB's
+/// bare "Merge operator failed", which this names.
+static LAST_FAILED: std::sync::Mutex<Option<(String, Vec<u8>)>> = std::sync::Mutex::new(None);
+
+/// The column family and row of the last failed full merge, if any.
+pub(crate) fn last_failed_merge() -> Option<(String, Vec<u8>)> {
+    LAST_FAILED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+}
+
 /// How many bytes of operands full merges on this thread have taken so
 /// far: a read compares it around a step of its iterator to learn how
 /// much merging the row it landed on needed (see `Scan::visit`).
@@ -108,6 +122,8 @@ pub(crate) fn full_merge_fn(
         let merged = full_merge(&meta, key, existing, operands);
         if merged.is_none() {
             FAILED.with(|f| *f.borrow_mut() = Some(key.to_vec()));
+            *LAST_FAILED.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some((meta.cf_name.clone(), key.to_vec()));
         }
         merged
     }
