@@ -27,6 +27,70 @@ async fn finished_job(server: &Server, id: &str) -> Value {
     panic!("job {id} still running after 30 s");
 }
 
+/// A job whose worker died mid-job (both shards leased, the leases run
+/// out) is taken over by a server that maintains: it finds the job when
+/// it starts, finishes it, and every server reports it alike.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_takes_over_a_job_whose_worker_died() {
+    use affinity_engine::{JobKind, JOBS_TABLE};
+    use affinity_model::{Mutation, Store};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(affinity_embedded::EmbeddedStore::open(dir.path()).unwrap());
+    let first = Server::maintaining(store.clone(), None).await;
+    assert_eq!(parts(first.set_strategy().await).await.0, 200);
+    let events: Vec<Value> = (0..30)
+        .map(|i| click(&format!("d{}", i % 10), "Apple"))
+        .collect();
+    assert_eq!(parts(first.post_events(&events).await).await.0, 200);
+    first
+        .engine
+        .create_job(APP, "nightly", JobKind::Maintain, 2)
+        .unwrap();
+    // Its worker took both shards and died: the leases ran out.
+    let expired = first.engine.now_millis() - 1;
+    let jobs = store.open_table(JOBS_TABLE).unwrap();
+    for shard in 0..2 {
+        let lease = Mutation::set_cell(
+            "j",
+            format!("lease,{shard}"),
+            0,
+            format!("{expired:016},dead-worker"),
+        );
+        jobs.mutate_row(format!("{APP},nightly").as_bytes(), &[lease])
+            .unwrap();
+    }
+    let r = first.admin(Method::GET, "/1/jobs/nightly");
+    let (status, job) = parts(r.send().await.unwrap()).await;
+    assert_eq!(status, 200, "{job}");
+    assert_eq!(job["status"], "running", "{job}");
+    for shard in job["shards"].as_array().unwrap() {
+        assert_eq!(shard["status"], "stalled", "{job}");
+        assert_eq!(shard["worker"], "dead-worker", "{job}");
+    }
+    first.stop().await;
+
+    // A server that maintains (its schedule an hour: only its start-up
+    // pass can take the job over).
+    let server = Server::maintaining(store.clone(), Some(Duration::from_secs(3600))).await;
+    let job = finished_job(&server, "nightly").await;
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["report"]["users"], 10, "{job}");
+    for shard in job["shards"].as_array().unwrap() {
+        assert_eq!(shard["status"], "succeeded", "{job}");
+        assert_ne!(shard["worker"], "dead-worker", "{job}");
+    }
+    // Another server on the store reads the same record.
+    let other = Server::maintaining(store, None).await;
+    let r = other.admin(Method::GET, "/1/jobs/nightly");
+    let (status, seen) = parts(r.send().await.unwrap()).await;
+    assert_eq!(status, 200);
+    assert_eq!(seen["shards"], job["shards"]);
+    assert_eq!(seen["report"], job["report"]);
+    other.stop().await;
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn strategy_updates_apply_at_the_next_read() {
     let server = Server::embedded().await;
