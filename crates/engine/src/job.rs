@@ -34,6 +34,13 @@ fn job_row(name: &str) -> Result<Vec<u8>> {
     Ok(format!("~job,{name}").into_bytes())
 }
 
+/// Delete the plan of job `name` (its split and finished ranges).
+pub(crate) fn forget(app: &App, name: &str) -> Result<()> {
+    app.profiles
+        .mutate_row(&job_row(name)?, &[Mutation::DeleteFromRow])?;
+    Ok(())
+}
+
 fn bound_key(bound: &std::ops::Bound<affinity_model::Bytes>) -> Value {
     match bound {
         std::ops::Bound::Included(k) | std::ops::Bound::Excluded(k) => {

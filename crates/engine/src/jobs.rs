@@ -35,7 +35,11 @@
 //!   commit per user with `CheckAndMutate`, so a maintenance stays exact;
 //!   a rebuild may then write a missing event's state twice, which reads
 //!   correct as they correct a retried batch (its id cell counts 2).
-//! - Records are kept (one row per job); nothing deletes them yet.
+//! - **Forgetting**: creating a job forgets the application's finished
+//!   jobs created more than [`JOB_RECORD_DAYS`] days before, and all but
+//!   the newest [`MAX_FINISHED_JOBS`] finished ones: their records and
+//!   their plans (`~job,<id>` rows of `profiles.<app>`, see `job.rs`).
+//!   Running and stalled jobs are never forgotten.
 
 use std::collections::BTreeMap;
 
@@ -55,6 +59,10 @@ pub const JOBS_TABLE: &str = "jobs";
 pub(crate) const FAMILY: &str = "j";
 /// Most shards a job may have.
 pub const MAX_SHARDS: usize = 1024;
+/// Days a finished job's record is kept after its creation.
+pub const JOB_RECORD_DAYS: i64 = 30;
+/// Finished jobs' records kept per application, newest first.
+pub const MAX_FINISHED_JOBS: usize = 500;
 
 /// What a job does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -366,7 +374,7 @@ impl Engine {
             RowFilter::exact_family(FAMILY),
             RowFilter::exact_qualifier(b"meta"),
         ]);
-        self.jobs_table.check_and_mutate_row(
+        let existed = self.jobs_table.check_and_mutate_row(
             &row_key(app, id),
             Some(&has_meta),
             &[],
@@ -377,6 +385,10 @@ impl Engine {
                 serde_json::to_vec(&meta)?,
             )],
         )?;
+        if !existed {
+            let before = now - JOB_RECORD_DAYS * crate::DAY_MILLIS;
+            self.forget_finished_jobs(app, before, MAX_FINISHED_JOBS)?;
+        }
         let job = self
             .job(app, id)?
             .ok_or_else(|| Error::corrupt("job record", format!("{app},{id}: missing")))?;
@@ -392,6 +404,35 @@ impl Engine {
             });
         }
         Ok(job)
+    }
+
+    /// Forget `app`'s finished jobs created before `before_millis`, and
+    /// all but the newest `keep` finished ones: each plan row, then each
+    /// record (a crash in between leaves a record the next call forgets).
+    /// Running and stalled jobs stay. Returns how many were forgotten.
+    pub fn forget_finished_jobs(
+        &self,
+        app: &str,
+        before_millis: i64,
+        keep: usize,
+    ) -> Result<usize> {
+        let handle = self.app(app)?;
+        let mut kept = 0;
+        let mut forgotten = 0;
+        for job in self.jobs(app, usize::MAX)? {
+            if !job.finished() {
+                continue;
+            }
+            if kept < keep && job.created_at >= before_millis {
+                kept += 1;
+                continue;
+            }
+            crate::job::forget(&handle, &job.id)?;
+            self.jobs_table
+                .mutate_row(&row_key(app, &job.id), &[Mutation::DeleteFromRow])?;
+            forgotten += 1;
+        }
+        Ok(forgotten)
     }
 
     /// Job `id` of `app`, if there is one.

@@ -108,7 +108,7 @@ pub use export::{ExportOptions, ExportReport, ProfileSink};
 pub use ingest::{IngestReport, BATCH_EVENTS};
 pub use jobs::{
     validate_job_id, JobKind, JobStatus, ShardState, ShardStatus, WorkOptions, DEFAULT_LEASE,
-    JOBS_TABLE, MAX_SHARDS, RETRY_BACKOFF,
+    JOBS_TABLE, JOB_RECORD_DAYS, MAX_FINISHED_JOBS, MAX_SHARDS, RETRY_BACKOFF,
 };
 pub use maintain::{MaintainOptions, MaintainReport};
 pub use migrate::Verification;

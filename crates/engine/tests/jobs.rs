@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use affinity_engine::{
     AppConfig, Engine, JobKind, Progress, Schema, ShardState, WorkOptions, JOBS_TABLE,
-    SETTINGS_REFRESH,
+    JOB_RECORD_DAYS, SETTINGS_REFRESH,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -189,6 +189,73 @@ fn a_dead_workers_shard_is_taken_over(store: Arc<dyn Store>, clock: &FakeClock) 
         .work_on_job(APP, "nightly", Some(1), &worker("c"), &Progress::default())
         .unwrap();
     assert_eq!(again.to_json(clock.now()), seen);
+}
+
+/// The plan rows (`~job,<id>`) in the application's profiles table.
+fn plan_rows(store: &Arc<dyn Store>) -> usize {
+    let request = ReadRowsRequest::new(affinity_model::RowSet::from_range(
+        affinity_model::RowRange::prefix(b"~job,".to_vec()),
+    ));
+    let table = store.open_table(&format!("profiles.{APP}")).unwrap();
+    table.read_rows(&request).unwrap().count()
+}
+
+fn job_ids(engine: &Engine) -> Vec<String> {
+    let mut ids: Vec<String> = engine
+        .jobs(APP, 1000)
+        .unwrap()
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Creating a job forgets the finished jobs older than `JOB_RECORD_DAYS`,
+/// records and plans; a job whose worker died stays; past a count, the
+/// oldest finished ones go first.
+fn finished_jobs_are_forgotten(store: Arc<dyn Store>, clock: &FakeClock) {
+    let (a, b) = two_engines(Arc::clone(&store), clock);
+    for id in ["old-1", "old-2"] {
+        a.create_job(APP, id, JobKind::Maintain, 1).unwrap();
+        let job = a
+            .work_on_job(APP, id, Some(0), &worker("a"), &Progress::default())
+            .unwrap();
+        assert_eq!(job.state(), "succeeded");
+        clock.set(clock.now() + 1);
+    }
+    // Taken by a worker that died before doing anything.
+    a.create_job(APP, "stalled", JobKind::Maintain, 1).unwrap();
+    let lease = format!("{:016},dead-worker", clock.now() + 1_000);
+    store
+        .open_table(JOBS_TABLE)
+        .unwrap()
+        .mutate_row(
+            format!("{APP},stalled").as_bytes(),
+            &[Mutation::set_cell("j", "lease,0", 0, lease)],
+        )
+        .unwrap();
+    assert_eq!(plan_rows(&store), 2);
+    assert_eq!(job_ids(&b), ["old-1", "old-2", "stalled"]);
+    // A month later, a new job: the finished ones go, the stalled one
+    // stays (for a worker to take over).
+    clock.set(clock.now() + (JOB_RECORD_DAYS + 1) * DAY);
+    b.create_job(APP, "new", JobKind::Maintain, 1).unwrap();
+    assert_eq!(job_ids(&a), ["new", "stalled"]);
+    assert_eq!(plan_rows(&store), 0);
+    assert!(a.job(APP, "old-1").unwrap().is_none());
+    // Joining an existing job forgets nothing; past the count, the
+    // newest finished ones stay.
+    for id in ["new", "k1", "k2"] {
+        a.create_job(APP, id, JobKind::Maintain, 1).unwrap();
+        a.work_on_job(APP, id, Some(0), &worker("a"), &Progress::default())
+            .unwrap();
+        clock.set(clock.now() + 1);
+    }
+    assert_eq!(job_ids(&a), ["k1", "k2", "new", "stalled"]);
+    assert_eq!(a.forget_finished_jobs(APP, i64::MIN, 1).unwrap(), 2);
+    assert_eq!(job_ids(&b), ["k2", "stalled"]);
+    assert_eq!(plan_rows(&store), 1);
 }
 
 /// A store whose scans (`visit_rows`) of every table but the jobs table
@@ -399,6 +466,13 @@ macro_rules! suite {
             fn a_dead_workers_shard_is_taken_over() {
                 let clock = FakeClock::new(real_now());
                 super::a_dead_workers_shard_is_taken_over(store(&clock), &clock);
+            }
+
+            #[$ignore]
+            #[test]
+            fn finished_jobs_are_forgotten() {
+                let clock = FakeClock::new(real_now());
+                super::finished_jobs_are_forgotten(store(&clock), &clock);
             }
 
             #[$ignore]
