@@ -55,7 +55,10 @@ use crate::variants::Variants;
 
 mod settings;
 
-pub use settings::{AppConfig, AppSettings, Tables, DEFAULT_RETENTION_DAYS, SHARED_RETENTION_DAYS};
+pub use settings::{
+    AppConfig, AppSettings, SaltMove, SaltPhase, Tables, DEFAULT_RETENTION_DAYS,
+    SHARED_RETENTION_DAYS,
+};
 
 /// The shared tables (see `docs/design/apps.md`): every application on
 /// [`Tables::Shared`] keeps its rows there, prefixed by its id.
@@ -96,11 +99,18 @@ pub struct App {
     pub trends: Arc<dyn Table>,
     /// During a migration: the schema events are also written in.
     pub dual_write: Option<Schema>,
-    /// The salt bucket count of the events table, if salted.
+    /// The salt bucket count of the events layout read, if salted.
     pub salt_buckets: Option<u32>,
+    /// During a salt migration: its layouts and phase.
+    pub salt_move: Option<SaltMove>,
     /// Shared or dedicated tables.
     pub tables: Tables,
+    /// The salter of the layout read (`None`: unsalted).
     pub(crate) salter: Option<affinity_rowkey::salt::Salter>,
+    /// During a salt migration, the other layout: written too (phases
+    /// `dual` and `cut`, `also_write`) or being deleted (`clean`).
+    pub(crate) other_salter: Option<Option<affinity_rowkey::salt::Salter>>,
+    pub(crate) also_write: bool,
 }
 
 impl App {
@@ -132,6 +142,7 @@ impl App {
             config: self.config,
             dual_write: self.dual_write,
             salt_buckets: self.salt_buckets,
+            salt_move: self.salt_move,
             tables: self.tables,
         }
     }
@@ -368,6 +379,16 @@ impl Engine {
             .salt_buckets
             .map(crate::salting::events_salter)
             .transpose()?;
+        let other_salter = match settings.salt_move {
+            Some(m) => {
+                let other = match m.phase {
+                    SaltPhase::Dual => Some(m.to),
+                    SaltPhase::Cut | SaltPhase::Clean => m.from,
+                };
+                Some(other.map(crate::salting::events_salter).transpose()?)
+            }
+            None => None,
+        };
         Ok(App {
             id: app.to_string(),
             config,
@@ -376,8 +397,13 @@ impl Engine {
             trends,
             dual_write: settings.dual_write,
             salt_buckets: settings.salt_buckets,
+            salt_move: settings.salt_move,
             tables: settings.tables,
             salter,
+            other_salter,
+            also_write: settings
+                .salt_move
+                .is_some_and(|m| m.phase != SaltPhase::Clean),
         })
     }
 

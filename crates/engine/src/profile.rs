@@ -480,8 +480,9 @@ impl Engine {
         ));
         app.profiles.mutate_row(rollup.as_bytes(), &tombstone)?;
         let range = user_prefix(&app.id, user)?;
-        let request =
-            ReadRowsRequest::new(physical(app, &range)).with_filter(RowFilter::Chain(vec![
+        // Both layouts during a salt migration: neither may keep the user.
+        let every = RowSet::from_ranges(app.every_physical_range(&range));
+        let request = ReadRowsRequest::new(every).with_filter(RowFilter::Chain(vec![
                 RowFilter::CellsPerRowLimit(1),
                 RowFilter::StripValue,
             ]));
