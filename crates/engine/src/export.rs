@@ -215,8 +215,8 @@ fn export_range(
         let Some(key) = app.logical_key(row.key)? else {
             return Ok(());
         };
-        let user = event_user(key)
-            .ok_or_else(|| Error::corrupt("event key", format!("{:?}", row.key)))?;
+        let user =
+            event_user(key).ok_or_else(|| Error::corrupt("event key", format!("{:?}", row.key)))?;
         if current.as_ref().is_none_or(|(u, _)| u.as_slice() != user) {
             let next = match current.take() {
                 Some((mut u, mut acc)) => {

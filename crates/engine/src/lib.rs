@@ -100,8 +100,8 @@ pub mod variants;
 pub use batch::{Progress, ProgressSnapshot};
 pub use engine::{
     validate_app, window_start_day, App, AppConfig, AppSettings, Clock, Engine, SaltMove,
-    SaltPhase, Tables, DAY_MILLIS,
-    DEFAULT_RETENTION_DAYS, SETTINGS_REFRESH, SHARED_RETENTION_DAYS, SHARED_TABLES,
+    SaltPhase, Tables, DAY_MILLIS, DEFAULT_RETENTION_DAYS, SETTINGS_REFRESH, SHARED_RETENTION_DAYS,
+    SHARED_TABLES,
 };
 pub use error::{Error, Result};
 pub use event::{Event, EventType, Limits, API_MAX_AGE_MILLIS, MAX_SKEW_MILLIS};

@@ -225,8 +225,8 @@ impl Engine {
             let Some(key) = app.logical_key(&row.key)? else {
                 continue;
             };
-            let key = std::str::from_utf8(key)
-                .map_err(|_| Error::corrupt("event key", "not utf-8"))?;
+            let key =
+                std::str::from_utf8(key).map_err(|_| Error::corrupt("event key", "not utf-8"))?;
             let user = key
                 .split(',')
                 .nth(1)

@@ -483,9 +483,9 @@ impl Engine {
         // Both layouts during a salt migration: neither may keep the user.
         let every = RowSet::from_ranges(app.every_physical_range(&range));
         let request = ReadRowsRequest::new(every).with_filter(RowFilter::Chain(vec![
-                RowFilter::CellsPerRowLimit(1),
-                RowFilter::StripValue,
-            ]));
+            RowFilter::CellsPerRowLimit(1),
+            RowFilter::StripValue,
+        ]));
         let keys: Vec<_> = app
             .events
             .read_rows(&request)?

@@ -136,10 +136,12 @@ impl Engine {
             .ok_or_else(|| Error::UnknownApp {
                 app: app.to_string(),
             })?;
-        let busy = |reason: String| Err(Error::InvalidArgument {
-            name: "migration",
-            reason,
-        });
+        let busy = |reason: String| {
+            Err(Error::InvalidArgument {
+                name: "migration",
+                reason,
+            })
+        };
         if let Some(target) = stored.dual_write {
             return busy(format!(
                 "application {app:?} is migrating to the {} schema; finish that first",
@@ -220,10 +222,9 @@ impl Engine {
                 status?;
             }
             copied += pending.len() as u64;
-            progress.events.fetch_add(
-                pending.len() as u64,
-                std::sync::atomic::Ordering::Relaxed,
-            );
+            progress
+                .events
+                .fetch_add(pending.len() as u64, std::sync::atomic::Ordering::Relaxed);
             pending.clear();
             if let Some(last) = last {
                 handle.profiles.mutate_row(
@@ -271,9 +272,11 @@ impl Engine {
             .into_iter()
             .map(|(_, r)| r)
             .collect();
-        let request = ReadRowsRequest::new(RowSet::from_ranges(ranges)).with_filter(
-            RowFilter::Chain(vec![RowFilter::CellsPerRowLimit(1), RowFilter::StripValue]),
-        );
+        let request =
+            ReadRowsRequest::new(RowSet::from_ranges(ranges)).with_filter(RowFilter::Chain(vec![
+                RowFilter::CellsPerRowLimit(1),
+                RowFilter::StripValue,
+            ]));
         let mut doomed: Vec<RowMutations> = Vec::with_capacity(CHUNK);
         let mut deleted = 0u64;
         let mut flush = |doomed: &mut Vec<RowMutations>| -> Result<()> {
@@ -288,7 +291,10 @@ impl Engine {
             let row = row?;
             if let Some(logical) = old_logical(from.as_ref(), &row.key)? {
                 if salted(Some(&to), logical) != row.key.as_ref() {
-                    doomed.push(RowMutations::new(row.key.clone(), vec![Mutation::DeleteFromRow]));
+                    doomed.push(RowMutations::new(
+                        row.key.clone(),
+                        vec![Mutation::DeleteFromRow],
+                    ));
                 }
             }
             if doomed.len() >= CHUNK {

@@ -53,8 +53,7 @@ impl App {
             Ok(logical) => Ok(Some(logical)),
             Err(e) => match &self.other_salter {
                 Some(Some(other))
-                    if other.width() == s.width()
-                        && other.unsalt(physical).is_ok() =>
+                    if other.width() == s.width() && other.unsalt(physical).is_ok() =>
                 {
                     Ok(None)
                 }
