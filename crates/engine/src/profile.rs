@@ -491,7 +491,7 @@ impl Engine {
             .read_rows(&request)?
             .map(|r| r.map(|r| r.key))
             .collect::<Result<_, _>>()?;
-        delete_rows(app.events.as_ref(), &keys)?;
+        delete_rows(app.events.as_ref(), &app.deletion_keys(&keys))?;
         let profile_keys = profile_row_keys(app.profiles.as_ref(), user)?;
         delete_rows(app.profiles.as_ref(), &profile_keys)?;
         app.profiles.mutate_row(

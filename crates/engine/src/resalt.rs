@@ -61,6 +61,26 @@ fn old_logical<'k>(from: Option<&Salter>, key: &'k [u8]) -> Result<Option<&'k [u
     }
 }
 
+/// Which of `keys` no longer hold a row.
+fn vanished(
+    table: &dyn affinity_model::Table,
+    keys: &[Bytes],
+) -> Result<std::collections::HashSet<Bytes>> {
+    let mut gone: std::collections::HashSet<Bytes> = keys.iter().cloned().collect();
+    if keys.is_empty() {
+        return Ok(gone);
+    }
+    let request =
+        ReadRowsRequest::new(RowSet::from_keys(keys.to_vec())).with_filter(RowFilter::Chain(vec![
+            RowFilter::CellsPerRowLimit(1),
+            RowFilter::StripValue,
+        ]));
+    for row in table.read_rows(&request)? {
+        gone.remove(&row?.key);
+    }
+    Ok(gone)
+}
+
 impl Engine {
     /// Move the application's events to `buckets` salt buckets, exact
     /// throughout; `settle` is the wait after each phase change
@@ -216,11 +236,30 @@ impl Engine {
             return Ok(copied);
         }
         let mut pending: Vec<RowMutations> = Vec::with_capacity(CHUNK);
+        let mut sources: Vec<Bytes> = Vec::with_capacity(CHUNK);
         let mut last: Option<Bytes> = None;
-        let mut flush = |pending: &mut Vec<RowMutations>, last: &Option<Bytes>| -> Result<()> {
+        let mut flush = |pending: &mut Vec<RowMutations>,
+                         sources: &mut Vec<Bytes>,
+                         last: &Option<Bytes>|
+         -> Result<()> {
             for status in handle.events.mutate_rows(pending)? {
                 status?;
             }
+            // A user deletion that ran between our read of a row and our
+            // copy of it deleted the old row first: the copy goes too.
+            let gone = vanished(handle.events.as_ref(), sources)?;
+            let undo: Vec<RowMutations> = pending
+                .iter()
+                .zip(sources.iter())
+                .filter(|(_, source)| gone.contains(*source))
+                .map(|(copy, _)| {
+                    RowMutations::new(copy.row_key.clone(), vec![Mutation::DeleteFromRow])
+                })
+                .collect();
+            for status in handle.events.mutate_rows(&undo)? {
+                status?;
+            }
+            sources.clear();
             copied += pending.len() as u64;
             progress
                 .events
@@ -251,14 +290,15 @@ impl Engine {
                         })
                         .collect();
                     pending.push(RowMutations::new(key, cells));
+                    sources.push(row.key.clone());
                 }
             }
             last = Some(row.key.clone());
             if pending.len() >= CHUNK {
-                flush(&mut pending, &last)?;
+                flush(&mut pending, &mut sources, &last)?;
             }
         }
-        flush(&mut pending, &last)?;
+        flush(&mut pending, &mut sources, &last)?;
         Ok(copied)
     }
 

@@ -8,7 +8,7 @@
 //! migration (`resalt.rs`), during which events are also written in a
 //! second layout.
 
-use affinity_model::RowRange;
+use affinity_model::{Bytes, RowRange};
 use affinity_rowkey::salt::{SaltScope, Salter};
 
 use crate::engine::App;
@@ -82,6 +82,37 @@ impl App {
             }
         }
         out.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// The physical keys a deletion of the rows `found` (read from
+    /// [`App::every_physical_range`]) removes: each event's key in the
+    /// layout read, all of them first, then its key in the other layout of
+    /// a salt migration. In that order a row the migration's copy writes
+    /// concurrently is deleted by the deletion or by the copy's check
+    /// (`resalt.rs`).
+    pub(crate) fn deletion_keys(&self, found: &[Bytes]) -> Vec<Bytes> {
+        let head = format!("{},", self.id);
+        let logical: Vec<&[u8]> = found
+            .iter()
+            .filter_map(|k| {
+                (0..=3)
+                    .find(|w| k.get(*w..).is_some_and(|l| l.starts_with(head.as_bytes())))
+                    .map(|w| &k[w..])
+            })
+            .collect();
+        let mut out: Vec<Bytes> = logical
+            .iter()
+            .map(|l| Bytes::from(self.event_key(l)))
+            .collect();
+        if let Some(other) = &self.other_salter {
+            for l in &logical {
+                let key = salted(other.as_ref(), l);
+                if key != self.event_key(l) {
+                    out.push(Bytes::from(key));
+                }
+            }
+        }
+        out
     }
 }
 
