@@ -61,6 +61,17 @@ fn old_logical<'k>(from: Option<&Salter>, key: &'k [u8]) -> Result<Option<&'k [u
     }
 }
 
+/// Apply `entries` (none: nothing to send).
+fn write_all(table: &dyn affinity_model::Table, entries: &[RowMutations]) -> Result<()> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    for status in table.mutate_rows(entries)? {
+        status?;
+    }
+    Ok(())
+}
+
 /// Which of `keys` no longer hold a row.
 fn vanished(
     table: &dyn affinity_model::Table,
@@ -242,9 +253,7 @@ impl Engine {
                          sources: &mut Vec<Bytes>,
                          last: &Option<Bytes>|
          -> Result<()> {
-            for status in handle.events.mutate_rows(pending)? {
-                status?;
-            }
+            write_all(handle.events.as_ref(), pending)?;
             // A user deletion that ran between our read of a row and our
             // copy of it deleted the old row first: the copy goes too.
             let gone = vanished(handle.events.as_ref(), sources)?;
@@ -256,9 +265,7 @@ impl Engine {
                     RowMutations::new(copy.row_key.clone(), vec![Mutation::DeleteFromRow])
                 })
                 .collect();
-            for status in handle.events.mutate_rows(&undo)? {
-                status?;
-            }
+            write_all(handle.events.as_ref(), &undo)?;
             sources.clear();
             copied += pending.len() as u64;
             progress
@@ -320,9 +327,7 @@ impl Engine {
         let mut doomed: Vec<RowMutations> = Vec::with_capacity(CHUNK);
         let mut deleted = 0u64;
         let mut flush = |doomed: &mut Vec<RowMutations>| -> Result<()> {
-            for status in handle.events.mutate_rows(doomed)? {
-                status?;
-            }
+            write_all(handle.events.as_ref(), doomed)?;
             deleted += doomed.len() as u64;
             doomed.clear();
             Ok(())

@@ -93,6 +93,13 @@ fn migrate_while_serving(
         stored.extend(next);
         check(server, stored, now);
         if let Some(m) = migrator.stored_settings(APP).unwrap().unwrap().salt_move {
+            if phases.is_empty() {
+                // A user deleted during the migration stays deleted.
+                let user = format!("user-{buckets}");
+                server.delete_user(APP, &user).unwrap();
+                stored.retain(|e| e.identity() != user);
+                check(server, stored, now);
+            }
             *phases.entry(m.phase.as_str()).or_insert(0) += 1;
         }
         std::thread::sleep(Duration::from_millis(300));
