@@ -118,6 +118,7 @@ pub use preview::{Preview, MAX_PREVIEW_USERS};
 pub use profile::Deleted;
 pub use rebuild::{RebuildOptions, RebuildReport};
 pub use resalt::{SaltReport, SALT_SETTLE};
+pub use salting::events_salter;
 pub use schema::Schema;
 pub use scoring::Profile;
 pub use strategy::{Strategy, Weights};
