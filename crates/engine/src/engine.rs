@@ -12,9 +12,9 @@
 //!   the retention.
 //! - `profiles.<app>`: rows `user,DAY` the profile state (families `n`,
 //!   `i`, `t`, see [`crate::state`]), row `user,!` the user's rollup (see
-//!   [`crate::rollup`]); rows `~job,<name>` and `~migrate` the state of
-//!   batch jobs and of a migration (family `b`; no user token contains
-//!   `~`).
+//!   [`crate::rollup`]); rows `~job,<name>`, `~migrate` and `~resalt` the
+//!   state of batch jobs, of a schema migration and of a salt migration's
+//!   copy (family `b`; no user token contains `~`).
 //! - `jobs`: row = `app,id`, family `j`: job records, shards and leases
 //!   (see [`crate::jobs`]).
 //! - `trends.<app>`: one row per (event, located object), keyed by place
