@@ -1,7 +1,10 @@
 //! `affinity bench hotkeys`: the share of writes the busiest key range
 //! takes when users are Zipf-distributed, for the events table and the
-//! profile-state rows, unsalted and salted by `app,user` (the engine's
-//! salting). No store: key ranges are modelled as Bigtable forms them.
+//! profile-state rows, with the keys the store holds (the engine's key
+//! and salt functions, the shared tables' tenant prefix): unsalted and
+//! salted by `app,user`; and, as a model of a layout not built, spread
+//! (the salt over the whole key). No store: key ranges are modelled as
+//! Bigtable forms them.
 //!
 //! Model: a day of history (`--writes` events, users drawn from Zipf(s))
 //! is split into `--ranges` ranges of equal row count, as tablets split
@@ -12,7 +15,10 @@
 //! busiest range's share of the new writes over the mean share (1/ranges);
 //! the goal is at most 1.5.
 
-use affinity_rowkey::salt::{SaltScope, Salter};
+use affinity_engine::state::state_row_key;
+use affinity_engine::DAY_MILLIS;
+use affinity_rowkey::composite::event_key_text;
+use affinity_rowkey::salt::Salter;
 use rand::{Rng, SeedableRng};
 
 /// Flags of `affinity bench hotkeys`.
@@ -68,7 +74,7 @@ fn busiest_over_mean(mut history: Vec<Vec<u8>>, writes: &[Vec<u8>], ranges: usiz
     busiest as f64 * ranges as f64 / writes.len().max(1) as f64
 }
 
-/// Print the table of the four layouts.
+/// Print the table.
 pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
     if args.users == 0 || args.writes == 0 || args.ranges < 2 {
         anyhow::bail!("--users and --writes must be positive and --ranges at least 2");
@@ -82,55 +88,81 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
             (u as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32
         )
     };
-    let events_salter = Salter::new(args.buckets)?.with_scope(SaltScope::Components {
-        separator: b',',
-        count: 2,
-    });
-    let state_salter = Salter::new(args.buckets)?.with_scope(SaltScope::Components {
-        separator: b',',
-        count: 1,
-    });
-    let salt = |s: Option<&Salter>, key: Vec<u8>| match s {
-        Some(s) => s.salt(&key),
-        None => key,
+    // The keys the store holds: an application on the shared tables
+    // (its tenant prefix), events keys and salts from the engine's own
+    // functions, state rows `user,DAY` from `state_row_key`.
+    let app = "app";
+    let tenant = affinity_model::prefixed::tenant_prefix(app)?;
+    let by_user = affinity_engine::events_salter(args.buckets)?;
+    let whole_key = Salter::new(args.buckets)?;
+    let physical = |s: Option<&Salter>, logical: String| {
+        let salted = match s {
+            Some(s) => s.salt(logical.as_bytes()),
+            None => logical.into_bytes(),
+        };
+        [tenant.as_slice(), &salted].concat()
     };
+    let day = 20_418i64; // 2025-11-26
+    let event_keys =
+        |draws: &[usize], day: i64, s: Option<&Salter>, rng: &mut rand::rngs::StdRng| {
+            draws
+                .iter()
+                .enumerate()
+                .map(|(i, &u)| {
+                    let ts = day * DAY_MILLIS + (i as i64 * DAY_MILLIS) / draws.len() as i64;
+                    let logical = event_key_text(app, &user(u), ts, rng.random())?;
+                    Ok(physical(s, logical))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()
+        };
     println!(
         "users {} (Zipf {}), {} writes a day, {} ranges, {} salt buckets; busiest range / mean (goal <= 1.5)",
         args.users, args.zipf, args.writes, args.ranges, args.buckets
     );
-    println!("| table | unsalted | salted by app,user |\n|---|---|---|");
+    println!(
+        "| table | unsalted | salted by app,user | spread (model, not built) |\n|---|---|---|---|"
+    );
     let mut row = Vec::new();
-    for salter in [None, Some(&events_salter)] {
-        // Event keys: `app,user,time`; history at times 0.., today after.
-        let old: Vec<Vec<u8>> = history
-            .iter()
-            .enumerate()
-            .map(|(i, &u)| salt(salter, format!("app,{},{i:012}", user(u)).into_bytes()))
-            .collect();
-        let new: Vec<Vec<u8>> = today
-            .iter()
-            .enumerate()
-            .map(|(i, &u)| salt(salter, format!("app,{},~{i:012}", user(u)).into_bytes()))
-            .collect();
+    for salter in [None, Some(&by_user), Some(&whole_key)] {
+        let old = event_keys(&history, day - 1, salter, &mut rng)?;
+        let new = event_keys(&today, day, salter, &mut rng)?;
         row.push(busiest_over_mean(old, &new, args.ranges));
     }
-    println!("| events | {:.2} | {:.2} |", row[0], row[1]);
-    let mut row = Vec::new();
-    for salter in [None, Some(&state_salter)] {
-        // State rows: one per active user and day.
-        let mut active: Vec<usize> = history.clone();
-        active.sort_unstable();
-        active.dedup();
-        let old: Vec<Vec<u8>> = active
-            .iter()
-            .map(|&u| salt(salter, format!("{},20261125", user(u)).into_bytes()))
-            .collect();
-        let new: Vec<Vec<u8>> = today
-            .iter()
-            .map(|&u| salt(salter, format!("{},20261126", user(u)).into_bytes()))
-            .collect();
-        row.push(busiest_over_mean(old, &new, args.ranges));
-    }
-    println!("| profile state | {:.2} | {:.2} |", row[0], row[1]);
+    println!("| events | {:.2} | {:.2} | {:.2} |", row[0], row[1], row[2]);
+    // State rows: one per active user and day; the engine does not salt
+    // them. The spread model: each state write on a sub-row
+    // `user,DAY,s` (s = the event id's hash mod buckets) salted over its
+    // whole key.
+    let mut active: Vec<usize> = history.clone();
+    active.sort_unstable();
+    active.dedup();
+    let old: Vec<Vec<u8>> = active
+        .iter()
+        .map(|&u| physical(None, state_row_key(&user(u), day - 1)))
+        .collect();
+    let new: Vec<Vec<u8>> = today
+        .iter()
+        .map(|&u| physical(None, state_row_key(&user(u), day)))
+        .collect();
+    let unsalted = busiest_over_mean(old, &new, args.ranges);
+    let sub = |u: usize, d: i64, i: usize| {
+        let s = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) % u64::from(args.buckets);
+        physical(
+            Some(&whole_key),
+            format!("{},{s}", state_row_key(&user(u), d)),
+        )
+    };
+    let old: Vec<Vec<u8>> = history
+        .iter()
+        .enumerate()
+        .map(|(i, &u)| sub(u, day - 1, i))
+        .collect();
+    let new: Vec<Vec<u8>> = today
+        .iter()
+        .enumerate()
+        .map(|(i, &u)| sub(u, day, i))
+        .collect();
+    let spread = busiest_over_mean(old, &new, args.ranges);
+    println!("| profile state | {unsalted:.2} | (not salted) | {spread:.2} |");
     Ok(())
 }

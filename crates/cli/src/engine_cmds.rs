@@ -652,6 +652,16 @@ pub enum MigrateCommand {
         #[command(flatten)]
         app: AppArgs,
     },
+    /// Change the salt bucket count of an application's events while it
+    /// holds events and serves (exact throughout; run it again with the
+    /// same count to resume after an interruption).
+    Salt {
+        #[command(flatten)]
+        app: AppArgs,
+        /// The new bucket count (1..=256).
+        #[arg(long)]
+        buckets: u32,
+    },
 }
 
 /// How long `migrate start` waits past the settings refresh for ingest
@@ -702,6 +712,20 @@ pub fn migrate(cmd: MigrateCommand, backend: &BackendArgs) -> anyhow::Result<()>
             println!(
                 "verified: {} users have equal profiles in both schemas",
                 v.users
+            );
+        }
+        MigrateCommand::Salt { app, buckets } => {
+            let engine = open_engine(backend)?;
+            let progress = Progress::default();
+            let report = with_progress(&progress, || {
+                engine.migrate_salt(&app.app, buckets, affinity_engine::SALT_SETTLE, &progress)
+            })?;
+            let from = report
+                .from
+                .map_or("unsalted".to_string(), |b| format!("{b} buckets"));
+            println!(
+                "app {} moved from {from} to {} salt buckets: {} rows copied, {} old rows deleted",
+                app.app, report.to, report.copied, report.deleted
             );
         }
         MigrateCommand::CutOver { app } => {

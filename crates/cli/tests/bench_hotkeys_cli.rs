@@ -30,11 +30,15 @@ fn hotkeys_prints_the_busiest_range_of_each_layout() {
             .filter_map(|c| c.trim().parse().ok())
             .collect()
     };
-    for table in ["events", "profile state"] {
+    // Events: unsalted, salted by app,user, spread; state: unsalted,
+    // spread.
+    for (table, count) in [("events", 3), ("profile state", 2)] {
         let figures = ratio(table);
-        assert_eq!(figures.len(), 2, "{out}");
+        assert_eq!(figures.len(), count, "{out}");
         // The busiest of 8 ranges takes at least the mean and at most all.
         assert!(figures.iter().all(|f| (1.0..=8.0).contains(f)), "{out}");
+        // Spreading a hot user's writes beats keeping them together.
+        assert!(figures[count - 1] < figures[0], "{out}");
     }
     let refused = bench(&["hotkeys", "--ranges", "1"]);
     assert!(!refused.status.success());

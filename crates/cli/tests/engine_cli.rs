@@ -286,6 +286,40 @@ fn migrate_narrow_to_wide_keeps_profiles() {
 }
 
 #[test]
+fn migrate_salt_changes_the_buckets_and_keeps_profiles() {
+    let (_dir, data, _, _) = loaded_shop("narrow");
+    let before = ok(&data, &["profile", "--app", "shop", "alice", "--json"]);
+    let out = ok(
+        &data,
+        &["migrate", "salt", "--app", "shop", "--buckets", "8"],
+    );
+    assert!(out.contains("from unsalted to 8 salt buckets"), "{out}");
+    assert_eq!(
+        ok(&data, &["profile", "--app", "shop", "alice", "--json"]),
+        before
+    );
+    let out = ok(
+        &data,
+        &["migrate", "salt", "--app", "shop", "--buckets", "3"],
+    );
+    assert!(out.contains("from 8 buckets to 3 salt buckets"), "{out}");
+    assert_eq!(
+        ok(&data, &["profile", "--app", "shop", "alice", "--json"]),
+        before
+    );
+    let err = fails(
+        &data,
+        &["migrate", "salt", "--app", "shop", "--buckets", "0"],
+    );
+    assert!(err.contains("0 is not between 1 and 256"), "{err}");
+    let err = fails(
+        &data,
+        &["migrate", "salt", "--app", "nosuch", "--buckets", "4"],
+    );
+    assert!(err.contains("nosuch"), "{err}");
+}
+
+#[test]
 fn delete_app_removes_one_application_of_the_shared_tables() {
     let (dir, data, _, _) = loaded_shop("narrow");
     let file = |name: &str| dir.path().join(name).to_string_lossy().into_owned();

@@ -12,9 +12,9 @@
 //!   the retention.
 //! - `profiles.<app>`: rows `user,DAY` the profile state (families `n`,
 //!   `i`, `t`, see [`crate::state`]), row `user,!` the user's rollup (see
-//!   [`crate::rollup`]); rows `~job,<name>` and `~migrate` the state of
-//!   batch jobs and of a migration (family `b`; no user token contains
-//!   `~`).
+//!   [`crate::rollup`]); rows `~job,<name>`, `~migrate` and `~resalt` the
+//!   state of batch jobs, of a schema migration and of a salt migration's
+//!   copy (family `b`; no user token contains `~`).
 //! - `jobs`: row = `app,id`, family `j`: job records, shards and leases
 //!   (see [`crate::jobs`]).
 //! - `trends.<app>`: one row per (event, located object), keyed by place
@@ -56,7 +56,10 @@ use crate::variants::Variants;
 
 mod settings;
 
-pub use settings::{AppConfig, AppSettings, Tables, DEFAULT_RETENTION_DAYS, SHARED_RETENTION_DAYS};
+pub use settings::{
+    AppConfig, AppSettings, SaltMove, SaltPhase, Tables, DEFAULT_RETENTION_DAYS,
+    SHARED_RETENTION_DAYS,
+};
 
 /// The shared tables (see `docs/design/apps.md`): every application on
 /// [`Tables::Shared`] keeps its rows there, prefixed by its id.
@@ -97,11 +100,18 @@ pub struct App {
     pub trends: Arc<dyn Table>,
     /// During a migration: the schema events are also written in.
     pub dual_write: Option<Schema>,
-    /// The salt bucket count of the events table, if salted.
+    /// The salt bucket count of the events layout read, if salted.
     pub salt_buckets: Option<u32>,
+    /// During a salt migration: its layouts and phase.
+    pub salt_move: Option<SaltMove>,
     /// Shared or dedicated tables.
     pub tables: Tables,
+    /// The salter of the layout read (`None`: unsalted).
     pub(crate) salter: Option<affinity_rowkey::salt::Salter>,
+    /// During a salt migration, the other layout: written too (phases
+    /// `dual` and `cut`, `also_write`) or being deleted (`clean`).
+    pub(crate) other_salter: Option<Option<affinity_rowkey::salt::Salter>>,
+    pub(crate) also_write: bool,
 }
 
 impl App {
@@ -133,6 +143,7 @@ impl App {
             config: self.config,
             dual_write: self.dual_write,
             salt_buckets: self.salt_buckets,
+            salt_move: self.salt_move,
             tables: self.tables,
         }
     }
@@ -404,6 +415,16 @@ impl Engine {
             .salt_buckets
             .map(crate::salting::events_salter)
             .transpose()?;
+        let other_salter = match settings.salt_move {
+            Some(m) => {
+                let other = match m.phase {
+                    SaltPhase::Dual => Some(m.to),
+                    SaltPhase::Cut | SaltPhase::Clean => m.from,
+                };
+                Some(other.map(crate::salting::events_salter).transpose()?)
+            }
+            None => None,
+        };
         Ok(App {
             id: app.to_string(),
             config,
@@ -412,8 +433,13 @@ impl Engine {
             trends,
             dual_write: settings.dual_write,
             salt_buckets: settings.salt_buckets,
+            salt_move: settings.salt_move,
             tables: settings.tables,
             salter,
+            other_salter,
+            also_write: settings
+                .salt_move
+                .is_some_and(|m| m.phase != SaltPhase::Clean),
         })
     }
 

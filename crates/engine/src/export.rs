@@ -212,8 +212,11 @@ fn export_range(
     };
     let mut events = 0u64;
     visit_rows(app.events.as_ref(), &request, |row| {
-        let user = event_user(app.logical_key(row.key)?)
-            .ok_or_else(|| Error::corrupt("event key", format!("{:?}", row.key)))?;
+        let Some(key) = app.logical_key(row.key)? else {
+            return Ok(());
+        };
+        let user =
+            event_user(key).ok_or_else(|| Error::corrupt("event key", format!("{:?}", row.key)))?;
         if current.as_ref().is_none_or(|(u, _)| u.as_slice() != user) {
             let next = match current.take() {
                 Some((mut u, mut acc)) => {

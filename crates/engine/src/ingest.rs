@@ -296,14 +296,18 @@ impl Engine {
         unique.dedup_by(|later, kept| later.key == kept.key);
         report.duplicates += events.len() - unique.len();
         let mut arena = Arena::new();
-        let entries: Vec<RowMutations> = unique
-            .iter()
-            .map(|p| {
-                let mut cells = Vec::with_capacity(p.event.counts.facet_count().max(1));
-                app.push_event_mutations(&p.event, &mut arena, &mut cells);
-                RowMutations::new(app.event_key(p.key.as_bytes()), cells)
-            })
-            .collect();
+        let mut entries: Vec<RowMutations> = Vec::with_capacity(unique.len());
+        for p in &unique {
+            let mut cells = Vec::with_capacity(p.event.counts.facet_count().max(1));
+            app.push_event_mutations(&p.event, &mut arena, &mut cells);
+            // During a salt migration the event also goes to the other
+            // layout (`resalt.rs`).
+            let (key, other) = app.write_keys(p.key.as_bytes());
+            if let Some(other) = other {
+                entries.push(RowMutations::new(other, cells.clone()));
+            }
+            entries.push(RowMutations::new(key, cells));
+        }
         for status in app.events.mutate_rows(&entries)? {
             status?;
         }

@@ -87,6 +87,7 @@ mod migrate;
 mod preview;
 mod profile;
 mod rebuild;
+mod resalt;
 pub mod rollup;
 mod salting;
 mod schema;
@@ -98,8 +99,9 @@ pub mod variants;
 
 pub use batch::{Progress, ProgressSnapshot};
 pub use engine::{
-    validate_app, window_start_day, App, AppConfig, AppSettings, Clock, Engine, Tables, DAY_MILLIS,
-    DEFAULT_RETENTION_DAYS, SETTINGS_REFRESH, SHARED_RETENTION_DAYS, SHARED_TABLES,
+    validate_app, window_start_day, App, AppConfig, AppSettings, Clock, Engine, SaltMove,
+    SaltPhase, Tables, DAY_MILLIS, DEFAULT_RETENTION_DAYS, SETTINGS_REFRESH, SHARED_RETENTION_DAYS,
+    SHARED_TABLES,
 };
 pub use error::{Error, Result};
 pub use event::{Event, EventType, Limits, API_MAX_AGE_MILLIS, MAX_SKEW_MILLIS};
@@ -115,6 +117,8 @@ pub use migrate::Verification;
 pub use preview::{Preview, MAX_PREVIEW_USERS};
 pub use profile::Deleted;
 pub use rebuild::{RebuildOptions, RebuildReport};
+pub use resalt::{SaltReport, SALT_SETTLE};
+pub use salting::events_salter;
 pub use schema::Schema;
 pub use scoring::Profile;
 pub use strategy::{Strategy, Weights};

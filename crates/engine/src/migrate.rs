@@ -55,7 +55,7 @@ fn layout_filter(schema: Schema) -> RowFilter {
     }
 }
 
-fn checkpoint(table: &dyn Table) -> Result<Option<(Bytes, bool)>> {
+pub(crate) fn checkpoint(table: &dyn Table) -> Result<Option<(Bytes, bool)>> {
     let filter = RowFilter::CellsPerColumnLimit(1);
     let Some(row) = table.read_row(CHECKPOINT_ROW, Some(&filter))? else {
         return Ok(None);
@@ -69,7 +69,7 @@ fn checkpoint(table: &dyn Table) -> Result<Option<(Bytes, bool)>> {
 }
 
 /// True when some key of `range` sorts after `key`.
-fn range_ends_after(range: &RowRange, key: &[u8]) -> bool {
+pub(crate) fn range_ends_after(range: &RowRange, key: &[u8]) -> bool {
     match &range.end {
         Bound::Unbounded => true,
         Bound::Included(e) | Bound::Excluded(e) if e.is_empty() => true,
@@ -89,6 +89,15 @@ impl Engine {
     /// Step 1: write new events in `target` too.
     pub fn start_migration(&self, app: &str, target: Schema) -> Result<AppSettings> {
         let current = self.app(app)?;
+        if let Some(m) = current.salt_move {
+            return Err(Error::InvalidArgument {
+                name: "migration",
+                reason: format!(
+                    "application {app:?} is moving to {} salt buckets; finish that first",
+                    m.to
+                ),
+            });
+        }
         if current.config.schema == target {
             return Err(Error::InvalidArgument {
                 name: "schema",
@@ -213,8 +222,11 @@ impl Engine {
         let mut per_user: BTreeMap<String, Accumulator<'_>> = BTreeMap::new();
         for row in app.events.read_rows(&request)? {
             let row = row?;
-            let key = std::str::from_utf8(app.logical_key(&row.key)?)
-                .map_err(|_| Error::corrupt("event key", "not utf-8"))?;
+            let Some(key) = app.logical_key(&row.key)? else {
+                continue;
+            };
+            let key =
+                std::str::from_utf8(key).map_err(|_| Error::corrupt("event key", "not utf-8"))?;
             let user = key
                 .split(',')
                 .nth(1)
@@ -279,8 +291,7 @@ impl Engine {
                 ..handle.config
             },
             dual_write: None,
-            salt_buckets: handle.salt_buckets,
-            tables: handle.tables,
+            ..handle.settings()
         };
         self.apply_settings(app, settings)?;
         Ok(settings)

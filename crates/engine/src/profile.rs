@@ -480,17 +480,18 @@ impl Engine {
         ));
         app.profiles.mutate_row(rollup.as_bytes(), &tombstone)?;
         let range = user_prefix(&app.id, user)?;
-        let request =
-            ReadRowsRequest::new(physical(app, &range)).with_filter(RowFilter::Chain(vec![
-                RowFilter::CellsPerRowLimit(1),
-                RowFilter::StripValue,
-            ]));
+        // Both layouts during a salt migration: neither may keep the user.
+        let every = RowSet::from_ranges(app.every_physical_range(&range));
+        let request = ReadRowsRequest::new(every).with_filter(RowFilter::Chain(vec![
+            RowFilter::CellsPerRowLimit(1),
+            RowFilter::StripValue,
+        ]));
         let keys: Vec<_> = app
             .events
             .read_rows(&request)?
             .map(|r| r.map(|r| r.key))
             .collect::<Result<_, _>>()?;
-        delete_rows(app.events.as_ref(), &keys)?;
+        delete_rows(app.events.as_ref(), &app.deletion_keys(&keys))?;
         let profile_keys = profile_row_keys(app.profiles.as_ref(), user)?;
         delete_rows(app.profiles.as_ref(), &profile_keys)?;
         app.profiles.mutate_row(

@@ -286,7 +286,9 @@ impl Rebuild<'_> {
         let mut arena = Arena::new();
         let mut user: Vec<u8> = Vec::new();
         visit_rows(app.events.as_ref(), &request, |row| {
-            let key = app.logical_key(row.key)?;
+            let Some(key) = app.logical_key(row.key)? else {
+                return Ok(());
+            };
             let this = event_user(key)
                 .ok_or_else(|| Error::corrupt("event key", format!("{:?}", row.key)))?;
             if done.users == 0 || this != user.as_slice() {

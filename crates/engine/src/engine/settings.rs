@@ -74,17 +74,61 @@ impl AppConfig {
     }
 }
 
+/// The phase of a salt migration (`docs/design/storage.md`, "Changing an
+/// application's salt buckets").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaltPhase {
+    /// Events written in both layouts, read from the old one; the backfill
+    /// copies the old rows.
+    Dual,
+    /// Events written in both layouts, read from the new one.
+    Cut,
+    /// Events written and read in the new layout; the old rows are being
+    /// deleted.
+    Clean,
+}
+
+impl SaltPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SaltPhase::Dual => "dual",
+            SaltPhase::Cut => "cut",
+            SaltPhase::Clean => "clean",
+        }
+    }
+
+    fn parse(s: &str) -> Option<SaltPhase> {
+        match s {
+            "dual" => Some(SaltPhase::Dual),
+            "cut" => Some(SaltPhase::Cut),
+            "clean" => Some(SaltPhase::Clean),
+            _ => None,
+        }
+    }
+}
+
+/// A salt migration under way: from `from` buckets (`None`: unsalted) to
+/// `to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SaltMove {
+    pub from: Option<u32>,
+    pub to: u32,
+    pub phase: SaltPhase,
+}
+
 /// Everything stored about an application: its configuration, plus the
-/// salting chosen at creation and the migration state.
+/// salting and the migration state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AppSettings {
     pub config: AppConfig,
     /// During a migration: the schema events are also written in.
     pub dual_write: Option<Schema>,
     /// Salt the events table over this many buckets (the salt hashes an
-    /// event key's `app,user`, so a user's events stay in one bucket);
-    /// fixed at creation.
+    /// event key's `app,user`, so a user's events stay in one bucket): the
+    /// layout read; `affinity migrate salt` changes it.
     pub salt_buckets: Option<u32>,
+    /// During a salt migration: its layouts and phase.
+    pub salt_move: Option<SaltMove>,
     /// Shared or dedicated tables.
     pub tables: Tables,
 }
@@ -94,7 +138,9 @@ impl AppSettings {
         serde_json::json!({"schema": self.config.schema.as_str(),
             "retentionDays": self.config.retention_days,
             "dualWrite": self.dual_write.map(Schema::as_str), "saltBuckets": self.salt_buckets,
-            "tables": self.tables.as_str()})
+            "tables": self.tables.as_str(),
+            "saltMove": self.salt_move.map(|m| serde_json::json!({"from": m.from, "to": m.to,
+                "phase": m.phase.as_str()}))})
     }
 
     fn from_json(v: &Value) -> Result<AppSettings> {
@@ -124,6 +170,25 @@ impl AppSettings {
                 ))
             }
         };
+        let salt_move = match v.get("saltMove") {
+            None | Some(Value::Null) => None,
+            Some(m) => {
+                let bad = || Error::corrupt("app config", format!("salt move {m}"));
+                let buckets = |v: Option<&Value>| {
+                    v.and_then(Value::as_u64)
+                        .and_then(|b| u32::try_from(b).ok())
+                };
+                Some(SaltMove {
+                    from: buckets(m.get("from")),
+                    to: buckets(m.get("to")).ok_or_else(bad)?,
+                    phase: m
+                        .get("phase")
+                        .and_then(Value::as_str)
+                        .and_then(SaltPhase::parse)
+                        .ok_or_else(bad)?,
+                })
+            }
+        };
         Ok(AppSettings {
             config: AppConfig {
                 schema,
@@ -131,6 +196,7 @@ impl AppSettings {
             },
             dual_write,
             salt_buckets,
+            salt_move,
             tables,
         })
     }
@@ -260,7 +326,8 @@ impl Engine {
             return Err(Error::InvalidArgument {
                 name: "salt buckets",
                 reason: format!(
-                    "application {app:?} is salted over {:?} buckets; that cannot change",
+                    "application {app:?} is salted over {:?} buckets; \
+                     `affinity migrate salt` changes that",
                     s.salt_buckets
                 ),
             });
@@ -274,6 +341,7 @@ impl Engine {
                 config,
                 dual_write,
                 salt_buckets: Some(buckets),
+                salt_move: stored.and_then(|s| s.salt_move),
                 tables,
             },
         )
@@ -325,6 +393,7 @@ impl Engine {
         validate_app(app)?;
         validate_retention(settings.config.retention_days)?;
         crate::salting::validate_buckets(settings.salt_buckets)?;
+        crate::salting::validate_buckets(settings.salt_move.map(|m| m.to))?;
         let handle = self.open_tables(app, settings)?;
         let json = serde_json::to_vec(&settings.to_json())?;
         self.apps_table.mutate_row(
