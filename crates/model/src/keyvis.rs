@@ -458,22 +458,34 @@ struct KeyVisTable {
     cell: Arc<Switch>,
 }
 
+impl KeyVisTable {
+    /// Count a write of `key`, while watched.
+    fn wrote(&self, key: &[u8]) {
+        if let Some(heat) = self.cell.heat() {
+            heat.record(key, true);
+        }
+    }
+
+    /// Count writes of every key of a batch, while watched.
+    fn wrote_all<'a>(&self, keys: impl Iterator<Item = &'a [u8]>) {
+        if let Some(heat) = self.cell.heat() {
+            heat.record_all(keys, true);
+        }
+    }
+}
+
 impl Table for KeyVisTable {
     fn name(&self) -> &str {
         self.inner.name()
     }
 
     fn mutate_row(&self, row_key: &[u8], mutations: &[Mutation]) -> Result<()> {
-        if let Some(heat) = self.cell.heat() {
-            heat.record(row_key, true);
-        }
+        self.wrote(row_key);
         self.inner.mutate_row(row_key, mutations)
     }
 
     fn mutate_rows(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>> {
-        if let Some(heat) = self.cell.heat() {
-            heat.record_all(entries.iter().map(|e| e.row_key.as_ref()), true);
-        }
+        self.wrote_all(entries.iter().map(|e| e.row_key.as_ref()));
         self.inner.mutate_rows(entries)
     }
 
@@ -484,24 +496,18 @@ impl Table for KeyVisTable {
         true_mutations: &[Mutation],
         false_mutations: &[Mutation],
     ) -> Result<bool> {
-        if let Some(heat) = self.cell.heat() {
-            heat.record(row_key, true);
-        }
+        self.wrote(row_key);
         self.inner
             .check_and_mutate_row(row_key, predicate, true_mutations, false_mutations)
     }
 
     fn read_modify_write_row(&self, row_key: &[u8], rules: &[ReadModifyWriteRule]) -> Result<Row> {
-        if let Some(heat) = self.cell.heat() {
-            heat.record(row_key, true);
-        }
+        self.wrote(row_key);
         self.inner.read_modify_write_row(row_key, rules)
     }
 
     fn read_modify_write_rows(&self, entries: &[RowRules]) -> Result<Vec<Result<Row>>> {
-        if let Some(heat) = self.cell.heat() {
-            heat.record_all(entries.iter().map(|e| e.row_key.as_ref()), true);
-        }
+        self.wrote_all(entries.iter().map(|e| e.row_key.as_ref()));
         self.inner.read_modify_write_rows(entries)
     }
 
