@@ -448,7 +448,10 @@ fn not_configured(keys: &crate::Keys, app: &str, digest: &[u8; 32]) -> Result<()
 }
 
 fn unknown_key() -> Error {
-    Error::not_found("Key does not exist")
+    Error::not_found(
+        "Key does not exist: no stored key of this application has it \
+         (a key of a server's configuration file is changed in that file)",
+    )
 }
 
 /// Make a key for `app` (blocking): the key, once, and its `createdAt`.
