@@ -202,7 +202,10 @@ pub fn run(cmd: KeysCommand, backend: &BackendArgs) -> anyhow::Result<()> {
         KeysCommand::List { app } => {
             let engine = open_engine(backend)?;
             let now = engine.now_millis();
-            println!("{:<71}  {:<24}  {:<20}  {:>10}  description", "key", "acl", "createdAt", "validity");
+            println!(
+                "{:<71}  {:<24}  {:<20}  {:>10}  description",
+                "key", "acl", "createdAt", "validity"
+            );
             for key in keystore::list(&engine, &app)? {
                 let json = keystore::key_json(&key, now);
                 let validity = match json["validity"].as_i64() {
