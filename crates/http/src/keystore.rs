@@ -507,7 +507,7 @@ pub fn delete(engine: &Engine, keys: &crate::Keys, app: &str, key: &str) -> Resu
 /// The stored keys of `app`, newest first.
 pub fn list(engine: &Engine, app: &str) -> Result<Vec<StoredKey>> {
     let mut keys = engine.api_keys(app)?;
-    keys.sort_by(|a, b| (b.created_at, b.digest).cmp(&(a.created_at, a.digest)));
+    keys.sort_by_key(|k| std::cmp::Reverse((k.created_at, k.digest)));
     Ok(keys)
 }
 

@@ -464,3 +464,25 @@ async fn a_state_without_its_refresh_task_sees_other_servers_keys() {
     }
     eprintln!("deleted key refused after {:?}", started.elapsed());
 }
+
+/// Deleting an application deletes its stored keys (a re-created
+/// application never inherits them), and no other application's.
+#[tokio::test(flavor = "multi_thread")]
+async fn deleting_an_application_deletes_its_keys() {
+    let server = Server::embedded().await;
+    let spec = affinity_http::keystore::KeySpec::from_json(&json!({"acl": ["events"]})).unwrap();
+    let engine = &server.engine;
+    let (key, _) = affinity_http::keystore::create(engine, APP, &spec).unwrap();
+    affinity_http::keystore::create(engine, OTHER_APP, &spec).unwrap();
+    assert_eq!(send_event(&server, &key, "u1").await.0, 200);
+    engine.delete_app(APP).unwrap();
+    assert!(engine.api_keys(APP).unwrap().is_empty());
+    assert_eq!(engine.api_keys(OTHER_APP).unwrap().len(), 1);
+    until(
+        "the deleted application's key",
+        || send_event(&server, &key, "u1"),
+        |s, _| s == 401,
+    )
+    .await;
+    server.stop().await;
+}
