@@ -474,7 +474,12 @@ async fn deleting_an_application_deletes_its_keys() {
     let engine = &server.engine;
     let (key, _) = affinity_http::keystore::create(engine, APP, &spec).unwrap();
     affinity_http::keystore::create(engine, OTHER_APP, &spec).unwrap();
-    assert_eq!(send_event(&server, &key, "u1").await.0, 200);
+    until(
+        "a key made beside the server",
+        || send_event(&server, &key, "u1"),
+        |s, _| s == 200,
+    )
+    .await;
     engine.delete_app(APP).unwrap();
     assert!(engine.api_keys(APP).unwrap().is_empty());
     assert_eq!(engine.api_keys(OTHER_APP).unwrap().len(), 1);
