@@ -164,19 +164,25 @@ impl StoredKeys {
     /// [`crate::Keys::authenticate_with`]). Reads the store only as the
     /// module's text says.
     pub async fn authenticate(&self, state: &State, app: &str, key: &str) -> Result<Access> {
-        self.refresh_if_older(&state.engine, KEYS_REFRESH).await;
-        let attempt = || {
-            let snapshot = self.current();
+        // One look at the snapshot per request: the re-read's own checks
+        // run only once it is due.
+        let mut snapshot = self.current();
+        if snapshot.read_at.elapsed() >= KEYS_REFRESH
+            && self.refresh_if_older(&state.engine, KEYS_REFRESH).await
+        {
+            snapshot = self.current();
+        }
+        let check = |snapshot: &Snapshot| {
             let stored = snapshot.apps.get(app).map_or(&[][..], Vec::as_slice);
             state
                 .keys
                 .authenticate_with(app, stored, key, state.engine.now_millis())
         };
-        match attempt() {
+        match check(&snapshot) {
             Err(Error::Unauthorized | Error::Restricted { .. })
                 if self.refresh_if_older(&state.engine, MISS_REFRESH).await =>
             {
-                attempt()
+                check(&self.current())
             }
             result => result,
         }
