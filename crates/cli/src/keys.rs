@@ -5,6 +5,7 @@
 
 use std::ops::Bound;
 
+use affinity_http::keystore::{self, parse_acls, KeySpec};
 use affinity_http::Restrictions;
 use affinity_rowkey::cover::CoverOptions;
 use affinity_rowkey::curve::{lat_cell, lng_cell, Curve};
@@ -14,6 +15,9 @@ use affinity_rowkey::plan::{plan, BBox, GeoQuery};
 use affinity_rowkey::salt::{SaltScope, Salter};
 use affinity_rowkey::time::parse_millis;
 use anyhow::{bail, Context};
+
+use crate::backend::BackendArgs;
+use crate::engine_cmds::open_engine;
 
 /// Row-key tools.
 #[derive(clap::Subcommand, Debug)]
@@ -101,6 +105,38 @@ pub enum KeysCommand {
         /// The key.
         key: String,
     },
+    /// Make an API key of an application, kept in the store (every server
+    /// accepts it within 2 s); prints the key, once.
+    Add {
+        /// The application.
+        #[arg(long)]
+        app: String,
+        /// Its ACLs, comma-separated: search, events, profiles, admin.
+        #[arg(long, value_delimiter = ',', required = true)]
+        acl: Vec<String>,
+        /// What the key is for.
+        #[arg(long, default_value = "")]
+        description: String,
+        /// Refuse the key this many seconds from now (default: never).
+        #[arg(long, value_name = "SECONDS")]
+        valid_for: Option<u64>,
+    },
+    /// List an application's API keys kept in the store.
+    List {
+        /// The application.
+        #[arg(long)]
+        app: String,
+    },
+    /// Delete an API key kept in the store (every server refuses it
+    /// within 2 s).
+    Delete {
+        /// The application.
+        #[arg(long)]
+        app: String,
+        /// The key, or `sha256:<hex>` as `keys list` shows a key whose
+        /// text is not kept.
+        key: String,
+    },
 }
 
 /// Unix seconds from `--valid-until` (seconds, or an ISO-8601 time) or
@@ -144,9 +180,59 @@ fn bound(b: &Bound<affinity_model::Bytes>) -> String {
     }
 }
 
-/// Run one `affinity keys` command.
-pub fn run(cmd: KeysCommand) -> anyhow::Result<()> {
+/// Run one `affinity keys` command; only `add`, `list` and `delete` use
+/// the store.
+pub fn run(cmd: KeysCommand, backend: &BackendArgs) -> anyhow::Result<()> {
     match cmd {
+        KeysCommand::Add {
+            app,
+            acl,
+            description,
+            valid_for,
+        } => {
+            if valid_for == Some(0) {
+                bail!("--valid-for 0: give a number of seconds above 0, or leave it out for a key that never expires");
+            }
+            let spec = KeySpec::new(parse_acls(&acl)?, description, valid_for.unwrap_or(0))?;
+            let engine = open_engine(backend)?;
+            let (key, _) = keystore::create(&engine, &app, &spec)?;
+            println!("{key}");
+            return Ok(());
+        }
+        KeysCommand::List { app } => {
+            let engine = open_engine(backend)?;
+            let now = engine.now_millis();
+            println!(
+                "{:<71}  {:<24}  {:<20}  {:>10}  description",
+                "key", "acl", "createdAt", "validity"
+            );
+            for key in keystore::list(&engine, &app)? {
+                let json = keystore::key_json(&key, now);
+                let validity = match json["validity"].as_i64() {
+                    Some(0) | None => "never".to_string(),
+                    Some(s) => format!("{s}s"),
+                };
+                println!(
+                    "{:<71}  {:<24}  {:<20}  {:>10}  {}",
+                    json["value"].as_str().unwrap_or_default(),
+                    key.acl.join(","),
+                    affinity_rowkey::time::format_seconds(key.created_at).unwrap_or_default(),
+                    validity,
+                    key.description
+                );
+            }
+            return Ok(());
+        }
+        KeysCommand::Delete { app, key } => {
+            let engine = open_engine(backend)?;
+            keystore::delete(&engine, &affinity_http::Keys::default(), &app, &key)?;
+            println!("deleted");
+            return Ok(());
+        }
+        _ => backend.refuse("keys", true, true)?,
+    }
+    match cmd {
+        KeysCommand::Add { .. } | KeysCommand::List { .. } | KeysCommand::Delete { .. } => {}
         KeysCommand::Secure {
             parent,
             user_token,

@@ -122,9 +122,7 @@ fn main() {
         Command::Migrate(cmd) => engine_cmds::migrate(cmd, backend),
         Command::Geo(cmd) => geo::run(cmd, backend),
         Command::Trends(args) => trends::run(args, backend),
-        Command::Keys(cmd) => backend
-            .refuse("keys", true, true)
-            .and_then(|()| keys::run(cmd)),
+        Command::Keys(cmd) => keys::run(cmd, backend),
         // Only the flags given: a benchmark never writes into the data
         // directory of the environment.
         Command::Bench(cmd) => affinity_bench::run(

@@ -15,6 +15,8 @@
 //!   [`crate::rollup`]); rows `~job,<name>`, `~migrate` and `~resalt` the
 //!   state of batch jobs, of a schema migration and of a salt migration's
 //!   copy (family `b`; no user token contains `~`).
+//! - `keys`: row = `app,<sha256 hex>`, family `k`: API keys kept in the
+//!   store (see [`crate::api_keys`]).
 //! - `jobs`: row = `app,id`, family `j`: job records, shards and leases
 //!   (see [`crate::jobs`]).
 //! - `trends.<app>`: one row per (event, located object), keyed by place
@@ -157,6 +159,8 @@ pub struct Engine {
     catalog_table: Arc<dyn Table>,
     /// Job records (see `jobs.rs`).
     pub(crate) jobs_table: Arc<dyn Table>,
+    /// API keys (see `api_keys.rs`).
+    pub(crate) keys_table: Arc<dyn Table>,
     /// Application handles and when their settings were last read.
     apps: Mutex<HashMap<String, (Instant, App)>>,
     /// The shared tables (events, profiles, trends), once checked.
@@ -222,12 +226,18 @@ impl Engine {
             crate::jobs::JOBS_TABLE,
             &TableSpec::new().with_family(crate::jobs::FAMILY, GcRule::MaxVersions(1)),
         )?;
+        let keys_table = create_if_missing(
+            store.as_ref(),
+            crate::api_keys::KEYS_TABLE,
+            &TableSpec::new().with_family(crate::api_keys::FAMILY, GcRule::MaxVersions(1)),
+        )?;
         Ok(Engine {
             store,
             clock,
             apps_table,
             catalog_table,
             jobs_table,
+            keys_table,
             apps: Mutex::new(HashMap::new()),
             shared: Mutex::new(None),
             shared_retention_days: SHARED_RETENTION_DAYS,
@@ -455,8 +465,8 @@ impl Engine {
 
     /// Delete an application: its settings, strategy and A/B test, its
     /// events, profiles and trends (its prefix dropped from the shared
-    /// tables, or its own tables deleted), its catalog and its job
-    /// records. No other application's row is touched. An application
+    /// tables, or its own tables deleted), its catalog, its job records
+    /// and its stored API keys. No other application's row is touched. An application
     /// never created is [`Error::UnknownApp`].
     pub fn delete_app(&self, app: &str) -> Result<()> {
         validate_app(app)?;
@@ -485,6 +495,11 @@ impl Engine {
             .drop_row_range("catalog", &tuple::encode(&[Element::from(app)]))?;
         self.store
             .drop_row_range(crate::jobs::JOBS_TABLE, &crate::jobs::row_key(app, ""))?;
+        self.store.drop_row_range(
+            crate::api_keys::KEYS_TABLE,
+            &crate::api_keys::app_prefix(app),
+        )?;
+        self.bump_keys_generation()?;
         self.catalogs
             .write()
             .unwrap_or_else(|p| p.into_inner())

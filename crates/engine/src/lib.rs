@@ -69,6 +69,7 @@
 //! [`Store`]: affinity_model::Store
 //! [`Table`]: affinity_model::Table
 
+pub mod api_keys;
 mod arena;
 mod batch;
 pub mod boost;
@@ -97,6 +98,7 @@ mod strategy;
 pub mod trends;
 pub mod variants;
 
+pub use api_keys::StoredKey;
 pub use batch::{Progress, ProgressSnapshot};
 pub use engine::{
     validate_app, window_start_day, App, AppConfig, AppSettings, Clock, Engine, SaltMove,

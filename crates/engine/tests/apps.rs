@@ -47,7 +47,7 @@ fn many_apps(store: Arc<dyn Store>, count: usize, clock: &FakeClock) {
     eprintln!("{count} applications created in {:?}", started.elapsed());
     assert_eq!(
         store.list_tables().unwrap(),
-        ["apps", "catalog", "events", "jobs", "profiles", "trends"]
+        ["apps", "catalog", "events", "jobs", "keys", "profiles", "trends"]
     );
 
     let now = clock.now();

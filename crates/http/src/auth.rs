@@ -2,8 +2,8 @@
 //! authenticates a caller from `x-algolia-application-id` and
 //! `x-algolia-api-key` (headers, or query parameters of the same names).
 //! A key is one of the application's keys (configured in plain text or as
-//! a SHA-256 digest) or a secured API key derived from one of them (see
-//! [`crate::secured`]).
+//! a SHA-256 digest, or kept in the store: see [`crate::keystore`]) or a
+//! secured API key derived from one of them (see [`crate::secured`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -64,6 +64,9 @@ pub struct ApiKey {
     /// be the parent of secured API keys, whose HMAC is computed with it.
     plain: Option<String>,
     pub acl: BTreeSet<Acl>,
+    /// Milliseconds since the epoch after which the key is refused (keys
+    /// in the store may expire; configured keys never do).
+    valid_until: Option<i64>,
 }
 
 /// The prefix of a key configured as its SHA-256 digest.
@@ -92,6 +95,7 @@ impl ApiKey {
                 digest: Sha256::digest(value.as_bytes()).into(),
                 plain: Some(value.to_string()),
                 acl,
+                valid_until: None,
             });
         };
         let bad = || {
@@ -113,7 +117,41 @@ impl ApiKey {
             digest,
             plain: None,
             acl,
+            valid_until: None,
         })
+    }
+
+    /// A key kept in the store (its ACL names already checked).
+    pub(crate) fn stored(
+        digest: [u8; 32],
+        plain: Option<String>,
+        acl: BTreeSet<Acl>,
+        valid_until: Option<i64>,
+    ) -> ApiKey {
+        ApiKey {
+            digest,
+            plain,
+            acl,
+            valid_until,
+        }
+    }
+
+    /// The SHA-256 of the key.
+    pub fn digest(&self) -> &[u8; 32] {
+        &self.digest
+    }
+
+    /// Refused (403) once past its validity.
+    fn check_valid(&self, now_millis: i64, what: &str) -> Result<()> {
+        match self.valid_until {
+            Some(until) if now_millis >= until => Err(Error::Restricted {
+                message: format!(
+                    "{what} expired at {}: its validity has ended",
+                    crate::time::iso(until)
+                ),
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn matches(&self, digest: &[u8; 32]) -> bool {
@@ -164,15 +202,17 @@ impl Keys {
     /// The configured key `key` is, in `app`.
     fn find(&self, app: &str, key: &str) -> Option<&ApiKey> {
         let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
-        // Every key is compared, so the time taken does not tell which
-        // matched.
-        self.apps
-            .get(app)?
-            .iter()
-            .fold(None, |found, k| match found {
-                None if k.matches(&digest) => Some(k),
-                _ => found,
-            })
+        find_among([self.of(app), &[]], &digest)
+    }
+
+    /// The configured keys of `app`.
+    pub(crate) fn of(&self, app: &str) -> &[ApiKey] {
+        self.apps.get(app).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether `digest` is the digest of a configured key of `app`.
+    pub(crate) fn is_configured(&self, app: &str, digest: &[u8; 32]) -> bool {
+        find_among([self.of(app), &[]], digest).is_some()
     }
 
     /// What `key` may do in `app`: one of its keys, or a secured API key
@@ -183,17 +223,37 @@ impl Keys {
     /// application, derived from an admin key, or unreadable, is
     /// [`Error::Restricted`].
     pub fn authenticate(&self, app: &str, key: &str) -> Result<Access> {
-        if let Some(found) = self.find(app, key) {
+        self.authenticate_with(app, &[], key, 0)
+    }
+
+    /// [`Keys::authenticate`] among the configured keys of `app` and
+    /// `stored`, its keys kept in the store, at `now_millis`: a stored
+    /// key past its validity (or a secured key derived from one) is
+    /// [`Error::Restricted`].
+    pub fn authenticate_with(
+        &self,
+        app: &str,
+        stored: &[ApiKey],
+        key: &str,
+        now_millis: i64,
+    ) -> Result<Access> {
+        let sets = [self.of(app), stored];
+        let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        if let Some(found) = find_among(sets, &digest) {
+            found.check_valid(now_millis, "API key")?;
             return Ok(Access {
                 acl: found.acl.clone(),
                 restrictions: None,
                 key: found.digest,
             });
         }
-        let keys = self.apps.get(app).ok_or(Error::Unauthorized)?;
+        if sets.iter().all(|s| s.is_empty()) {
+            return Err(Error::Unauthorized);
+        }
         let secured = SecuredKey::decode(key).ok_or(Error::Unauthorized)?;
-        let parent = keys
+        let parent = sets
             .iter()
+            .flat_map(|s| s.iter())
             .filter_map(|k| Some((k.plain.as_deref()?, k)))
             .find(|(plain, _)| secured.signed_by(plain))
             .map(|(_, k)| k)
@@ -209,6 +269,7 @@ impl Keys {
                     .into(),
             });
         }
+        parent.check_valid(now_millis, "The parent key of this secured API key")?;
         Ok(Access {
             acl: parent.acl.clone(),
             restrictions: Some(Arc::new(secured.restrictions()?)),
@@ -224,6 +285,20 @@ impl Keys {
     pub fn is_empty(&self) -> bool {
         self.apps.is_empty()
     }
+}
+
+/// The key of `sets` whose digest is `digest`. Every key is compared, in
+/// constant time, so the time taken does not tell which matched.
+fn find_among<'a>(sets: [&'a [ApiKey]; 2], digest: &[u8; 32]) -> Option<&'a ApiKey> {
+    sets.into_iter()
+        .flat_map(|s| s.iter())
+        .fold(None, |found, k| {
+            let matched = k.matches(digest);
+            match found {
+                None if matched => Some(k),
+                _ => found,
+            }
+        })
 }
 
 /// An authenticated caller: its application and ACLs, and the
@@ -298,7 +373,7 @@ impl FromRequestParts<Arc<State>> for Caller {
             .unwrap_or_default();
         let app = credential(parts, &query, APP_ID_HEADER).ok_or(Error::Unauthorized)?;
         let key = credential(parts, &query, API_KEY_HEADER).ok_or(Error::Unauthorized)?;
-        let access = state.keys.authenticate(&app, &key)?;
+        let access = state.stored_keys.authenticate(state, &app, &key).await?;
         if let Some(r) = &access.restrictions {
             let now = u64::try_from(state.engine.now_millis() / 1000).unwrap_or(0);
             r.check_time(now)?;

@@ -58,6 +58,7 @@ mod explain;
 pub mod fuzzing;
 mod insights;
 mod jobs;
+pub mod keystore;
 mod limits;
 mod members;
 mod metrics;

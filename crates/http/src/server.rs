@@ -17,6 +17,7 @@
 //! | `GET/PUT/DELETE /1/indexes/{indexName}/objects/{objectID}` | search, profiles / admin |
 //! | `GET /1/jobs`, `GET /1/jobs/{jobID}` (jobs in the store, any server) | profiles |
 //! | `GET /1/trends` (regional trends) | search, profiles |
+//! | `POST /1/keys`, `GET /1/keys`, `GET/PUT/DELETE /1/keys/{key}` (keys in the store, see [`crate::keystore`]) | admin |
 //! | `GET /1/dashboard/stats`, `GET /1/dashboard/keyvis` | admin |
 //! | `GET /dashboard/` and its files (see [`crate::dashboard`]) | none |
 //! | `GET /health`, `/metrics`, `/openapi.json` | none |
@@ -47,7 +48,9 @@ use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 
 use crate::error::MAX_BODY_BYTES;
 use crate::state::State;
-use crate::{catalog, dashboard, explain, insights, ops, personalization, query, variants};
+use crate::{
+    catalog, dashboard, explain, insights, keystore, ops, personalization, query, variants,
+};
 
 /// Every route of the API on `state`.
 pub fn router(state: Arc<State>) -> Router {
@@ -113,6 +116,13 @@ pub fn router(state: Arc<State>) -> Router {
         .route("/1/jobs", get(ops::list_jobs))
         .route("/1/trends", get(crate::trends::get_trends))
         .route("/1/jobs/{jobID}", get(ops::get_job))
+        .route("/1/keys", get(keystore::list_keys).post(keystore::post_key))
+        .route(
+            "/1/keys/{key}",
+            get(keystore::get_key)
+                .put(keystore::put_key)
+                .delete(keystore::delete_key),
+        )
         .route("/1/dashboard/stats", get(dashboard::stats))
         .route("/1/dashboard/keyvis", get(dashboard::key_vis))
         .route("/dashboard", get(dashboard::redirect))
@@ -206,6 +216,7 @@ pub async fn serve(
             engine.forget_catalogs();
         }
     });
+    let keys = tokio::spawn(keystore::StoredKeys::refresh_forever(Arc::clone(&state)));
     let maintenance = state
         .maintain_every
         .map(|every| tokio::spawn(maintain_on_schedule(Arc::clone(&state), every)));
@@ -229,6 +240,7 @@ pub async fn serve(
     let header_timeout = state.limiter.server.header_timeout();
     let served = accept_until(listener, router(state), header_timeout, shutdown).await;
     refresh.abort();
+    keys.abort();
     for task in [maintenance, key_vis].into_iter().flatten() {
         task.abort();
     }
@@ -306,7 +318,8 @@ async fn accept_until(
     Ok(())
 }
 
-/// Maintain every application with keys on this server: at start, then
+/// Maintain every application with keys on this server (configured or
+/// stored): at start, then
 /// every `every`; an application whose last run here is still going is
 /// skipped. Between runs, every lease length, take over the applications'
 /// jobs whose worker died (servers that run no maintenance leave batch
@@ -323,7 +336,11 @@ async fn maintain_on_schedule(state: Arc<State>, every: Duration) {
         };
         let state = Arc::clone(&state);
         let done = tokio::task::spawn_blocking(move || {
-            for app in state.keys.apps() {
+            let mut apps: Vec<String> = state.keys.apps().map(str::to_string).collect();
+            apps.extend(state.stored_keys.apps());
+            apps.sort();
+            apps.dedup();
+            for app in apps.iter().map(String::as_str) {
                 let result = if maintain && !state.jobs.running(app) {
                     state.jobs.start_maintenance(&state.engine, app).map(|_| ())
                 } else {

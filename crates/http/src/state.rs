@@ -11,6 +11,7 @@ use crate::dashboard::Dashboard;
 use crate::debug::EventLog;
 use crate::error::{Error, Result};
 use crate::jobs::Jobs;
+use crate::keystore::StoredKeys;
 use crate::limits::Limiter;
 use crate::metrics::Metrics;
 
@@ -18,7 +19,11 @@ use crate::metrics::Metrics;
 /// are stateless otherwise: many may share one store.
 pub struct State {
     pub engine: Arc<Engine>,
+    /// The configured keys (the TOML's): the bootstrap keys.
     pub keys: Keys,
+    /// This server's snapshot of the keys kept in the store (see
+    /// [`crate::keystore`]).
+    pub stored_keys: StoredKeys,
     pub metrics: Metrics,
     pub jobs: Arc<Jobs>,
     /// Rate limits, caps on requests in flight and read timeouts (see
@@ -79,6 +84,7 @@ impl State {
         Arc::new(State {
             engine,
             keys,
+            stored_keys: StoredKeys::default(),
             metrics: Metrics::default(),
             jobs: Arc::default(),
             limiter: Limiter::default(),

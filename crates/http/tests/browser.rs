@@ -72,6 +72,11 @@ fn main() {
             python_prerequisites,
             algolia_python_secured_keys,
         ),
+        (
+            "algolia_python_client_manages_stored_keys",
+            python_prerequisites,
+            algolia_python_api_keys,
+        ),
     ];
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
     let tests = trials
@@ -454,6 +459,47 @@ fn algolia_python_secured_keys() {
         // Nothing of the refused events was stored.
         let r = server.admin(Method::GET, "/1/profiles/personalization/py-bobby");
         assert_eq!(r.send().await.unwrap().status(), 404);
+        server.stop().await;
+    });
+}
+
+/// Keys kept in the store, managed by Algolia's Python client
+/// (`tests/clients/api_keys.py`).
+fn algolia_python_api_keys() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let server = Server::embedded().await;
+        let addr = server.base.trim_start_matches("http://").to_string();
+        let (host, port) = addr.rsplit_once(':').unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/clients/api_keys.py");
+        let mut command = Command::new(python());
+        command.arg(script).args([host, port, APP, ADMIN]);
+        let out = tokio::task::spawn_blocking(move || run(&mut command))
+            .await
+            .unwrap();
+        let key = out["added"]["key"].as_str().unwrap();
+        assert!(out["added"]["createdAt"].is_string(), "{out}");
+        let listed = out["listed"]["keys"].as_array().unwrap();
+        assert_eq!(listed.len(), 1, "{out}");
+        assert_eq!(listed[0]["value"], key, "{out}");
+        assert_eq!(listed[0]["acl"], json!(["search"]), "{out}");
+        assert_eq!(listed[0]["description"], "py front", "{out}");
+        let validity = listed[0]["validity"].as_i64().unwrap();
+        assert!((3000..=3600).contains(&validity), "{out}");
+        assert_eq!(out["got"], listed[0], "{out}");
+        // A search key may not send events.
+        assert_eq!(out["search_key_sends_events"]["status"], 403, "{out}");
+        assert_eq!(out["updated"]["key"], key, "{out}");
+        assert_eq!(
+            out["got_after_update"]["description"], "py changed",
+            "{out}"
+        );
+        assert_eq!(out["got_after_update"]["validity"], 0, "{out}");
+        assert_eq!(out["unknown_acl"]["status"], 400, "{out}");
+        assert!(out["deleted"]["deletedAt"].is_string(), "{out}");
+        assert_eq!(out["got_after_delete"]["status"], 404, "{out}");
+        assert_eq!(out["deleted_key_sends_events"]["status"], 401, "{out}");
+        assert!(server.engine.api_keys(APP).unwrap().is_empty());
         server.stop().await;
     });
 }

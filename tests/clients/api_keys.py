@@ -1,0 +1,67 @@
+"""API keys kept in the store, managed with Algolia's Python client 4.x
+(`SearchClientSync.add_api_key`, `list_api_keys`, `get_api_key`,
+`update_api_key`, `delete_api_key`) against affinity serve, and the key it
+made used by the Insights client. Prints what each call answered as one
+JSON line.
+
+Usage: python api_keys.py HOST PORT APP ADMIN_KEY
+"""
+
+import json
+import sys
+import time
+
+from algoliasearch.http.exceptions import RequestException
+from algoliasearch.http.hosts import Host, HostsCollection
+from algoliasearch.insights.client import InsightsClientSync
+from algoliasearch.insights.config import InsightsConfig
+from algoliasearch.search.client import SearchClientSync
+from algoliasearch.search.config import SearchConfig
+
+host, port, app, admin = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+
+
+def at_server(config):
+    config.hosts = HostsCollection([Host(url=host, scheme="http", port=port)])
+    return config
+
+
+def outcome(call):
+    """The answer of `call` as a dict, or its refusal's status and message."""
+    try:
+        answer = call()
+        return answer.to_dict() if hasattr(answer, "to_dict") else answer
+    except RequestException as e:
+        return {"status": e.status_code, "message": str(e)}
+
+
+def send_event(key):
+    insights = InsightsClientSync.create_with_config(at_server(InsightsConfig(app, key)))
+    event = {
+        "eventType": "click",
+        "eventName": "Product Clicked",
+        "index": "products",
+        "userToken": "py-keys",
+        "filters": ["brand:Apple"],
+    }
+    return outcome(lambda: insights.push_events({"events": [event]}))
+
+
+search = SearchClientSync.create_with_config(at_server(SearchConfig(app, admin)))
+out = {}
+out["added"] = outcome(
+    lambda: search.add_api_key({"acl": ["search"], "description": "py front", "validity": 3600})
+)
+key = out["added"]["key"]
+out["listed"] = outcome(lambda: search.list_api_keys())
+out["got"] = outcome(lambda: search.get_api_key(key))
+out["search_key_sends_events"] = send_event(key)
+out["updated"] = outcome(
+    lambda: search.update_api_key(key, {"acl": ["search"], "description": "py changed"})
+)
+out["got_after_update"] = outcome(lambda: search.get_api_key(key))
+out["unknown_acl"] = outcome(lambda: search.add_api_key({"acl": ["addObject"]}))
+out["deleted"] = outcome(lambda: search.delete_api_key(key))
+out["got_after_delete"] = outcome(lambda: search.get_api_key(key))
+out["deleted_key_sends_events"] = send_event(key)
+print(json.dumps(out))
