@@ -362,22 +362,18 @@ async fn an_admin_key_is_shown_once_and_named_by_its_digest() {
 }
 
 /// Rows read from the `keys` table so far.
-fn keys_rows_read(vis: &affinity_model::keyvis::KeyVis, now: i64) -> u64 {
-    vis.rotate(now);
-    vis.history(|t| t == "keys")
-        .iter()
-        .flat_map(|t| &t.slots)
-        .map(|s| s.reads.iter().sum::<u64>())
-        .sum()
+fn keys_rows_read(store: &affinity_model::counting::CountingStore) -> u64 {
+    store.counts("keys").rows
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn wrong_keys_do_not_turn_into_store_reads() {
     let dir = tempfile::tempdir().unwrap();
     let embedded = affinity_embedded::EmbeddedStore::open(dir.path()).unwrap();
-    let counted = affinity_model::keyvis::KeyVisStore::new(Arc::new(embedded), 10_000);
-    let vis = counted.key_vis();
-    let server = Server::on(Arc::new(counted)).await;
+    let counted = Arc::new(affinity_model::counting::CountingStore::new(Arc::new(
+        embedded,
+    )));
+    let server = Server::on(counted.clone()).await;
     for _ in 0..3 {
         let (status, _) = call(
             &server,
@@ -392,7 +388,7 @@ async fn wrong_keys_do_not_turn_into_store_reads() {
         .plain
         .clone()
         .unwrap();
-    let before = keys_rows_read(&vis, server.engine.now_millis());
+    let before = keys_rows_read(&counted);
     let started = Instant::now();
     // Spread over more than a second, so misses do re-read (and the
     // count shows the reads are seen at all).
@@ -410,7 +406,7 @@ async fn wrong_keys_do_not_turn_into_store_reads() {
         assert!(status == 401 || status == 403 || status == 200, "{status}");
     }
     let elapsed = started.elapsed();
-    let read = keys_rows_read(&vis, server.engine.now_millis()) - before;
+    let read = keys_rows_read(&counted) - before;
     // A re-read starts at most once per MISS_REFRESH, and reads the
     // counter's row (and, had it moved, the three keys): the bound does
     // not depend on the number of requests.
