@@ -68,6 +68,26 @@ pub(crate) fn checkpoint(table: &dyn Table) -> Result<Option<(Bytes, bool)>> {
     Ok(Some((after, done)))
 }
 
+/// `ranges` (in key order) trimmed to the keys after `after`, a
+/// checkpoint: ranges wholly before it dropped, the one holding it cut.
+pub(crate) fn ranges_after(
+    ranges: impl IntoIterator<Item = RowRange>,
+    after: Option<&Bytes>,
+) -> Vec<RowRange> {
+    let mut out = Vec::new();
+    for range in ranges {
+        match after {
+            Some(k) if !range_ends_after(&range, k) => {}
+            Some(k) if range.contains(k) => out.push(RowRange {
+                start: Bound::Excluded(k.clone()),
+                end: range.end,
+            }),
+            _ => out.push(range),
+        }
+    }
+    out
+}
+
 /// True when some key of `range` sorts after `key`.
 pub(crate) fn range_ends_after(range: &RowRange, key: &[u8]) -> bool {
     match &range.end {
@@ -136,17 +156,8 @@ impl Engine {
         }
         // Physical ranges in key order, trimmed to what follows the
         // checkpoint.
-        let mut ranges = Vec::new();
-        for (_, range) in app.physical_ranges(&app_prefix(&app.id)?) {
-            match &after {
-                Some(k) if !range_ends_after(&range, k) => {}
-                Some(k) if range.contains(k) => ranges.push(RowRange {
-                    start: Bound::Excluded(k.clone()),
-                    end: range.end,
-                }),
-                _ => ranges.push(range),
-            }
-        }
+        let physical = app.physical_ranges(&app_prefix(&app.id)?);
+        let ranges = ranges_after(physical.into_iter().map(|(_, r)| r), after.as_ref());
         if ranges.is_empty() {
             app.profiles.mutate_row(
                 CHECKPOINT_ROW,

@@ -12,7 +12,6 @@
 //! migration. Every process reads exactly one complete layout at every
 //! moment, so profiles, exports and rebuilds stay exact throughout.
 
-use std::ops::Bound;
 use std::time::Duration;
 
 use affinity_model::{Bytes, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowSet};
@@ -23,7 +22,7 @@ use crate::batch::Progress;
 use crate::engine::{validate_app, AppSettings, Engine, SaltMove, SaltPhase, SETTINGS_REFRESH};
 use crate::error::{Error, Result};
 use crate::job::JOBS_FAMILY;
-use crate::migrate::range_ends_after;
+use crate::migrate::ranges_after;
 use crate::salting::{events_salter, layout_ranges, salted};
 
 /// How long [`Engine::migrate_salt`] waits after each phase change for
@@ -220,18 +219,11 @@ impl Engine {
             .read_row(CHECKPOINT_ROW, Some(&RowFilter::CellsPerColumnLimit(1)))?
             .and_then(|row| row.latest(JOBS_FAMILY, b"after").map(|c| c.value.clone()))
             .filter(|k| !k.is_empty());
-        let mut ranges = Vec::new();
-        for (_, range) in layout_ranges(from, &app_prefix(app)?) {
-            match &after {
-                Some(k) if !range_ends_after(&range, k) => {}
-                Some(k) if range.contains(k) => ranges.push(RowRange {
-                    start: Bound::Excluded(k.clone()),
-                    end: range.end,
-                }),
-                _ => ranges.push(range),
-            }
-        }
-        Ok(ranges)
+        let layout = layout_ranges(from, &app_prefix(app)?);
+        Ok(ranges_after(
+            layout.into_iter().map(|(_, r)| r),
+            after.as_ref(),
+        ))
     }
 
     /// Copy every row of the old layout to its key in the new one (cells
