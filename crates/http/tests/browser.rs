@@ -532,13 +532,6 @@ fn event(kind: &str, user: &str, object: &str) -> Value {
 }
 
 /// Slots the key visualizer holds for `table`.
-async fn key_vis(server: &Server) -> Value {
-    let r = server.admin(Method::GET, "/1/dashboard/keyvis?slots=1000");
-    let (status, body) = parts(r.send().await.unwrap()).await;
-    assert_eq!(status, 200, "{body}");
-    body
-}
-
 fn slots_of<'a>(vis: &'a Value, table: &str) -> &'a [Value] {
     vis["tables"]
         .as_array()
@@ -659,7 +652,7 @@ fn dashboard_pages_work_in_a_browser() {
         // The application on the shared tables, as new ones are; its key
         // visualizer asked for first, which starts the counting.
         let server = Server::key_visualized(Duration::from_secs(1), false).await;
-        key_vis(&server).await;
+        server.key_vis(1000).await;
         assert_eq!(parts(server.set_strategy().await).await.0, 200);
         let r = server
             .admin(Method::POST, "/1/indexes/products/objects")
@@ -680,12 +673,12 @@ fn dashboard_pages_work_in_a_browser() {
         // four slots once ranges were cut (the page shows 120).
         let profiles = format!("profiles.{APP}");
         let slots = |vis: &Value| slots_of(vis, &profiles).len();
-        let start = slots(&key_vis(&server).await);
-        while slots(&key_vis(&server).await) < start + 2 {
+        let start = slots(&server.key_vis(1000).await);
+        while slots(&server.key_vis(1000).await) < start + 2 {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let start = slots(&key_vis(&server).await);
-        while slots(&key_vis(&server).await) < start + 4 {
+        let start = slots(&server.key_vis(1000).await);
+        while slots(&server.key_vis(1000).await) < start + 4 {
             for _ in 0..10 {
                 let r = server
                     .post_events(&[event("click", "hot-user", "p2")])
@@ -709,7 +702,7 @@ fn dashboard_pages_work_in_a_browser() {
         let hot_key = affinity_engine::state::state_row_key("hot-user", day);
         // The API's view: the brightest range of the profiles table (once
         // ranges are cut) holds the hot user's row.
-        let vis = key_vis(&server).await;
+        let vis = server.key_vis(1000).await;
         let (mut best, mut best_range) = (0, (String::new(), String::new()));
         let cut = |s: &&Value| !s["bounds"].as_array().unwrap().is_empty();
         for slot in slots_of(&vis, &profiles).iter().filter(cut) {

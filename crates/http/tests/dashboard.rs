@@ -227,13 +227,6 @@ async fn stats_count_the_answers_of_each_variant_as_metrics_do() {
     server.stop().await;
 }
 
-async fn key_vis(server: &Server, slots: usize) -> Value {
-    let r = server.admin(Method::GET, &format!("/1/dashboard/keyvis?slots={slots}"));
-    let (status, vis) = parts(r.send().await.unwrap()).await;
-    assert_eq!(status, 200, "{vis}");
-    vis
-}
-
 /// Rows written to `table` in the slots of `vis`.
 fn written(vis: &Value, table: &str) -> u64 {
     vis["tables"]
@@ -256,7 +249,7 @@ async fn key_visualizer_shows_the_apps_own_keys(dedicated: bool) {
     // Not counted: nobody asked yet.
     let r = server.post_events(&[click("early", "Apple")]).await;
     assert_eq!(r.status(), 200);
-    let first = key_vis(&server, 5).await;
+    let first = server.key_vis(5).await;
     assert_eq!(first["slotSeconds"], 0.2);
     let names: Vec<&str> = first["tables"]
         .as_array()
@@ -284,7 +277,7 @@ async fn key_visualizer_shows_the_apps_own_keys(dedicated: bool) {
     // Every row written by this application's 40 events, none of the
     // other's, once their slot ended.
     let vis = loop {
-        let vis = key_vis(&server, 1000).await;
+        let vis = server.key_vis(1000).await;
         if written(&vis, "events.app1") >= 40 {
             break vis;
         }

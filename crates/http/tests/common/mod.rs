@@ -138,6 +138,15 @@ impl Server {
         }
     }
 
+    /// The newest `slots` slots of the key visualizer (200 asserted);
+    /// asking starts the counting of [`APP`]'s tables.
+    pub async fn key_vis(&self, slots: usize) -> Value {
+        let r = self.admin(Method::GET, &format!("/1/dashboard/keyvis?slots={slots}"));
+        let (status, body) = parts(r.send().await.unwrap()).await;
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+
     /// A request without credentials.
     pub fn bare(&self, method: Method, path: &str) -> RequestBuilder {
         self.client.request(method, format!("{}{path}", self.base))
