@@ -483,8 +483,8 @@ impl Engine {
         match settings.tables {
             Tables::Shared => self.drop_shared_rows(app)?,
             Tables::Dedicated => {
-                for kind in SHARED_TABLES {
-                    match self.store.delete_table(&format!("{kind}.{app}")) {
+                for name in Self::table_names(app) {
+                    match self.store.delete_table(&name) {
                         Ok(()) | Err(StoreError::TableNotFound { .. }) => {}
                         Err(e) => return Err(e.into()),
                     }
