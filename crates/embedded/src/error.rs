@@ -47,7 +47,7 @@ pub(crate) fn storage(err: rocksdb::Error) -> Error {
 /// The table a column family holds (`t/<table>/<number>`), or the family's
 /// name if it is not a table's.
 fn table_of_cf(cf: &str) -> &str {
-    cf.strip_prefix("t/")
+    cf.strip_prefix(crate::store::TABLE_CF_PREFIX)
         .and_then(|rest| rest.rsplit_once('/'))
         .map_or(cf, |(table, _)| table)
 }

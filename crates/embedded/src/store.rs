@@ -30,7 +30,7 @@ const TABLE_KEY_PREFIX: &[u8] = b"table/";
 /// Metadata key of the next column family number.
 const NEXT_CF_KEY: &[u8] = b"next-cf";
 /// Prefix of the column families holding tables: `t/<name>/<number>`.
-const TABLE_CF_PREFIX: &str = "t/";
+pub(crate) const TABLE_CF_PREFIX: &str = "t/";
 
 /// A table known to the store.
 pub(crate) struct TableEntry {
