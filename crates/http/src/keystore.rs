@@ -12,9 +12,11 @@
 //! - at once after a change through this server.
 //!
 //! A re-read is one point read of the keys' change counter, and a scan of
-//! the keys only when the counter moved. At most one runs at a time, and
-//! at most one starts per [`MISS_REFRESH`], whatever the requests: a flood
-//! of wrong keys costs at most 1 / [`MISS_REFRESH`] point reads a second.
+//! the keys only when the counter moved. At most one runs at a time (a
+//! request that finds one running waits for it and judges its key by the
+//! result), and at most one starts per [`MISS_REFRESH`], whatever the
+//! requests: a flood of wrong keys costs at most 1 / [`MISS_REFRESH`]
+//! point reads a second.
 //! The configured keys (the TOML's) are checked alongside and cannot be
 //! changed or deleted here.
 
@@ -111,19 +113,22 @@ impl StoredKeys {
     }
 
     /// Re-read the keys off the async workers if the snapshot is at least
-    /// `age` old, no re-read is running and none started within
-    /// [`MISS_REFRESH`]; `true` when this call re-read them. A failed
-    /// re-read is logged and the old snapshot kept.
+    /// `age` old and no re-read started within [`MISS_REFRESH`]; `true`
+    /// when the snapshot changed since the call began. A call that finds a
+    /// re-read running waits for it rather than judging a key by the
+    /// snapshot that re-read replaces (a server's first requests would
+    /// otherwise race its first read of the keys). A failed re-read is
+    /// logged and the old snapshot kept.
     async fn refresh_if_older(&self, engine: &Arc<Engine>, age: Duration) -> bool {
-        if self.current().read_at.elapsed() < age {
+        let before = self.current();
+        if before.read_at.elapsed() < age {
             return false;
         }
-        let Ok(mut last) = self.refreshing.try_lock() else {
-            return false;
-        };
-        if last.is_some_and(|t| t.elapsed() < MISS_REFRESH)
-            || self.current().read_at.elapsed() < age
-        {
+        let mut last = self.refreshing.lock().await;
+        if !Arc::ptr_eq(&before, &self.current()) {
+            return true;
+        }
+        if last.is_some_and(|t| t.elapsed() < MISS_REFRESH) {
             return false;
         }
         *last = Some(Instant::now());
@@ -603,4 +608,62 @@ pub async fn delete_key(
         Ok(Json(json!({"deletedAt": iso(deleted_at)})))
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine_with_a_key() -> Arc<Engine> {
+        let engine = Engine::open(Arc::new(affinity_model::MemoryStore::new())).unwrap();
+        let key = StoredKey {
+            digest: [7; 32],
+            plain: None,
+            acl: vec!["search".into()],
+            description: String::new(),
+            created_at: 0,
+            valid_until: None,
+        };
+        engine.put_api_key("shop", &key).unwrap();
+        Arc::new(engine)
+    }
+
+    /// A server's first request used to race its refresh task's first
+    /// read: finding that read running, it judged the key by the empty
+    /// snapshot and answered 401. It now waits for the running read.
+    #[tokio::test]
+    async fn a_request_waits_for_the_re_read_it_finds_running() {
+        let engine = engine_with_a_key();
+        let keys = Arc::new(StoredKeys::default());
+        let running = keys.refreshing.lock().await;
+        let asking = {
+            let (keys, engine) = (Arc::clone(&keys), Arc::clone(&engine));
+            tokio::spawn(async move { keys.refresh_if_older(&engine, KEYS_REFRESH).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !asking.is_finished(),
+            "did not wait for the running re-read"
+        );
+        keys.reload(&engine).unwrap();
+        drop(running);
+        assert!(
+            asking.await.unwrap(),
+            "the snapshot changed while it waited"
+        );
+        assert_eq!(keys.apps(), ["shop"]);
+        // Fresh now: a further call reads nothing.
+        assert!(!keys.refresh_if_older(&engine, MISS_REFRESH).await);
+    }
+
+    #[tokio::test]
+    async fn re_reads_started_by_requests_are_spaced() {
+        let engine = engine_with_a_key();
+        let keys = StoredKeys::default();
+        assert!(keys.refresh_if_older(&engine, Duration::ZERO).await);
+        // Within MISS_REFRESH of the last start, even a zero age reads nothing.
+        assert!(!keys.refresh_if_older(&engine, Duration::ZERO).await);
+        tokio::time::sleep(MISS_REFRESH).await;
+        assert!(keys.refresh_if_older(&engine, Duration::ZERO).await);
+    }
 }
