@@ -40,9 +40,15 @@ pub struct SoakBenchArgs {
     /// Events per request.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..=1000))]
     batch: u16,
-    /// Users the events go to (and whose profiles are read).
+    /// Users whose profiles are read (the events go to them and to the
+    /// visitors).
     #[arg(long, default_value_t = 2000)]
     users: usize,
+    /// Further users the events go to, never read: with the defaults a
+    /// read user gets about 4 events a minute, a busy user's day in half an
+    /// hour, rather than all the ingest piling on `--users` users.
+    #[arg(long, default_value_t = 200_000)]
+    visitors: usize,
     /// Seconds of the calibration (closed-loop ingest by 4 clients).
     #[arg(long, default_value_t = 10)]
     calibrate_seconds: u64,
@@ -119,7 +125,7 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
                 4,
                 f64::MAX,
                 batch,
-                args.users,
+                args.users + args.visitors,
                 Instant::now() + Duration::from_secs(seconds),
             )
             .await;
@@ -132,9 +138,13 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
         }
     };
     eprintln!(
-        "affinity bench soak: {} minutes of {rate:.1} batches/s of {batch} events and {} readers, \
-         maintenance every {} s",
-        args.minutes, args.readers, args.maintain_every
+        "affinity bench soak: {} minutes of {rate:.1} batches/s of {batch} events over {} users \
+         and {} readers of the first {}, maintenance every {} s",
+        args.minutes,
+        args.users + args.visitors,
+        args.readers,
+        args.users,
+        args.maintain_every
     );
     println!(
         "{:>6} {:>9} {:>10} {:>9} {:>8} {:>7} {:>7} {:>5} {:>11} {:>9} {:>12} {:>7} {:>6}",
@@ -157,7 +167,14 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
     for minute in 1..=args.minutes {
         let deadline = Instant::now() + Duration::from_secs(60);
         let (ingest, mut reads) = tokio::join!(
-            paced(&server.endpoint, 16, rate, batch, args.users, deadline),
+            paced(
+                &server.endpoint,
+                16,
+                rate,
+                batch,
+                args.users + args.visitors,
+                deadline
+            ),
             readers(&server.endpoint, args.readers, args.users, deadline),
         );
         let (rss, fds) = process_figures();

@@ -32,11 +32,11 @@ use affinity_rowkey::composite::{user_prefix, user_time_range};
 use crate::batch::visit_rows;
 use crate::engine::{App, Engine, DAY_MILLIS, SLACK_DAYS};
 use crate::error::{Error, Result};
-use crate::event::EventType;
+use crate::event::{EventType, MAX_SKEW_MILLIS};
 use crate::rollup::{
     arrival_day, deletion_value, packed, read_rollup, read_rollups, rollup_key, row_day, Arrivals,
-    Rollup, DELETED, DELETING, LATEST_FAMILY, LINKS_FAMILY, MARKS_FAMILY, MEMBERS_FAMILY,
-    TOMBSTONE_FAMILY, TOTALS_FAMILY, WATERMARK_FAMILY,
+    Rollup, CLOSE_MARGIN_MILLIS, DELETED, DELETING, LATEST_FAMILY, LINKS_FAMILY, MARKS_FAMILY,
+    MEMBERS_FAMILY, TOMBSTONE_FAMILY, TOTALS_FAMILY, WATERMARK_FAMILY,
 };
 use crate::schema::{decode_row, since};
 use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedScores};
@@ -70,6 +70,18 @@ pub(crate) fn state_read_filter() -> RowFilter {
         ]),
     ])
 }
+
+/// The newest event day a day row can have at `now_millis`: timestamps
+/// are accepted up to [`MAX_SKEW_MILLIS`] ahead of the ingesting clock, and
+/// clocks agree within half of [`CLOSE_MARGIN_MILLIS`]
+/// (`docs/design/profiles.md`); a full margin is allowed.
+pub(crate) fn newest_day(now_millis: i64) -> i64 {
+    (now_millis + MAX_SKEW_MILLIS + CLOSE_MARGIN_MILLIS).div_euclid(DAY_MILLIS)
+}
+
+/// A profile read takes up to this many live days as point reads, more as
+/// one range.
+const LIVE_POINT_READS: usize = 3;
 
 /// What a user deletion removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -174,13 +186,16 @@ impl Engine {
     ) -> Result<Option<(i64, SortedScores)>> {
         let app = self.app(app)?;
         let weights = strategy.weights();
-        let window = app.config.window_start_day(self.now_millis());
+        let now = self.now_millis();
+        let window = app.config.window_start_day(now);
+        let newest = newest_day(now);
         // Read first: the accumulator borrows the rollups' values.
         let members = self.identity(&app, user, window)?;
         let mut acc = Accumulator::new(&weights);
         let mut any_state = false;
         for (member, rollup) in &members {
-            any_state |= self.add_member(&app, member, rollup, window, &weights, &mut acc)?;
+            any_state |=
+                self.add_member(&app, member, rollup, window, newest, &weights, &mut acc)?;
         }
         if !any_state {
             return Ok(None);
@@ -189,12 +204,15 @@ impl Engine {
     }
 
     /// Add one member's profile state to `acc`; `false` when it has none.
+    /// `newest` is the newest day a day row can have ([`newest_day`]).
+    #[allow(clippy::too_many_arguments)]
     fn add_member<'a>(
         &self,
         app: &App,
         user: &str,
         rollup: &'a Rollup,
         window: i64,
+        newest: i64,
         weights: &Weights,
         acc: &mut Accumulator<'a>,
     ) -> Result<bool> {
@@ -243,10 +261,17 @@ impl Engine {
         let mut corrections: Vec<(EventId, i64)> = Vec::new();
 
         // The days after the watermark: all of it arrived after the fold.
-        let first = state_row_key(user, (h + 1).max(window));
-        let end = prefix_successor(format!("{user},").as_bytes()).unwrap_or_default();
-        let request = ReadRowsRequest::new(RowSet::from_range(RowRange::closed_open(first, end)))
-            .with_filter(state_read_filter());
+        // Right after maintenance they are today and the hour around
+        // midnight: point reads (bloom filters, no iterator); more days
+        // (maintenance behind) in one range.
+        let first = (h + 1).max(window);
+        let rows = if (first..=newest).count() <= LIVE_POINT_READS {
+            RowSet::from_keys((first..=newest).map(|d| Bytes::from(state_row_key(user, d))))
+        } else {
+            let end = prefix_successor(format!("{user},").as_bytes()).unwrap_or_default();
+            RowSet::from_range(RowRange::closed_open(state_row_key(user, first), end))
+        };
+        let request = ReadRowsRequest::new(rows).with_filter(state_read_filter());
         visit_rows(app.profiles.as_ref(), &request, |row| {
             let day = row_day(row.key, user)?;
             any_state = true;

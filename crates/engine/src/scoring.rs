@@ -43,7 +43,7 @@ use serde_json::Value;
 use crate::event::EventType;
 use crate::strategy::Weights;
 
-pub(crate) use accumulator::Accumulator;
+pub(crate) use accumulator::{cmp_bytes, Accumulator};
 pub use facets::FacetCounts;
 pub use sorted::{json_string, SortedScores};
 

@@ -290,7 +290,7 @@ type RawValues<'a> = Vec<(Cow<'a, [u8]>, i64)>;
 /// Bytewise order (as `<[u8]>::cmp`), without a call into `memcmp` when
 /// the first eight bytes decide, which they do for most facet values.
 #[inline]
-fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
+pub(crate) fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
     #[inline]
     fn head(v: &[u8]) -> u64 {
         match v.first_chunk::<8>() {

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::Profile;
+use super::{cmp_bytes, Profile};
 use crate::error::Result;
 
 /// A profile's scores as `(facet, [(value, score)])`, facets and each
@@ -23,7 +23,7 @@ impl SortedScores {
     pub fn facet(&self, facet: &str) -> Option<&[(String, u32)]> {
         let i = self
             .0
-            .binary_search_by(|(f, _)| f.as_str().cmp(facet))
+            .binary_search_by(|(f, _)| cmp_bytes(f.as_bytes(), facet.as_bytes()))
             .ok()?;
         Some(&self.0[i].1)
     }
@@ -32,7 +32,7 @@ impl SortedScores {
     pub fn get(&self, facet: &str, value: &str) -> Option<u32> {
         let values = self.facet(facet)?;
         let i = values
-            .binary_search_by(|(v, _)| v.as_str().cmp(value))
+            .binary_search_by(|(v, _)| cmp_bytes(v.as_bytes(), value.as_bytes()))
             .ok()?;
         Some(values[i].1)
     }
