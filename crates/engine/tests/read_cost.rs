@@ -108,6 +108,15 @@ fn check(store: Arc<dyn Store>, start: i64) {
         .unwrap();
     assert_eq!(read_cost(&engine, &counting, "user-1").rows, 1);
     assert_eq!(streaming_profiles(&engine, APP, &users), reference(&all));
+    // At 23:30 an event 50 minutes ahead (within the clock skew accepted)
+    // falls on tomorrow's row: the read's point reads take tomorrow too.
+    let evening = start + 2 * DAY + 13 * 3_600_000 + 30 * 60_000;
+    clock.set(evening);
+    let ahead = parse_all(&day_of_events(1, 1, evening + 50 * 60_000), evening);
+    engine.ingest(APP, &ahead).unwrap();
+    all.extend(ahead);
+    assert_eq!(read_cost(&engine, &counting, "user-1").rows, 2);
+    assert_eq!(streaming_profiles(&engine, APP, &users), reference(&all));
 }
 
 #[test]
