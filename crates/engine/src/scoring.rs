@@ -108,9 +108,21 @@ impl serde::Serialize for Profile {
 
 /// `max(1, round(20 * raw / max))`, half away from zero, for `0 < raw <= max`.
 pub fn scale(raw: i64, max: i64) -> u32 {
-    let (raw, max) = (i128::from(raw), i128::from(max.max(1)));
-    let s = (2 * MAX_SCORE as i128 * raw + max) / (2 * max);
-    s.clamp(1, MAX_SCORE as i128) as u32
+    let max = max.max(1);
+    let twice = 2 * MAX_SCORE;
+    // In 64 bits when it fits (it always does but for sums near 2^58): a
+    // profile scales hundreds of values, and 128-bit division is a call.
+    let s = match (
+        raw.checked_mul(twice).and_then(|r| r.checked_add(max)),
+        max.checked_mul(2),
+    ) {
+        (Some(n), Some(d)) => i128::from(n / d),
+        _ => {
+            let (raw, max) = (i128::from(raw), i128::from(max));
+            (i128::from(twice) * raw + max) / (2 * max)
+        }
+    };
+    s.clamp(1, i128::from(MAX_SCORE)) as u32
 }
 
 #[cfg(test)]
@@ -125,5 +137,10 @@ mod tests {
         assert_eq!(scale(5, 40), 3); // 2.5 -> 3
         assert_eq!(scale(1, 1000), 1); // 0.02 -> max(1, 0)
         assert_eq!(scale(13, 40), 7); // 6.5 -> 7
+                                      // Past 64 bits: the 128-bit path, the same rounding.
+        assert_eq!(scale(i64::MAX, i64::MAX), 20);
+        assert_eq!(scale(i64::MAX / 40, i64::MAX), 1);
+        assert_eq!(scale(i64::MAX / 2, i64::MAX), 10);
+        assert_eq!(scale(-5, 40), 1);
     }
 }

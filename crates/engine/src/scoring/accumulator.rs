@@ -474,17 +474,20 @@ mod tests {
 
     proptest::proptest! {
         /// Sorted runs and hashed adds, in any mix, score as hashed adds
-        /// alone do.
+        /// alone do, long lists and short runs into them included.
         #[test]
         fn sorted_runs_count_as_single_adds(
             runs in proptest::collection::vec(
                 (
                     0usize..2,
                     1i64..4,
-                    proptest::collection::btree_map("[a-e]{0,2}", -3i64..6, 0..8),
+                    proptest::prop_oneof![
+                        proptest::collection::btree_map("[a-e]{0,2}", -3i64..6, 0..8),
+                        proptest::collection::btree_map("[a-f]{1,2}", -3i64..6, 20..40),
+                    ],
                     proptest::bool::ANY,
                 ),
-                0..6,
+                0..8,
             )
         ) {
             let strategy = strategy();
@@ -516,6 +519,17 @@ mod tests {
         let weights = strategy.weights();
         let mut acc = Accumulator::new(&weights);
         let run = [Ok::<_, ()>((&b"b"[..], 1)), Ok((&b"a"[..], 1))];
+        assert!(acc.add_sorted_at(0, 1, run, |_| ()).is_err());
+        let run = [Ok::<_, ()>((&b"bad \xff"[..], 1))];
+        assert!(acc.add_sorted_at(0, 1, run, |_| ()).is_err());
+        // The same checks for a short run into a long list.
+        let mut acc = Accumulator::new(&weights);
+        let long: Vec<String> = (0..40).map(|i| format!("v{i:02}")).collect();
+        let run = long.iter().map(|v| Ok::<_, ()>((v.as_bytes(), 1)));
+        acc.add_sorted_at(0, 1, run, |_| ()).unwrap();
+        let run = [Ok::<_, ()>((&b"v05"[..], 1)), Ok((&b"v01"[..], 1))];
+        assert!(acc.add_sorted_at(0, 1, run, |_| ()).is_err());
+        let run = [Ok::<_, ()>((&b"v01"[..], 1)), Ok((&b"v01"[..], 1))];
         assert!(acc.add_sorted_at(0, 1, run, |_| ()).is_err());
         let run = [Ok::<_, ()>((&b"bad \xff"[..], 1))];
         assert!(acc.add_sorted_at(0, 1, run, |_| ()).is_err());
