@@ -81,7 +81,7 @@ pub(crate) fn newest_day(now_millis: i64) -> i64 {
 
 /// A profile read takes up to this many live days as point reads, more as
 /// one range.
-const LIVE_POINT_READS: usize = 3;
+const LIVE_POINT_READS: i64 = 3;
 
 /// What a user deletion removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -265,7 +265,7 @@ impl Engine {
         // midnight: point reads (bloom filters, no iterator); more days
         // (maintenance behind) in one range.
         let first = (h + 1).max(window);
-        let rows = if (first..=newest).count() <= LIVE_POINT_READS {
+        let rows = if newest - first < LIVE_POINT_READS {
             RowSet::from_keys((first..=newest).map(|d| Bytes::from(state_row_key(user, d))))
         } else {
             let end = prefix_successor(format!("{user},").as_bytes()).unwrap_or_default();

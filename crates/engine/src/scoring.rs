@@ -137,7 +137,8 @@ mod tests {
         assert_eq!(scale(5, 40), 3); // 2.5 -> 3
         assert_eq!(scale(1, 1000), 1); // 0.02 -> max(1, 0)
         assert_eq!(scale(13, 40), 7); // 6.5 -> 7
-                                      // Past 64 bits: the 128-bit path, the same rounding.
+
+        // Past 64 bits: the 128-bit path, the same rounding.
         assert_eq!(scale(i64::MAX, i64::MAX), 20);
         assert_eq!(scale(i64::MAX / 40, i64::MAX), 1);
         assert_eq!(scale(i64::MAX / 2, i64::MAX), 10);
