@@ -32,6 +32,11 @@ pub struct Progress {
     /// Set to stop the job before its next range (or user): a shared job
     /// whose lease was lost (`jobs.rs`) stops this way.
     pub stop: AtomicBool,
+    /// Set to hand a shared job back (a server shutting down): its worker
+    /// stops before the next range (or user), gives its lease up at once,
+    /// so another worker resumes the shard without waiting for the lease
+    /// to expire, and returns [`Error::Stopped`].
+    pub release: AtomicBool,
     started: Instant,
 }
 
@@ -43,6 +48,7 @@ impl Default for Progress {
             ranges_done: AtomicUsize::new(0),
             ranges_total: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
+            release: AtomicBool::new(false),
             started: Instant::now(),
         }
     }
@@ -63,6 +69,12 @@ pub struct ProgressSnapshot {
 }
 
 impl Progress {
+    /// Whether the job is to stop before its next range (or user):
+    /// [`Progress::stop`] or [`Progress::release`].
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.release.load(Ordering::Relaxed)
+    }
+
     pub fn snapshot(&self) -> ProgressSnapshot {
         let elapsed = self.started.elapsed();
         let events = self.events.load(Ordering::Relaxed);
@@ -218,7 +230,7 @@ pub(crate) fn run_ranges(
                         let Some((index, range)) = next else {
                             return Ok(());
                         };
-                        if progress.stop.load(Ordering::Relaxed) {
+                        if progress.stopping() {
                             return Err(Error::Stopped);
                         }
                         work(range)?;

@@ -186,7 +186,7 @@ impl Engine {
         let mut local = MaintainReport::default();
         let mut cursor = range.start.clone();
         while let Some(user) = next_user(app, range, &cursor)? {
-            if progress.stop.load(Ordering::Relaxed) {
+            if progress.stopping() {
                 return Err(Error::Stopped);
             }
             match self.fold_user(app, &user)? {

@@ -400,6 +400,55 @@ fn transient_store_errors_are_retried(store: Arc<dyn Store>, clock: &FakeClock) 
     assert_eq!(read_texts(&a, APP, &users), before);
 }
 
+/// A worker told to hand its job back (a server shutting down) stops at
+/// its next check, gives its lease up at once and says so; another
+/// worker takes the shard over without waiting for the lease to expire
+/// (the fake clock never moves), with the same profiles.
+fn a_handed_back_shard_is_taken_over_at_once(store: Arc<dyn Store>, clock: &FakeClock) {
+    let failures = Arc::new(AtomicUsize::new(0));
+    let flaky: Arc<dyn Store> = Arc::new(Flaky {
+        inner: store,
+        failures: Arc::clone(&failures),
+    });
+    let (a, b) = two_engines(flaky, clock);
+    let users = users();
+    let before = read_texts(&a, APP, &users);
+    a.create_job(APP, "nightly", JobKind::Maintain, 1).unwrap();
+    // An outage keeps a's shard waiting between its retries.
+    failures.store(1_000_000, Ordering::SeqCst);
+    let slow = WorkOptions {
+        retries: vec![Duration::from_millis(300); 100],
+        ..worker("a")
+    };
+    let progress = Progress::default();
+    std::thread::scope(|s| {
+        let running = s.spawn(|| a.work_on_job(APP, "nightly", Some(0), &slow, &progress));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while a.job(APP, "nightly").unwrap().unwrap().shards[0].state != ShardState::Running {
+            assert!(Instant::now() < deadline, "a never took the shard");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        progress.release.store(true, Ordering::Relaxed);
+        let err = running.join().unwrap().unwrap_err();
+        assert!(matches!(err, affinity_engine::Error::Stopped), "{err}");
+    });
+    failures.store(0, Ordering::SeqCst);
+    let job = b.job(APP, "nightly").unwrap().unwrap();
+    let shard = &job.shards[0];
+    assert_eq!(shard.state, ShardState::Stalled, "{job:?}");
+    assert_eq!(shard.worker.as_deref(), Some("a"));
+    assert!(shard.lease_expires_at.unwrap() < clock.now(), "{job:?}");
+    assert_eq!(shard.detail["status"], "released", "{job:?}");
+    let done = b
+        .work_on_job(APP, "nightly", None, &worker("b"), &Progress::default())
+        .unwrap();
+    let seen = done.to_json(clock.now());
+    assert_eq!(seen["status"], "succeeded", "{seen}");
+    assert_eq!(seen["shards"][0]["worker"], "b", "{seen}");
+    assert_eq!(seen["report"]["users"], 4, "{seen}");
+    assert_eq!(read_texts(&a, APP, &users), before);
+}
+
 /// Poll `check` until it holds, for at most `SETTINGS_REFRESH` and a
 /// generous margin for a loaded machine (not a timing assert: the bound
 /// is what the docs promise, the margin only keeps the test from hanging).
@@ -480,6 +529,13 @@ macro_rules! suite {
             fn transient_store_errors_are_retried() {
                 let clock = FakeClock::new(real_now());
                 super::transient_store_errors_are_retried(store(&clock), &clock);
+            }
+
+            #[$ignore]
+            #[test]
+            fn a_handed_back_shard_is_taken_over_at_once() {
+                let clock = FakeClock::new(real_now());
+                super::a_handed_back_shard_is_taken_over_at_once(store(&clock), &clock);
             }
 
             #[$ignore]

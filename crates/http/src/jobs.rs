@@ -36,6 +36,8 @@ impl Local {
 pub struct Jobs {
     worker: WorkOptions,
     list: Mutex<Vec<Arc<Local>>>,
+    /// Set by [`Jobs::hand_back`]: no job starts here any more.
+    closing: AtomicBool,
 }
 
 impl Default for Jobs {
@@ -43,6 +45,7 @@ impl Default for Jobs {
         Jobs {
             worker: WorkOptions::this_process(2),
             list: Mutex::default(),
+            closing: AtomicBool::new(false),
         }
     }
 }
@@ -96,9 +99,46 @@ impl Jobs {
         Ok(resumed)
     }
 
+    /// Stop working on jobs, for a server shutting down: no job starts
+    /// here any more, and each running one stops before its next range
+    /// (or user) and gives its lease up at once, so a live worker resumes
+    /// it at its next look instead of after the lease expires. Returns
+    /// once none runs here, or after `wait` (a job still running then is
+    /// taken over when its lease expires, as after a crash); false then.
+    pub async fn hand_back(&self, wait: std::time::Duration) -> bool {
+        self.closing.store(true, Ordering::Relaxed);
+        for job in self.lock().iter() {
+            job.progress.release.store(true, Ordering::Relaxed);
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let running: Vec<String> = self
+                .lock()
+                .iter()
+                .filter(|j| j.is_running())
+                .map(|j| format!("{}/{}", j.app, j.id))
+                .collect();
+            if running.is_empty() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(
+                    jobs = %running.join(", "),
+                    "jobs still running at shutdown: another worker takes them over when their leases expire"
+                );
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// Work on job `id` on a blocking thread until every shard is done,
-    /// shard `prefer` first.
+    /// shard `prefer` first (nothing when the server is closing: the job
+    /// waits for another worker).
     fn work(self: &Arc<Self>, engine: &Arc<Engine>, app: &str, id: &str, prefer: Option<usize>) {
+        if self.closing.load(Ordering::Relaxed) {
+            return;
+        }
         let local = Arc::new(Local {
             app: app.to_string(),
             id: id.to_string(),
@@ -121,6 +161,9 @@ impl Jobs {
             match result {
                 Ok(job) => {
                     tracing::info!(job = %local.id, app = %local.app, status = job.state(), "job done")
+                }
+                Err(affinity_engine::Error::Stopped) => {
+                    tracing::info!(job = %local.id, app = %local.app, "job handed back")
                 }
                 Err(e) => {
                     tracing::error!(job = %local.id, app = %local.app, error = %e, "job failed")
@@ -163,5 +206,76 @@ impl Jobs {
                 let _ = writeln!(out, "{name}{{app=\"{}\",job=\"{}\"}} {v}", j.app, j.id);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn engine() -> Arc<Engine> {
+        let engine = Engine::open(Arc::new(affinity_model::MemoryStore::new())).unwrap();
+        engine
+            .configure_app("shop", affinity_engine::AppConfig::default())
+            .unwrap();
+        Arc::new(engine)
+    }
+
+    /// A job running here is told to hand back and waited for; once it
+    /// stops, `hand_back` returns true. One that never stops is given up
+    /// on after the wait.
+    #[tokio::test]
+    async fn hand_back_waits_for_the_running_jobs() {
+        let jobs = Arc::new(Jobs::default());
+        let local = Arc::new(Local {
+            app: "shop".into(),
+            id: "j1".into(),
+            progress: Progress::default(),
+            running: AtomicBool::new(true),
+        });
+        jobs.lock().push(Arc::clone(&local));
+        // The job's worker: stops once told to.
+        let worker = std::thread::spawn({
+            let local = Arc::clone(&local);
+            move || {
+                while !local.progress.release.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                local.running.store(false, Ordering::Relaxed);
+            }
+        });
+        assert!(jobs.hand_back(Duration::from_secs(60)).await);
+        worker.join().unwrap();
+
+        let stuck = Arc::new(Jobs::default());
+        stuck.lock().push(Arc::new(Local {
+            app: "shop".into(),
+            id: "j2".into(),
+            progress: Progress::default(),
+            running: AtomicBool::new(true),
+        }));
+        assert!(!stuck.hand_back(Duration::from_millis(50)).await);
+    }
+
+    /// Once handing back, the server starts no job: a maintenance asked
+    /// for is recorded, for another worker to take, but not run here.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_closing_server_starts_no_job() {
+        let engine = engine();
+        let jobs = Arc::new(Jobs::default());
+        assert!(jobs.hand_back(Duration::from_secs(1)).await);
+        let id = {
+            let (jobs, engine) = (Arc::clone(&jobs), Arc::clone(&engine));
+            tokio::task::spawn_blocking(move || jobs.start_maintenance(&engine, "shop"))
+                .await
+                .unwrap()
+                .unwrap()
+        };
+        assert!(!jobs.running("shop"));
+        assert!(jobs.lock().is_empty());
+        let job = engine.job("shop", &id).unwrap().expect("the job's record");
+        assert_eq!(job.shards[0].state, ShardState::Pending);
     }
 }

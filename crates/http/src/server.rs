@@ -197,8 +197,14 @@ fn is_write(method: &Method, route: &str) -> bool {
 /// use and refreshes it only for writes through itself).
 pub const CATALOG_REFRESH: Duration = Duration::from_secs(60);
 
+/// How long a server shutting down waits for its jobs to stop and give
+/// their leases up ([`crate::Jobs::hand_back`]): within Kubernetes' default
+/// 30 s grace period, with room for the requests in flight.
+pub const HAND_BACK_WAIT: Duration = Duration::from_secs(10);
+
 /// Serve `state` on `listener` until `shutdown` resolves; requests in
-/// flight then finish before this returns.
+/// flight then finish, and the jobs this server works on are handed
+/// back, before this returns.
 pub async fn serve(
     listener: TcpListener,
     state: Arc<State>,
@@ -238,12 +244,14 @@ pub async fn serve(
         stopping.stop_waiting();
     };
     let header_timeout = state.limiter.server.header_timeout();
+    let jobs = Arc::clone(&state.jobs);
     let served = accept_until(listener, router(state), header_timeout, shutdown).await;
     refresh.abort();
     keys.abort();
     for task in [maintenance, key_vis].into_iter().flatten() {
         task.abort();
     }
+    jobs.hand_back(HAND_BACK_WAIT).await;
     served?;
     tracing::info!("server stopped");
     Ok(())

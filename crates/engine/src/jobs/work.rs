@@ -137,6 +137,9 @@ impl Engine {
     ) -> Result<JobStatus> {
         let poll = (options.lease / 4).clamp(Duration::from_millis(50), Duration::from_secs(2));
         loop {
+            if progress.release.load(Ordering::Relaxed) {
+                return Err(Error::Stopped);
+            }
             let job = self.job(app, id)?.ok_or_else(|| Error::InvalidArgument {
                 name: "job",
                 reason: format!("no job {id:?} in application {app:?}"),
@@ -162,6 +165,9 @@ impl Engine {
                     ran = true;
                     break;
                 }
+            }
+            if progress.release.load(Ordering::Relaxed) {
+                return Err(Error::Stopped);
             }
             if !ran {
                 std::thread::sleep(poll);
@@ -211,11 +217,11 @@ impl Engine {
         let shard_progress = Progress::default();
         let lease_col = column("lease", index);
         let shard_col = column("shard", index);
-        // Swap the lease for a fresh one and write `cells`, if it is still
-        // this worker's.
-        let renew = |extra: Vec<Mutation>| -> Result<bool> {
+        // Swap the lease for one expiring at `expiry` and write `extra`, if
+        // it is still this worker's.
+        let swap = |expiry: i64, extra: Vec<Mutation>| -> Result<bool> {
             let mut guard = mine.lock().unwrap_or_else(|p| p.into_inner());
-            let next = lease_value(self.now_millis() + lease_ms, &options.worker);
+            let next = lease_value(expiry, &options.worker);
             let mut mutations = vec![Mutation::set_cell(
                 FAMILY,
                 lease_col.clone(),
@@ -234,6 +240,7 @@ impl Engine {
             }
             Ok(ok)
         };
+        let renew = |extra: Vec<Mutation>| swap(self.now_millis() + lease_ms, extra);
         let snapshot = |outcome: Option<&Result<Value>>| {
             shard_progress.users.store(
                 progress.users.load(Ordering::Relaxed) - base.0,
@@ -294,6 +301,14 @@ impl Engine {
             outcome
         });
         if matches!(outcome, Err(Error::Stopped)) {
+            if progress.release.load(Ordering::Relaxed) {
+                // Handed back: the lease, if still this worker's, expired
+                // a millisecond ago, so the next worker to look takes the
+                // shard over; the ranges it finished stay finished.
+                let mut released = snapshot(None);
+                released["status"] = "released".into();
+                swap(self.now_millis() - 1, vec![write_detail(&released)?])?;
+            }
             return Ok(());
         }
         let done = Mutation::set_cell(FAMILY, column("done", index), 0, Vec::new());
@@ -336,7 +351,7 @@ impl Engine {
         loop {
             match self.run_kind(job, index, options.threads, progress) {
                 Err(Error::Store(e)) if e.is_retryable() => match waits.next() {
-                    Some(wait) if !progress.stop.load(Ordering::Relaxed) => {
+                    Some(wait) if !progress.stopping() => {
                         warn(
                             &job.id,
                             index,
@@ -345,7 +360,7 @@ impl Engine {
                         std::thread::sleep(*wait);
                         // The renewer stops the shard when the lease went
                         // elsewhere meanwhile.
-                        if progress.stop.load(Ordering::Relaxed) {
+                        if progress.stopping() {
                             return Err(Error::Stopped);
                         }
                     }
