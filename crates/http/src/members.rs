@@ -17,6 +17,7 @@ const LINEAR_LOOKUP: usize = 16;
 /// An object's members in the order sent. A name sent twice keeps its
 /// last value, at its first place (as a JSON object reader keeps the
 /// last).
+#[derive(Debug)]
 pub(crate) struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 
 impl<'a> Members<'a> {

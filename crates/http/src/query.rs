@@ -235,7 +235,7 @@ const RERANK_FIELDS: [&str; 4] = ["userToken", "hits", "personalizationImpact", 
 /// borrowed from the body), the impact, the variant forced.
 struct RerankBody<'a> {
     user: String,
-    hits: Vec<&'a RawValue>,
+    hits: Hits<'a>,
     impact: Option<u32>,
     variant: Option<String>,
 }
@@ -285,11 +285,8 @@ fn parse_rerank_body(bytes: &[u8]) -> Result<RerankBody<'_>> {
         }
     };
     check_user_token(&user)?;
-    let hits: Vec<&RawValue> = match members
-        .get("hits")
-        .map(|raw| serde_json::from_str(raw.get()))
-    {
-        Some(Ok(hits)) => hits,
+    let hits = match members.get("hits").map(Hits::of) {
+        Some(Some(hits)) => hits,
         _ => return Err(Error::unprocessable("hits", "Hits must be an array")),
     };
     if hits.len() > MAX_HITS {
@@ -344,16 +341,51 @@ fn parse_rerank_body(bytes: &[u8]) -> Result<RerankBody<'_>> {
     })
 }
 
+/// The hits of a re-ranking body: read into their members in one pass
+/// over their text when every hit is an object (as sent by every search
+/// engine), else as text, for [`read_hits`] to name the hit at fault
+/// after the body's other checks.
+enum Hits<'a> {
+    Objects(Vec<Members<'a>>),
+    Raw(Vec<&'a RawValue>),
+}
+
+impl<'a> Hits<'a> {
+    /// `None` when `raw` is not an array.
+    fn of(raw: &'a RawValue) -> Option<Hits<'a>> {
+        if let Ok(objects) = serde_json::from_str(raw.get()) {
+            return Some(Hits::Objects(objects));
+        }
+        serde_json::from_str(raw.get()).ok().map(Hits::Raw)
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Hits::Objects(hits) => hits.len(),
+            Hits::Raw(hits) => hits.len(),
+        }
+    }
+}
+
 /// Each hit's members and the engine's reading of it (only the values of
 /// the facets `strategy` scores are parsed); a hit that is not an object
 /// or has no objectID is a 422 naming it.
-fn read_hits<'a>(hits: &[&'a RawValue], strategy: &Strategy) -> Result<Vec<(Members<'a>, Hit)>> {
-    hits.iter()
+fn read_hits<'a>(hits: Hits<'a>, strategy: &Strategy) -> Result<Vec<(Members<'a>, Hit)>> {
+    let hits: Vec<Members<'a>> = match hits {
+        Hits::Objects(hits) => hits,
+        Hits::Raw(raw) => raw
+            .iter()
+            .enumerate()
+            .map(|(i, raw)| {
+                Members::of(raw).ok_or_else(|| {
+                    Error::unprocessable("hits", format!("Hits[{i}] must be a JSON object"))
+                })
+            })
+            .collect::<Result<_>>()?,
+    };
+    hits.into_iter()
         .enumerate()
-        .map(|(i, raw)| {
-            let members = Members::of(raw).ok_or_else(|| {
-                Error::unprocessable("hits", format!("Hits[{i}] must be a JSON object"))
-            })?;
+        .map(|(i, members)| {
             let object_id = members
                 .get("objectID")
                 .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
@@ -455,7 +487,7 @@ pub async fn post_rerank(
         let strategy = serving.strategy;
         let impact = impact.unwrap_or(strategy.personalization_impact);
         let (members, read): (Vec<Members>, Vec<Hit>) =
-            read_hits(&hits, &strategy)?.into_iter().unzip();
+            read_hits(hits, &strategy)?.into_iter().unzip();
         let catalog = if rerank::needs_catalog(&read) {
             Some(state.engine.catalog(&caller.app, &index)?)
         } else {
@@ -617,16 +649,19 @@ mod tests {
             ),
         ];
         for (sent, expected) in cases {
-            let raw: &RawValue = serde_json::from_str(sent).unwrap();
-            let read = read_hits(&[raw], &strategy).unwrap();
+            let array = format!("[{sent}]");
+            let raw: &RawValue = serde_json::from_str(&array).unwrap();
+            let hits = Hits::of(raw).unwrap();
+            assert!(matches!(hits, Hits::Objects(_)), "{sent}");
+            let read = read_hits(hits, &strategy).unwrap();
             let mut out = Vec::new();
             write_ranked_hit(&mut out, &read[0].0, &ranked);
             let got: Value = serde_json::from_slice(&out).expect("JSON");
             assert_eq!(got, expected, "{sent}");
         }
         let raw: &RawValue =
-            serde_json::from_str(r#"{"objectID":"a","brand":["X",1,{"z":1}]}"#).unwrap();
-        let read = read_hits(&[raw], &strategy).unwrap();
+            serde_json::from_str(r#"[{"objectID":"a","brand":["X",1,{"z":1}]}]"#).unwrap();
+        let read = read_hits(Hits::of(raw).unwrap(), &strategy).unwrap();
         assert_eq!(
             read[0].1.facets,
             [
@@ -634,17 +669,34 @@ mod tests {
                 ("brand".to_string(), "1".to_string())
             ]
         );
-        for (bad, field) in [
-            ("[1]", "hits"),
-            (r#"{"objectID":""}"#, "objectID"),
-            (r#"{"objectID":7}"#, "objectID"),
+        // A hit that is not an object is named by its place, after the
+        // objects before it; the hits are then read from their text.
+        for (bad, field, message) in [
+            (
+                r#"[{"objectID":"a"},[1]]"#,
+                "hits",
+                "Hits[1] must be a JSON object",
+            ),
+            (
+                r#"[{"objectID":"a"},"b"]"#,
+                "hits",
+                "Hits[1] must be a JSON object",
+            ),
+            (
+                r#"[{"objectID":"a"},{"objectID":""}]"#,
+                "objectID",
+                "Hits[1].objectID",
+            ),
+            (r#"[{"objectID":7}]"#, "objectID", "Hits[0].objectID"),
         ] {
             let raw: &RawValue = serde_json::from_str(bad).unwrap();
-            assert_eq!(
-                read_hits(&[raw], &strategy).err().and_then(|e| e.field()),
-                Some(field),
-                "{bad}"
-            );
+            let err = read_hits(Hits::of(raw).unwrap(), &strategy).unwrap_err();
+            assert_eq!(err.field(), Some(field), "{bad}");
+            assert!(err.to_string().contains(message), "{bad}: {err}");
+        }
+        for not_array in [r#"{"objectID":"a"}"#, "7", "null"] {
+            let raw: &RawValue = serde_json::from_str(not_array).unwrap();
+            assert!(Hits::of(raw).is_none(), "{not_array}");
         }
     }
 }
