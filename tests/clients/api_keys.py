@@ -1,7 +1,7 @@
 """API keys kept in the store, managed with Algolia's Python client 4.x
 (`SearchClientSync.add_api_key`, `list_api_keys`, `get_api_key`,
-`update_api_key`, `delete_api_key`) against affinity serve, and the key it
-made used by the Insights client. Prints what each call answered as one
+`update_api_key`, `delete_api_key`) against affinity serve, and the keys it
+made used by the Insights client (one limited by maxQueriesPerIPPerHour). Prints what each call answered as one
 JSON line.
 
 Usage: python api_keys.py HOST PORT APP ADMIN_KEY
@@ -36,7 +36,11 @@ def outcome(call):
 
 
 def send_event(key):
-    insights = InsightsClientSync.create_with_config(at_server(InsightsConfig(app, key)))
+    config = at_server(InsightsConfig(app, key))
+    # The client waits out a 429's Retry-After and tries again (3 times by
+    # default): here the 429 itself is the answer wanted.
+    config.max_rate_limit_retries = 0
+    insights = InsightsClientSync.create_with_config(config)
     event = {
         "eventType": "click",
         "eventName": "Product Clicked",
@@ -64,4 +68,15 @@ out["unknown_acl"] = outcome(lambda: search.add_api_key({"acl": ["addObject"]}))
 out["deleted"] = outcome(lambda: search.delete_api_key(key))
 out["got_after_delete"] = outcome(lambda: search.get_api_key(key))
 out["deleted_key_sends_events"] = send_event(key)
+# maxQueriesPerIPPerHour, as the client's ApiKey model sends it: two
+# requests an hour from this address, then 429. (A search key: the
+# client's ACL names have no `events`, so it cannot read back an events
+# key. Its events are refused with 403, but count.)
+out["limited"] = outcome(
+    lambda: search.add_api_key({"acl": ["search"], "maxQueriesPerIPPerHour": 2})
+)
+limited = out["limited"]["key"]
+out["got_limited"] = outcome(lambda: search.get_api_key(limited))
+out["limited_sends"] = [send_event(limited).get("status") for _ in range(3)]
+out["limited_deleted"] = outcome(lambda: search.delete_api_key(limited))
 print(json.dumps(out))

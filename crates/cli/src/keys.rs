@@ -120,6 +120,11 @@ pub enum KeysCommand {
         /// Refuse the key this many seconds from now (default: never).
         #[arg(long, value_name = "SECONDS")]
         valid_for: Option<u64>,
+        /// Requests an hour one client may make with the key (Algolia's
+        /// maxQueriesPerIPPerHour): per IP address, or per user token for
+        /// secured keys restricted to one; per server (default: no limit).
+        #[arg(long, value_name = "N")]
+        max_queries_per_ip_per_hour: Option<u32>,
     },
     /// List an application's API keys kept in the store.
     List {
@@ -189,11 +194,16 @@ pub fn run(cmd: KeysCommand, backend: &BackendArgs) -> anyhow::Result<()> {
             acl,
             description,
             valid_for,
+            max_queries_per_ip_per_hour,
         } => {
             if valid_for == Some(0) {
                 bail!("--valid-for 0: give a number of seconds above 0, or leave it out for a key that never expires");
             }
-            let spec = KeySpec::new(parse_acls(&acl)?, description, valid_for.unwrap_or(0))?;
+            if max_queries_per_ip_per_hour == Some(0) {
+                bail!("--max-queries-per-ip-per-hour 0: give a number of requests above 0, or leave it out for no limit");
+            }
+            let spec = KeySpec::new(parse_acls(&acl)?, description, valid_for.unwrap_or(0))?
+                .with_max_queries_per_ip_per_hour(max_queries_per_ip_per_hour.unwrap_or(0));
             let engine = open_engine(backend)?;
             let (key, _) = keystore::create(&engine, &app, &spec)?;
             println!("{key}");
@@ -203,8 +213,8 @@ pub fn run(cmd: KeysCommand, backend: &BackendArgs) -> anyhow::Result<()> {
             let engine = open_engine(backend)?;
             let now = engine.now_millis();
             println!(
-                "{:<71}  {:<24}  {:<20}  {:>10}  description",
-                "key", "acl", "createdAt", "validity"
+                "{:<71}  {:<24}  {:<20}  {:>10}  {:>11}  description",
+                "key", "acl", "createdAt", "validity", "per IP/hour"
             );
             for key in keystore::list(&engine, &app)? {
                 let json = keystore::key_json(&key, now);
@@ -212,12 +222,16 @@ pub fn run(cmd: KeysCommand, backend: &BackendArgs) -> anyhow::Result<()> {
                     Some(0) | None => "never".to_string(),
                     Some(s) => format!("{s}s"),
                 };
+                let per_ip = key
+                    .max_queries_per_ip_per_hour
+                    .map_or("-".to_string(), |n| n.to_string());
                 println!(
-                    "{:<71}  {:<24}  {:<20}  {:>10}  {}",
+                    "{:<71}  {:<24}  {:<20}  {:>10}  {:>11}  {}",
                     json["value"].as_str().unwrap_or_default(),
                     key.acl.join(","),
                     affinity_rowkey::time::format_seconds(key.created_at).unwrap_or_default(),
                     validity,
+                    per_ip,
                     key.description
                 );
             }

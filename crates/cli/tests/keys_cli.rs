@@ -44,6 +44,8 @@ fn keys_added_by_the_cli_work_on_the_server() {
             "shop front",
             "--valid-for",
             "3600",
+            "--max-queries-per-ip-per-hour",
+            "500",
         ],
     )
     .trim()
@@ -59,7 +61,7 @@ fn keys_added_by_the_cli_work_on_the_server() {
         .find(|l| l.starts_with(&key))
         .unwrap_or_else(|| panic!("{listed}"));
     assert!(
-        line.contains("search,events") && line.contains("shop front"),
+        line.contains("search,events") && line.contains(" 500  shop front"),
         "{line}"
     );
     // The admin key's text is not kept: listed by its digest.

@@ -45,6 +45,10 @@ pub struct StoredKey {
     pub created_at: i64,
     /// Milliseconds since the epoch after which the key is refused.
     pub valid_until: Option<i64>,
+    /// Algolia's `maxQueriesPerIPPerHour`: the requests one client (an IP
+    /// address, or the user token a secured key is restricted to) may
+    /// make with this key in an hour; `None`: no such limit.
+    pub max_queries_per_ip_per_hour: Option<u32>,
 }
 
 impl StoredKey {
@@ -57,6 +61,9 @@ impl StoredKey {
         });
         if let Some(plain) = &self.plain {
             v["value"] = json!(plain);
+        }
+        if let Some(n) = self.max_queries_per_ip_per_hour {
+            v["maxQueriesPerIPPerHour"] = json!(n);
         }
         v
     }
@@ -79,6 +86,10 @@ impl StoredKey {
             valid_until: match v.get("validUntil") {
                 None | Some(Value::Null) => None,
                 Some(t) => Some(t.as_i64()?),
+            },
+            max_queries_per_ip_per_hour: match v.get("maxQueriesPerIPPerHour") {
+                None | Some(Value::Null) => None,
+                Some(n) => Some(u32::try_from(n.as_u64()?).ok()?),
             },
         })
     }

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::clients::Client;
 use crate::error::{Error, Result};
 use crate::secured::{Restrictions, SecuredKey};
 use crate::state::State;
@@ -67,7 +68,13 @@ pub struct ApiKey {
     /// Milliseconds since the epoch after which the key is refused (keys
     /// in the store may expire; configured keys never do).
     valid_until: Option<i64>,
+    /// Algolia's `maxQueriesPerIPPerHour`: requests per hour from one
+    /// client (see [`crate::limits::Client`]).
+    per_client_hourly: Option<u32>,
 }
+
+/// The header proxies record the client's address in.
+const FORWARDED_FOR: &str = "x-forwarded-for";
 
 /// The prefix of a key configured as its SHA-256 digest.
 pub const SHA256_PREFIX: &str = "sha256:";
@@ -96,6 +103,7 @@ impl ApiKey {
                 plain: Some(value.to_string()),
                 acl,
                 valid_until: None,
+                per_client_hourly: None,
             });
         };
         let bad = || {
@@ -118,6 +126,7 @@ impl ApiKey {
             plain: None,
             acl,
             valid_until: None,
+            per_client_hourly: None,
         })
     }
 
@@ -127,12 +136,14 @@ impl ApiKey {
         plain: Option<String>,
         acl: BTreeSet<Acl>,
         valid_until: Option<i64>,
+        per_client_hourly: Option<u32>,
     ) -> ApiKey {
         ApiKey {
             digest,
             plain,
             acl,
             valid_until,
+            per_client_hourly,
         }
     }
 
@@ -174,6 +185,8 @@ pub struct Access {
     /// The SHA-256 of the configured key that granted this (a secured
     /// key's parent): what its rate limit is counted under.
     pub key: [u8; 32],
+    /// That key's requests per hour from one client, if it limits them.
+    pub per_client_hourly: Option<u32>,
 }
 
 impl Keys {
@@ -190,6 +203,21 @@ impl Keys {
         }
         let key = ApiKey::parse(app, key, acl)?;
         self.apps.entry(app.to_string()).or_default().push(key);
+        Ok(())
+    }
+
+    /// Limit the requests made with the configured key `key` of `app`
+    /// (its value as configured) to `per_hour` from one client.
+    pub fn limit_per_client(&mut self, app: &str, key: &str, per_hour: u32) -> Result<()> {
+        let digest = configured_digest(app, key)?;
+        let found = self
+            .apps
+            .get_mut(app)
+            .and_then(|keys| keys.iter_mut().find(|k| k.digest == digest))
+            .ok_or_else(|| Error::Config {
+                reason: format!("application {app:?}: no such key to limit"),
+            })?;
+        found.per_client_hourly = Some(per_hour);
         Ok(())
     }
 
@@ -245,6 +273,7 @@ impl Keys {
                 acl: found.acl.clone(),
                 restrictions: None,
                 key: found.digest,
+                per_client_hourly: found.per_client_hourly,
             });
         }
         if sets.iter().all(|s| s.is_empty()) {
@@ -274,6 +303,7 @@ impl Keys {
             acl: parent.acl.clone(),
             restrictions: Some(Arc::new(secured.restrictions()?)),
             key: parent.digest,
+            per_client_hourly: parent.per_client_hourly,
         })
     }
 
@@ -374,18 +404,42 @@ impl FromRequestParts<Arc<State>> for Caller {
         let app = credential(parts, &query, APP_ID_HEADER).ok_or(Error::Unauthorized)?;
         let key = credential(parts, &query, API_KEY_HEADER).ok_or(Error::Unauthorized)?;
         let access = state.stored_keys.authenticate(state, &app, &key).await?;
+        let needs_ip = access.restrictions.is_some() || access.per_client_hourly.is_some();
+        // The connection's peer, or behind trusted proxies the address
+        // they forwarded (see `clients.rs` and docs/api.md).
+        let ip = needs_ip
+            .then(|| {
+                let peer = parts
+                    .extensions
+                    .get::<ConnectInfo<SocketAddr>>()
+                    .map(|ConnectInfo(addr)| addr.ip());
+                let forwarded = parts
+                    .headers
+                    .get_all(FORWARDED_FOR)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok());
+                state.limiter.proxies.client_ip(peer, forwarded)
+            })
+            .flatten();
         if let Some(r) = &access.restrictions {
             let now = u64::try_from(state.engine.now_millis() / 1000).unwrap_or(0);
             r.check_time(now)?;
-            // The connection's peer: a proxy in front of the server makes
-            // every client its own address (see docs/api.md).
-            let peer = parts
-                .extensions
-                .get::<ConnectInfo<SocketAddr>>()
-                .map(|ConnectInfo(addr)| addr.ip());
-            r.check_source(peer)?;
+            r.check_source(ip)?;
         }
         state.limiter.check_rate(&app, &access.key)?;
+        if let Some(per_hour) = access.per_client_hourly {
+            let client = match access
+                .restrictions
+                .as_ref()
+                .and_then(|r| r.user_token.clone())
+            {
+                Some(user) => Client::User(user),
+                None => Client::Ip(ip),
+            };
+            state
+                .limiter
+                .check_client(&app, &access.key, &client, per_hour)?;
+        }
         Ok(Caller {
             app,
             acl: access.acl,

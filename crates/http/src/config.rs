@@ -2,6 +2,10 @@
 //! ACLs, schema and retention.
 //!
 //! ```toml
+//! # proxies (load balancers) whose X-Forwarded-For names the client
+//! # (per-client limits, restrictSources); addresses or blocks
+//! trusted_proxies = ["10.0.0.0/8"]
+//!
 //! [limits]                 # the server's own (every field optional)
 //! max_in_flight = 1024     # requests served at once; more get 503
 //! max_writes_in_flight = 16  # writes served at once; more get 503, reads still pass
@@ -17,6 +21,9 @@
 //! keys = [
 //!   { value = "admin-secret", acl = ["admin"] },
 //!   { value = "browser-key", acl = ["events", "search"], rate_limit = { per_second = 100 } },
+//!   # Algolia's maxQueriesPerIPPerHour: per client (IP address, or the
+//!   # user token of a secured key derived from it), per server
+//!   { value = "page-key", acl = ["search"], max_queries_per_ip_per_hour = 600 },
 //!   # the SHA-256 of a key (`affinity keys hash KEY`): the key itself is
 //!   # not in the file, and it cannot be the parent of secured API keys
 //!   { value = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", acl = ["search"] },
@@ -27,6 +34,7 @@ use affinity_engine::{AppConfig, Engine, Schema};
 use serde::Deserialize;
 
 use crate::auth::{configured_digest, Acl, Keys};
+use crate::clients::Proxies;
 use crate::error::{Error, Result};
 use crate::limits::{Limiter, RateLimit, ServerLimits};
 
@@ -34,6 +42,10 @@ use crate::limits::{Limiter, RateLimit, ServerLimits};
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// Proxies whose `X-Forwarded-For` names the client: addresses or
+    /// blocks (`10.0.0.0/8`).
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
     #[serde(default)]
     pub limits: ServerLimits,
     #[serde(default)]
@@ -68,6 +80,9 @@ pub struct KeyEntry {
     pub acl: Vec<Acl>,
     /// This key's requests, and those of the secured keys it signs.
     pub rate_limit: Option<RateLimit>,
+    /// Requests an hour from one client (Algolia's
+    /// `maxQueriesPerIPPerHour`, see `clients.rs`; 0: no limit).
+    pub max_queries_per_ip_per_hour: Option<u32>,
 }
 
 impl Config {
@@ -91,6 +106,7 @@ impl Config {
                 value: key.to_string(),
                 acl: vec![Acl::Admin],
                 rate_limit: None,
+                max_queries_per_ip_per_hour: None,
             }],
         });
     }
@@ -101,6 +117,10 @@ impl Config {
         for app in &self.apps {
             for key in &app.keys {
                 keys.add(&app.id, &key.value, key.acl.iter().copied())?;
+                // 0, as in Algolia: no limit.
+                if let Some(n) = key.max_queries_per_ip_per_hour.filter(|n| *n > 0) {
+                    keys.limit_per_client(&app.id, &key.value, n)?;
+                }
             }
         }
         if keys.is_empty() {
@@ -116,6 +136,7 @@ impl Config {
     pub fn limiter(&self) -> Result<Limiter> {
         self.limits.check()?;
         let mut limiter = Limiter::new(self.limits);
+        limiter.proxies = Proxies::parse(&self.trusted_proxies)?;
         for app in &self.apps {
             if let Some(limit) = app.rate_limit {
                 limit.check(&format!("application {:?}", app.id))?;

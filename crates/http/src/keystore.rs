@@ -234,6 +234,7 @@ fn usable(app: &str, key: &StoredKey) -> Option<ApiKey> {
             key.plain.clone(),
             acl,
             key.valid_until,
+            key.max_queries_per_ip_per_hour,
         )),
         Ok(_) => None,
         Err(unknown) => {
@@ -251,6 +252,9 @@ pub struct KeySpec {
     pub description: String,
     /// Seconds from now after which the key is refused; 0: never.
     pub validity: u64,
+    /// Algolia's `maxQueriesPerIPPerHour`: requests an hour from one
+    /// client (see `clients.rs`); 0: no limit.
+    pub max_queries_per_ip_per_hour: u32,
 }
 
 /// The ACLs named in `names`: at least one, each one of ours.
@@ -280,13 +284,10 @@ fn invalid(name: &'static str, reason: impl Into<String>) -> Error {
 
 /// Algolia's key fields this server does not apply: refused, so no one
 /// believes a key is narrower than it is.
-const UNSUPPORTED: [&str; 5] = [
-    "indexes",
-    "maxHitsPerQuery",
-    "maxQueriesPerIPPerHour",
-    "queryParameters",
-    "referers",
-];
+const UNSUPPORTED: [&str; 4] = ["indexes", "maxHitsPerQuery", "queryParameters", "referers"];
+
+/// The fields of a key's body, as a refusal lists them.
+const FIELDS: &str = "acl, description, validity and maxQueriesPerIPPerHour";
 
 impl KeySpec {
     /// Check `description` and `validity` (seconds, 0: never expires).
@@ -310,7 +311,15 @@ impl KeySpec {
             acl,
             description,
             validity,
+            max_queries_per_ip_per_hour: 0,
         })
+    }
+
+    /// Limit the key's requests to `per_hour` an hour from one client
+    /// (0: no limit).
+    pub fn with_max_queries_per_ip_per_hour(mut self, per_hour: u32) -> KeySpec {
+        self.max_queries_per_ip_per_hour = per_hour;
+        self
     }
 
     /// A key's body as Algolia's API takes it: `acl` (required),
@@ -323,13 +332,16 @@ impl KeySpec {
             if UNSUPPORTED.contains(&name.as_str()) {
                 return Err(invalid(
                     "body",
-                    format!("{name:?} is not supported by this server: use acl, description and validity"),
+                    format!("{name:?} is not supported by this server: use {FIELDS}"),
                 ));
             }
-            if !matches!(name.as_str(), "acl" | "description" | "validity") {
+            if !matches!(
+                name.as_str(),
+                "acl" | "description" | "validity" | "maxQueriesPerIPPerHour"
+            ) {
                 return Err(invalid(
                     "body",
-                    format!("unknown field {name:?}: use acl, description and validity"),
+                    format!("unknown field {name:?}: use {FIELDS}"),
                 ));
             }
         }
@@ -371,7 +383,22 @@ impl KeySpec {
                 )
             })?,
         };
-        KeySpec::new(acl, description, validity)
+        let per_hour = match object.get("maxQueriesPerIPPerHour") {
+            None | Some(Value::Null) => 0,
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| {
+                    invalid(
+                        "maxQueriesPerIPPerHour",
+                        format!(
+                            "must be a whole number of requests from 0 (no limit) to {}, not {v}",
+                            u32::MAX
+                        ),
+                    )
+                })?,
+        };
+        Ok(KeySpec::new(acl, description, validity)?.with_max_queries_per_ip_per_hour(per_hour))
     }
 
     fn stored(
@@ -390,6 +417,8 @@ impl KeySpec {
             description: self.description.clone(),
             created_at,
             valid_until: (self.validity > 0).then(|| now + self.validity as i64 * 1000),
+            max_queries_per_ip_per_hour: (self.max_queries_per_ip_per_hour > 0)
+                .then_some(self.max_queries_per_ip_per_hour),
         }
     }
 }
@@ -443,6 +472,10 @@ pub fn key_json(key: &StoredKey, now_millis: i64) -> Value {
     out.insert("acl".into(), json!(key.acl));
     out.insert("description".into(), json!(key.description));
     out.insert("validity".into(), json!(validity));
+    out.insert(
+        "maxQueriesPerIPPerHour".into(),
+        json!(key.max_queries_per_ip_per_hour.unwrap_or(0)),
+    );
     Value::Object(out)
 }
 
@@ -623,6 +656,7 @@ mod tests {
             description: String::new(),
             created_at: 0,
             valid_until: None,
+            max_queries_per_ip_per_hour: None,
         };
         engine.put_api_key("shop", &key).unwrap();
         Arc::new(engine)

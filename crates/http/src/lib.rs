@@ -47,6 +47,7 @@
 mod auth;
 mod body;
 mod catalog;
+mod clients;
 mod config;
 mod dashboard;
 mod debug;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use crate::clients::{self, Client, ClientBuckets, Proxies};
 use crate::error::{Error, Result};
 
 /// A token bucket's configuration: `per_second` requests on average,
@@ -174,9 +175,14 @@ pub struct Limiter {
     /// `(application, key digest)`: a secured API key counts against the
     /// key that signed it.
     keys: HashMap<(String, [u8; 32]), Bucket>,
+    /// The clients of keys with a per-client limit
+    /// (`maxQueriesPerIPPerHour`, see [`crate::clients`]).
+    clients: ClientBuckets,
+    /// Whose `X-Forwarded-For` is believed.
+    pub proxies: Proxies,
     in_flight: AtomicUsize,
     writes_in_flight: AtomicUsize,
-    /// `(application, "application" | "key") -> refused`.
+    /// `(application, "application" | "key" | "client") -> refused`.
     rate_limited: Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
     shed: [AtomicU64; 3],
 }
@@ -263,6 +269,32 @@ impl Limiter {
         Ok(())
     }
 
+    /// Count a request of `client` made with the key `digest` of `app`,
+    /// which allows `per_hour` requests an hour from one client;
+    /// [`Error::RateLimited`] when the client spent them.
+    pub fn check_client(
+        &self,
+        app: &str,
+        digest: &[u8; 32],
+        client: &Client,
+        per_hour: u32,
+    ) -> Result<()> {
+        let wait = match self
+            .clients
+            .take(app, digest, client, per_hour, Instant::now())
+        {
+            Ok(()) => return Ok(()),
+            Err(wait) => wait,
+        };
+        *self
+            .rate_limited
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((app.to_string(), "client"))
+            .or_default() += 1;
+        Err(clients::refusal(client, per_hour, wait))
+    }
+
     /// Admit a request (a write when `write`), or refuse it with
     /// [`Error::Overloaded`] when its cap is reached.
     pub fn admit(&self, write: bool) -> Result<Admitted<'_>> {
@@ -321,7 +353,7 @@ impl Limiter {
         let name = "affinity_http_rate_limited_total";
         let _ = writeln!(
             out,
-            "# HELP {name} Requests refused with 429, by application and limit (application or key).\n# TYPE {name} counter"
+            "# HELP {name} Requests refused with 429, by application and limit (application, key, or client: a key's maxQueriesPerIPPerHour).\n# TYPE {name} counter"
         );
         for ((app, scope), n) in self
             .rate_limited
@@ -346,6 +378,13 @@ impl Limiter {
             out,
             "# HELP {name} Requests being served.\n# TYPE {name} gauge\n{name} {}",
             self.in_flight()
+        );
+        let name = "affinity_http_limited_clients";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Clients of keys with maxQueriesPerIPPerHour whose requests this server counts (at most {}).\n# TYPE {name} gauge\n{name} {}",
+            clients::MAX_CLIENTS,
+            self.clients.len()
         );
     }
 }

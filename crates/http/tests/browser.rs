@@ -499,6 +499,10 @@ fn algolia_python_api_keys() {
         assert!(out["deleted"]["deletedAt"].is_string(), "{out}");
         assert_eq!(out["got_after_delete"]["status"], 404, "{out}");
         assert_eq!(out["deleted_key_sends_events"]["status"], 401, "{out}");
+        assert_eq!(out["got_limited"]["maxQueriesPerIPPerHour"], 2, "{out}");
+        // A search key's events are refused (403) but count.
+        assert_eq!(out["limited_sends"], json!([403, 403, 429]), "{out}");
+        assert!(out["limited_deleted"]["deletedAt"].is_string(), "{out}");
         assert!(server.engine.api_keys(APP).unwrap().is_empty());
         server.stop().await;
     });
