@@ -236,10 +236,29 @@ async fn closed_loop(
                     n += 1;
                     let sent = Instant::now();
                     let answer = conn.send("POST", "/1/events", body.as_bytes()).await;
-                    let failed = answer.is_err();
+                    if answer.is_err() {
+                        // Refused before its body was read (more clients
+                        // than writes in flight), the request's connection
+                        // was closed: the client reconnects.
+                        counts.closed += 1;
+                        match endpoint.connect().await {
+                            Ok(fresh) => conn = fresh,
+                            Err(e) => {
+                                counts.answer("POST /1/events", Instant::now(), &Err(e));
+                                break;
+                            }
+                        }
+                        continue;
+                    }
+                    // Shed: wait as Retry-After says (1 s), as clients do,
+                    // instead of spinning on refusals.
+                    let shed = answer
+                        .as_ref()
+                        .is_ok_and(|r| r.status == 503 || r.status == 429);
                     counts.answer("POST /1/events", sent, &answer);
-                    if failed {
-                        break;
+                    if shed {
+                        let wake = (Instant::now() + Duration::from_secs(1)).min(deadline);
+                        tokio::time::sleep_until(wake.into()).await;
                     }
                 }
                 counts
@@ -414,9 +433,15 @@ async fn phases(args: &OverloadBenchArgs, server: &Running) -> anyhow::Result<()
     .await;
     let sustainable = calibration.ok as f64 / started.elapsed().as_secs_f64();
     println!(
-        "calibration   {:>9.0} events/s ({sustainable:.1} batches/s), batch p99 {:.1} ms",
+        "calibration   {:>9.0} events/s ({sustainable:.1} batches/s), batch p99 {:.1} ms{}",
         sustainable * batch as f64,
-        calibration.ms(0.99)
+        calibration.ms(0.99),
+        match calibration.shed + calibration.closed {
+            0 => String::new(),
+            n => format!(
+                " ({n} shed: more --clients than --max-writes-in-flight; shed clients wait 1 s)"
+            ),
+        }
     );
     // The reads alone start on a settled store, as in `bench http`.
     server.store.flush()?;
