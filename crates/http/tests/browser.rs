@@ -554,8 +554,7 @@ fn holds(from: &str, to: &str, key: &str) -> bool {
 
 /// `affinity_variant_served_total{app="APP",variant=...}` of `/metrics`.
 async fn served_in_metrics(server: &Server) -> Value {
-    let r = server.bare(Method::GET, "/metrics").send().await.unwrap();
-    let text = r.text().await.unwrap();
+    let text = server.metrics().await;
     let prefix = format!("affinity_variant_served_total{{app=\"{APP}\",variant=\"");
     let mut served = serde_json::Map::new();
     for rest in text.lines().filter_map(|l| l.strip_prefix(&prefix)) {

@@ -58,17 +58,6 @@ async fn call(server: &Server, method: Method, path: &str, body: Option<Value>) 
     parts(r.send().await.unwrap()).await
 }
 
-async fn metrics(server: &Server) -> String {
-    server
-        .admin(Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_stored_key_limits_each_client_per_hour() {
     let server = Server::embedded().await;
@@ -133,7 +122,7 @@ async fn a_stored_key_limits_each_client_per_hour() {
         "{body}"
     );
     assert_eq!(event(&server, &one, &s2, "u2", None).await.0, 200);
-    let metrics = metrics(&server).await;
+    let metrics = server.metrics().await;
     assert!(
         metrics.contains(&format!(
             "affinity_http_rate_limited_total{{app=\"{APP}\",limit=\"client\"}} 3"

@@ -161,14 +161,7 @@ async fn stats_count_events_reads_and_tables_for_admins_only() {
 
 /// `affinity_variant_served_total{app="APP",variant=...}` of `/metrics`.
 async fn served_in_metrics(server: &Server) -> BTreeMap<String, u64> {
-    let text = server
-        .bare(Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = server.metrics().await;
     let prefix = format!("affinity_variant_served_total{{app=\"{APP}\",variant=\"");
     text.lines()
         .filter_map(|l| l.strip_prefix(&prefix))

@@ -219,14 +219,7 @@ async fn maintenance_runs_on_a_schedule_and_changes_no_profile() {
         .await
         .unwrap();
     assert_eq!(parts(r).await.0, 404);
-    let metrics = server
-        .bare(Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.metrics().await;
     assert!(
         metrics.contains(&format!(
             "affinity_job_users{{app=\"app1\",job=\"{id}\"}} 10"

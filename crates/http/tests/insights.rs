@@ -29,11 +29,6 @@ async fn profile(server: &Server, user: &str) -> (u16, Value) {
     parts(server.admin(Method::GET, &path).send().await.unwrap()).await
 }
 
-async fn metrics(server: &Server) -> String {
-    let r = server.bare(Method::GET, "/metrics").send().await.unwrap();
-    r.text().await.unwrap()
-}
-
 async fn debug(server: &Server, query: &str) -> (u16, Value) {
     let path = format!("/1/events/debug{query}");
     parts(server.admin(Method::GET, &path).send().await.unwrap()).await
@@ -140,7 +135,7 @@ async fn compressed_bodies_under_any_content_type_are_accepted_within_the_limits
     for user in ["notgz", "br"] {
         assert_eq!(profile(&server, user).await.0, 404, "{user} stored nothing");
     }
-    let text = metrics(&server).await;
+    let text = server.metrics().await;
     for reason in ["too_large", "bad_encoding", "unsupported_encoding"] {
         let line = format!("affinity_events_rejected_total{{reason=\"{reason}\"}} 1\n");
         assert!(text.contains(&line), "{line} in {text}");
@@ -188,7 +183,7 @@ async fn credentials_match_in_any_letter_case_and_cors_serves_browsers() {
         .bare(Method::POST, &wrong)
         .body(batch(&[click("q0", "Apple")]));
     assert_eq!(parts(r.send().await.unwrap()).await.0, 401);
-    let text = metrics(&server).await;
+    let text = server.metrics().await;
     assert!(
         text.contains("affinity_events_rejected_total{reason=\"unauthorized\"} 1\n"),
         "{text}"
@@ -375,7 +370,7 @@ async fn the_debugger_shows_accepted_and_rejected_events_with_their_origin() {
         (json!([]), json!(6))
     );
 
-    let text = metrics(&server).await;
+    let text = server.metrics().await;
     for line in [
         "affinity_events_rejected_total{reason=\"eventType\"} 2\n",
         "affinity_events_rejected_total{reason=\"invalid_json\"} 1\n",

@@ -58,20 +58,9 @@ async fn refusal(response: Response) -> (u16, Option<String>, String) {
     (status, retry, body["message"].as_str().unwrap().to_string())
 }
 
-async fn metrics(server: &Server) -> String {
-    server
-        .bare(Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 /// The value of the metric line starting with `name` (labels included).
 async fn metric(server: &Server, name: &str) -> u64 {
-    let text = metrics(server).await;
+    let text = server.metrics().await;
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
         .unwrap_or(0)
@@ -111,7 +100,7 @@ async fn an_application_over_its_rate_gets_429_then_recovers() {
             404
         );
     }
-    let text = metrics(&server).await;
+    let text = server.metrics().await;
     assert!(
         text.contains("affinity_http_rate_limited_total{app=\"app1\",limit=\"application\"} 2"),
         "{text}"
@@ -265,7 +254,7 @@ async fn over_the_caps_writes_are_shed_first_and_reads_still_served() {
             .status(),
         200
     );
-    let text = metrics(&server).await;
+    let text = server.metrics().await;
     assert!(text.contains("affinity_http_shed_total{reason=\"writes_in_flight\"} 1"));
     assert!(text.contains("affinity_http_shed_total{reason=\"in_flight\"} 1"));
     // The held requests end (their clients gone): writes get in again.

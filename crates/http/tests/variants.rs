@@ -185,8 +185,7 @@ async fn users_are_split_by_their_token_and_each_answer_names_its_variant() {
     }
 
     // Each variant's traffic is counted.
-    let r = server.bare(Method::GET, "/metrics").send().await.unwrap();
-    let metrics = r.text().await.unwrap();
+    let metrics = server.metrics().await;
     for variant in ["control", "color-only"] {
         let line = format!("affinity_variant_served_total{{app=\"{APP}\",variant=\"{variant}\"}} ");
         let n: u64 = metrics

@@ -159,6 +159,12 @@ impl Server {
             .header("x-algolia-api-key", key)
     }
 
+    /// The text of `GET /metrics` (it needs no key).
+    pub async fn metrics(&self) -> String {
+        let r = self.bare(Method::GET, "/metrics").send().await.unwrap();
+        r.text().await.unwrap()
+    }
+
     /// A request with the admin key of [`APP`].
     pub fn admin(&self, method: Method, path: &str) -> RequestBuilder {
         self.as_key(method, path, APP, ADMIN)
