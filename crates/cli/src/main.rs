@@ -6,6 +6,7 @@ mod demo;
 mod engine_cmds;
 mod events;
 mod explain;
+mod fds;
 mod geo;
 mod heap;
 mod jobs;
@@ -95,6 +96,7 @@ enum Command {
 
 fn main() {
     heap::limit_arenas();
+    fds::raise_open_files();
     let cli = Cli::parse();
     if matches!(cli.command, Command::Serve(_) | Command::Bench(_)) {
         heap::trim_every(heap::TRIM_EVERY);

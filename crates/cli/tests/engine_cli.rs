@@ -442,6 +442,49 @@ fn serve_answers_the_insights_and_personalization_api() {
     drop(server);
 }
 
+/// A server started under a soft open-file limit of 256 raises it to the
+/// hard limit (the embedded store keeps up to half of it in table files).
+#[cfg(target_os = "linux")]
+#[test]
+fn serve_raises_its_open_file_limit() {
+    use std::os::unix::process::CommandExt;
+
+    let soft_limit = |pid: u32| -> (u64, u64) {
+        let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+        let line = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .unwrap()
+            .to_string();
+        let numbers: Vec<u64> = line
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        (numbers[0], numbers[1])
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::serve_with(dir.path(), &["--app-id", "shop", "--api-key", "k"], |c| {
+        // SAFETY: only setrlimit, which is async-signal-safe, between
+        // fork and exec.
+        unsafe {
+            c.pre_exec(|| {
+                let mut limit = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+                limit.rlim_cur = 256.min(limit.rlim_max);
+                libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+                Ok(())
+            });
+        }
+    });
+    let (soft, hard) = soft_limit(server.pid());
+    assert_eq!(soft, hard.min(1 << 20), "soft {soft}, hard {hard}");
+    assert!(soft > 256, "{soft}");
+    drop(server);
+}
+
 /// Run `affinity serve --listen 127.0.0.1:0 --data DATA ARGS`, which must
 /// refuse to start, and return its standard error. A server that starts
 /// anyway (it prints its address) is killed and the test fails.

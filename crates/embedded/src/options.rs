@@ -38,6 +38,34 @@ pub struct EmbeddedOptions {
     /// Target size of the chunks `sample_row_keys` delimits (default: the
     /// table's size / 64, between 256 KiB and 256 MiB).
     pub split_target_bytes: Option<u64>,
+    /// Table files RocksDB keeps open (each holds a file descriptor; past
+    /// this many, the least used are closed and opened again when read).
+    /// Default: half the process's open-file limit when the store is
+    /// opened ([`table_files_for`]), leaving the rest to connections and
+    /// logs; a store of months of history has thousands of table files.
+    pub max_open_files: i32,
+}
+
+/// The table files kept open under an open-file limit of `limit`: half of
+/// it, at least 64.
+pub fn table_files_for(limit: u64) -> i32 {
+    (limit / 2).clamp(64, i32::MAX as u64) as i32
+}
+
+/// The process's soft open-file limit (1,024 where it cannot be read).
+pub fn open_file_limit() -> u64 {
+    #[cfg(unix)]
+    {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the limit into the struct it is given.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+            return limit.rlim_cur;
+        }
+    }
+    1024
 }
 
 impl Default for EmbeddedOptions {
@@ -51,6 +79,7 @@ impl Default for EmbeddedOptions {
             low_priority_compactions: false,
             gc_interval: Some(Duration::from_secs(3600)),
             split_target_bytes: None,
+            max_open_files: table_files_for(open_file_limit()),
         }
     }
 }
@@ -73,6 +102,7 @@ pub(crate) fn db_options(options: &EmbeddedOptions) -> Options {
     opts.set_enable_pipelined_write(true);
     opts.set_allow_concurrent_memtable_write(false);
     opts.set_keep_log_file_num(4);
+    opts.set_max_open_files(options.max_open_files);
     if options.low_priority_compactions {
         // Only an optimisation: without an environment, compactions run
         // at normal priority.
@@ -147,4 +177,22 @@ pub(crate) fn table_cf_options(options: &EmbeddedOptions, cache: &Cache, gc: GcS
     // expired cells (and tombstones go) even in data no write disturbs.
     opts.set_periodic_compaction_seconds(3 * 24 * 3600);
     opts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_the_open_file_limit_goes_to_table_files() {
+        assert_eq!(table_files_for(1024), 512);
+        assert_eq!(table_files_for(1 << 20), 1 << 19);
+        assert_eq!(table_files_for(20), 64, "at least 64");
+        assert_eq!(table_files_for(u64::MAX), i32::MAX, "an unlimited limit");
+        assert!(open_file_limit() > 0);
+        assert_eq!(
+            EmbeddedOptions::default().max_open_files,
+            table_files_for(open_file_limit())
+        );
+    }
 }

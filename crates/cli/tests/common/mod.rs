@@ -51,10 +51,24 @@ impl Drop for Server {
     }
 }
 
+impl Server {
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 /// Start `affinity serve --listen 127.0.0.1:0 --data DATA ARGS` with no
 /// configuration from the environment; returns once it printed its address.
 pub fn serve(data: &Path, args: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_affinity"))
+    serve_with(data, args, |_| {})
+}
+
+/// [`serve`], with the command changed by `configure` first.
+pub fn serve_with(data: &Path, args: &[&str], configure: impl FnOnce(&mut Command)) -> Server {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_affinity"));
+    configure(&mut command);
+    let mut child = command
         .args(["serve", "--listen", "127.0.0.1:0", "--data"])
         .arg(data)
         .args(args)
