@@ -2,6 +2,7 @@
 //! process on the store can list (`affinity jobs list|show`, `GET
 //! /1/jobs`), their shards under leases (see the engine's `jobs` module).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use affinity_engine::{Engine, JobKind, JobStatus, Progress, WorkOptions};
@@ -47,12 +48,37 @@ pub fn run(
         }
     };
     engine.create_job(app, &id, kind, shards)?;
+    let stop = crate::signals::on_stop_request();
     eprintln!("job {id} ({} of app {app}, {shards} shards)", kind.as_str());
     let options = WorkOptions {
         lease: args.lease,
         ..WorkOptions::this_process(args.threads.max(1))
     };
-    let job = engine.work_on_job(app, &id, Some(index), &options, progress)?;
+    let done = AtomicBool::new(false);
+    let worked = std::thread::scope(|s| {
+        // SIGTERM or ctrl-c: hand the shard back (a second one ends the
+        // process at once).
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                if stop.load(Ordering::Relaxed) {
+                    progress.release.store(true, Ordering::Relaxed);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let worked = engine.work_on_job(app, &id, Some(index), &options, progress);
+        done.store(true, Ordering::Relaxed);
+        worked
+    });
+    let job = match worked {
+        Err(affinity_engine::Error::Stopped) => bail!(
+            "stopped: job {id} handed back (shard {index} given up at once, its finished ranges kept); \
+             any worker resumes it: `affinity {} --app {app} --job {id}`, or a server",
+            kind.as_str()
+        ),
+        other => other?,
+    };
     if job.state() == "failed" {
         let json = job.to_json(engine.now_millis());
         bail!("job {id} failed: {}", json["error"].as_str().unwrap_or(""));

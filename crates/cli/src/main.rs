@@ -13,6 +13,7 @@ mod jobs;
 mod keys;
 mod search;
 mod serve;
+mod signals;
 mod table;
 mod trends;
 

@@ -5,7 +5,8 @@
 //! before the job (maintenance, a rebuild and a migration change how
 //! profiles are stored, never what they are), and the exported profiles
 //! must be those the naive reference computes from the events generated
-//! here (checked once, before the jobs).
+//! here (checked once, before the jobs). SIGTERM of `affinity maintain`
+//! hands its shard back instead.
 
 mod common;
 
@@ -219,6 +220,93 @@ fn kill_9_of_maintain_and_rebuild_mid_job_loses_nothing() {
     // A fresh maintenance after the interrupted ones: still the same.
     ok(&data, &["maintain", "--app", APP]);
     assert!(export(&data, &dir.path().join("last.jsonl")) == before);
+}
+
+/// Send SIGTERM to `affinity ARGS --data DATA` `after` it said which job
+/// it works on; its standard error when that stopped it mid-run, `None`
+/// when it had finished first.
+fn term_after(data: &Path, args: &[&str], after: Duration) -> Option<String> {
+    use std::io::BufRead;
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_affinity"))
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .env_remove("AFFINITY_BIGTABLE")
+        .env_remove("BIGTABLE_EMULATOR_HOST")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (working, started) = std::sync::mpsc::channel::<()>();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr).lines() {
+            let line = line.unwrap();
+            // Printed once its signal listener listens.
+            if line.starts_with("job ") {
+                let _ = working.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    started
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the job's first line");
+    std::thread::sleep(after);
+    // SAFETY: a signal to our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let status = child.wait().unwrap();
+    let stderr = reader.join().unwrap();
+    (!status.success()).then_some(stderr)
+}
+
+/// SIGTERM (a Kubernetes pod's stop) of `affinity maintain` mid-job: it
+/// hands its shard back and says so; the record shows the shard stalled
+/// at once (its 60 s lease given up, not expired), the profiles are
+/// unchanged, and a rerun finishes it.
+#[test]
+fn sigterm_of_maintain_hands_its_shard_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, _) = loaded(dir.path(), "wide");
+    let before = export(&data, &dir.path().join("before.jsonl"));
+    let args = [
+        "maintain",
+        "--app",
+        APP,
+        "--job",
+        "t",
+        "--threads",
+        "1",
+        "--lease",
+        "60s",
+    ];
+    let whole = full_run(&data, dir.path(), &args);
+    let mut handed = 0;
+    for share in [0.05, 0.2, 0.4] {
+        let Some(stderr) = term_after(&data, &args, whole.mul_f64(share)) else {
+            continue;
+        };
+        assert!(stderr.contains("stopped: job t handed back"), "{stderr}");
+        let shown: serde_json::Value =
+            serde_json::from_str(&ok(&data, &["jobs", "show", "--app", APP, "t"])).unwrap();
+        assert_eq!(shown["shards"][0]["status"], "stalled", "{shown}");
+        assert!(export(&data, &dir.path().join("during.jsonl")) == before);
+        handed += 1;
+    }
+    assert!(handed > 0, "maintain always finished before its SIGTERM");
+    eprintln!("maintain (whole run {whole:.2?}) handed back {handed} of 3 times, then rerun");
+    let rerun = ok(&data, &args);
+    assert!(!rerun.contains("not complete"), "{rerun}");
+    let shown: serde_json::Value =
+        serde_json::from_str(&ok(&data, &["jobs", "show", "--app", APP, "t"])).unwrap();
+    assert_eq!(shown["status"], "succeeded", "{shown}");
+    assert!(export(&data, &dir.path().join("after.jsonl")) == before);
 }
 
 #[test]
