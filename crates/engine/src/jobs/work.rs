@@ -137,15 +137,15 @@ impl Engine {
     ) -> Result<JobStatus> {
         let poll = (options.lease / 4).clamp(Duration::from_millis(50), Duration::from_secs(2));
         loop {
-            if progress.release.load(Ordering::Relaxed) {
-                return Err(Error::Stopped);
-            }
             let job = self.job(app, id)?.ok_or_else(|| Error::InvalidArgument {
                 name: "job",
                 reason: format!("no job {id:?} in application {app:?}"),
             })?;
             if job.finished() {
                 return Ok(job);
+            }
+            if progress.release.load(Ordering::Relaxed) {
+                return Err(Error::Stopped);
             }
             let now = self.now_millis();
             let grace = now - job.created_at < options.lease.as_millis() as i64;
@@ -166,10 +166,7 @@ impl Engine {
                     break;
                 }
             }
-            if progress.release.load(Ordering::Relaxed) {
-                return Err(Error::Stopped);
-            }
-            if !ran {
+            if !ran && !progress.release.load(Ordering::Relaxed) {
                 std::thread::sleep(poll);
             }
         }
