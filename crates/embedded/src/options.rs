@@ -40,8 +40,8 @@ pub struct EmbeddedOptions {
     pub split_target_bytes: Option<u64>,
     /// Table files RocksDB keeps open (each holds a file descriptor; past
     /// this many, the least used are closed and opened again when read).
-    /// Default: half the process's open-file limit when the store is
-    /// opened ([`table_files_for`]), leaving the rest to connections and
+    /// Default: half the process's open-file limit when the options are
+    /// made ([`table_files_for`]), leaving the rest to connections and
     /// logs; a store of months of history has thousands of table files.
     pub max_open_files: i32,
 }

@@ -69,7 +69,7 @@ pub struct ApiKey {
     /// in the store may expire; configured keys never do).
     valid_until: Option<i64>,
     /// Algolia's `maxQueriesPerIPPerHour`: requests per hour from one
-    /// client (see [`crate::limits::Client`]).
+    /// client (see [`crate::clients::Client`]).
     per_client_hourly: Option<u32>,
 }
 
@@ -417,7 +417,9 @@ impl FromRequestParts<Arc<State>> for Caller {
                     .headers
                     .get_all(FORWARDED_FOR)
                     .iter()
-                    .filter_map(|v| v.to_str().ok());
+                    // An unreadable value ends the walk past the proxies
+                    // there, as an entry that is not an address does.
+                    .map(|v| v.to_str().unwrap_or("unreadable"));
                 state.limiter.proxies.client_ip(peer, forwarded)
             })
             .flatten();
