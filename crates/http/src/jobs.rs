@@ -106,7 +106,7 @@ impl Jobs {
     /// once none runs here, or after `wait` (a job still running then is
     /// taken over when its lease expires, as after a crash); false then.
     pub async fn hand_back(&self, wait: std::time::Duration) -> bool {
-        self.closing.store(true, Ordering::Relaxed);
+        self.closing.store(true, Ordering::SeqCst);
         for job in self.lock().iter() {
             job.progress.release.store(true, Ordering::Relaxed);
         }
@@ -136,7 +136,7 @@ impl Jobs {
     /// shard `prefer` first (nothing when the server is closing: the job
     /// waits for another worker).
     fn work(self: &Arc<Self>, engine: &Arc<Engine>, app: &str, id: &str, prefer: Option<usize>) {
-        if self.closing.load(Ordering::Relaxed) {
+        if self.closing.load(Ordering::SeqCst) {
             return;
         }
         let local = Arc::new(Local {
@@ -153,6 +153,11 @@ impl Jobs {
                 }
             }
             list.push(Arc::clone(&local));
+        }
+        // `hand_back` may have started since the check above, and looked
+        // at the list before this job was in it.
+        if self.closing.load(Ordering::SeqCst) {
+            local.progress.release.store(true, Ordering::Relaxed);
         }
         let (engine, jobs) = (Arc::clone(engine), Arc::clone(self));
         tokio::task::spawn_blocking(move || {
