@@ -2,8 +2,10 @@
 //! takes when users are Zipf-distributed, for the events table and the
 //! profile-state rows, with the keys the store holds (the engine's key
 //! and salt functions, the shared tables' tenant prefix): unsalted and
-//! salted by `app,user`; and, as a model of a layout not built, spread
-//! (the salt over the whole key). No store: key ranges are modelled as
+//! salted by `app,user`; and, as models of layouts not built, spread
+//! (the salt over the whole key) and hot users spread (only the most
+//! active users of the day before over sub-rows salted over the whole
+//! key, the others as built). No store: key ranges are modelled as
 //! Bigtable forms them.
 //!
 //! Model: a day of history (`--writes` events, users drawn from Zipf(s))
@@ -39,6 +41,13 @@ pub struct HotKeysArgs {
     /// Zipf exponent of the users' activity.
     #[arg(long, default_value_t = 1.1)]
     pub zipf: f64,
+    /// The hot-user model: this many of the most active users (by the
+    /// day before) are spread; the others keep one row per day.
+    #[arg(long, default_value_t = 100)]
+    pub hot_users: usize,
+    /// The hot-user model: sub-rows a hot user's writes are spread over.
+    #[arg(long, default_value_t = 64)]
+    pub sub_rows: u32,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
@@ -76,8 +85,8 @@ fn busiest_over_mean(mut history: Vec<Vec<u8>>, writes: &[Vec<u8>], ranges: usiz
 
 /// Print the table.
 pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
-    if args.users == 0 || args.writes == 0 || args.ranges < 2 {
-        anyhow::bail!("--users and --writes must be positive and --ranges at least 2");
+    if args.users == 0 || args.writes == 0 || args.ranges < 2 || args.sub_rows == 0 {
+        anyhow::bail!("--users, --writes and --sub-rows must be positive and --ranges at least 2");
     }
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
     let history = zipf_draws(args.users, args.zipf, args.writes, &mut rng);
@@ -120,7 +129,8 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
         args.users, args.zipf, args.writes, args.ranges, args.buckets
     );
     println!(
-        "| table | unsalted | salted by app,user | spread (model, not built) |\n|---|---|---|---|"
+        "| table | unsalted | salted by app,user | spread (model, not built) | {} hot users spread over {} (model, not built) |\n|---|---|---|---|---|",
+        args.hot_users, args.sub_rows
     );
     let mut row = Vec::new();
     for salter in [None, Some(&by_user), Some(&whole_key)] {
@@ -128,7 +138,43 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
         let new = event_keys(&today, day, salter, &mut rng)?;
         row.push(busiest_over_mean(old, &new, args.ranges));
     }
-    println!("| events | {:.2} | {:.2} | {:.2} |", row[0], row[1], row[2]);
+    // The hot users of the day before: the most active.
+    let hot: std::collections::HashSet<usize> = {
+        let mut counts = std::collections::HashMap::<usize, usize>::new();
+        for &u in &history {
+            *counts.entry(u).or_default() += 1;
+        }
+        let mut ranked: Vec<(usize, usize)> = counts.into_iter().collect();
+        ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        ranked
+            .iter()
+            .take(args.hot_users)
+            .map(|(u, _)| *u)
+            .collect()
+    };
+    // Hot users' events salted over the whole key, the others' by
+    // `app,user`.
+    let hot_event_keys = |draws: &[usize], day: i64, rng: &mut rand::rngs::StdRng| {
+        let mut out = Vec::with_capacity(draws.len());
+        for (i, &u) in draws.iter().enumerate() {
+            let ts = day * DAY_MILLIS + (i as i64 * DAY_MILLIS) / draws.len() as i64;
+            let logical = event_key_text(app, &user(u), ts, rng.random())?;
+            let s = if hot.contains(&u) {
+                &whole_key
+            } else {
+                &by_user
+            };
+            out.push(physical(Some(s), logical));
+        }
+        anyhow::Ok(out)
+    };
+    let old = hot_event_keys(&history, day - 1, &mut rng)?;
+    let new = hot_event_keys(&today, day, &mut rng)?;
+    row.push(busiest_over_mean(old, &new, args.ranges));
+    println!(
+        "| events | {:.2} | {:.2} | {:.2} | {:.2} |",
+        row[0], row[1], row[2], row[3]
+    );
     // State rows: one per active user and day; the engine does not salt
     // them. The spread model: each state write on a sub-row
     // `user,DAY,s` (s = the event id's hash mod buckets) salted over its
@@ -145,13 +191,14 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
         .map(|&u| physical(None, state_row_key(&user(u), day)))
         .collect();
     let unsalted = busiest_over_mean(old, &new, args.ranges);
-    let sub = |u: usize, d: i64, i: usize| {
-        let s = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) % u64::from(args.buckets);
+    let sub_of = |u: usize, d: i64, i: usize, subs: u32| {
+        let s = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) % u64::from(subs);
         physical(
             Some(&whole_key),
             format!("{},{s}", state_row_key(&user(u), d)),
         )
     };
+    let sub = |u: usize, d: i64, i: usize| sub_of(u, d, i, args.buckets);
     let old: Vec<Vec<u8>> = history
         .iter()
         .enumerate()
@@ -163,6 +210,26 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
         .map(|(i, &u)| sub(u, day, i))
         .collect();
     let spread = busiest_over_mean(old, &new, args.ranges);
-    println!("| profile state | {unsalted:.2} | (not salted) | {spread:.2} |");
+    // Hot users on `--sub-rows` sub-rows salted over the whole key, the
+    // others on their one row a day.
+    let hot_state = |u: usize, d: i64, i: usize| {
+        if hot.contains(&u) {
+            sub_of(u, d, i, args.sub_rows)
+        } else {
+            physical(None, state_row_key(&user(u), d))
+        }
+    };
+    let old: Vec<Vec<u8>> = history
+        .iter()
+        .enumerate()
+        .map(|(i, &u)| hot_state(u, day - 1, i))
+        .collect();
+    let new: Vec<Vec<u8>> = today
+        .iter()
+        .enumerate()
+        .map(|(i, &u)| hot_state(u, day, i))
+        .collect();
+    let hot_spread = busiest_over_mean(old, &new, args.ranges);
+    println!("| profile state | {unsalted:.2} | (not salted) | {spread:.2} | {hot_spread:.2} |");
     Ok(())
 }

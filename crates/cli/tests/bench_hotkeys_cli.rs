@@ -30,20 +30,26 @@ fn hotkeys_prints_the_busiest_range_of_each_layout() {
             .filter_map(|c| c.trim().parse().ok())
             .collect()
     };
-    // Events: unsalted, salted by app,user, spread; state: unsalted,
-    // spread.
-    for (table, count) in [("events", 3), ("profile state", 2)] {
+    // Events: unsalted, salted by app,user, spread, hot users spread;
+    // state: unsalted, spread, hot users spread.
+    for (table, count) in [("events", 4), ("profile state", 3)] {
         let figures = ratio(table);
         assert_eq!(figures.len(), count, "{out}");
         // The busiest of 8 ranges takes at least the mean and at most all.
         assert!(figures.iter().all(|f| (1.0..=8.0).contains(f)), "{out}");
-        // Spreading a hot user's writes beats keeping them together.
-        assert!(figures[count - 1] < figures[0], "{out}");
+        // Spreading hot users' writes beats keeping them together.
+        for spread in &figures[count - 2..] {
+            assert!(*spread < figures[0], "{out}");
+        }
     }
     let refused = bench(&["hotkeys", "--ranges", "1"]);
     assert!(!refused.status.success());
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(err.contains("--ranges at least 2"), "{err}");
+    let refused = bench(&["hotkeys", "--sub-rows", "0"]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("--sub-rows must be positive"), "{err}");
     let refused = bench(&["hotkeys", "--data", "/tmp/x"]);
     assert!(String::from_utf8_lossy(&refused.stderr)
         .contains("--data is not an option of bench hotkeys"));
