@@ -8,6 +8,7 @@ Usage: python api_keys.py HOST PORT APP ADMIN_KEY
 """
 
 import json
+import signal
 import sys
 import time
 
@@ -19,6 +20,9 @@ from algoliasearch.search.client import SearchClientSync
 from algoliasearch.search.config import SearchConfig
 
 host, port, app, admin = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+# A client that waited out a 429's Retry-After (20 minutes here) would
+# hang the test: end the script instead.
+signal.alarm(120)
 
 
 def at_server(config):
