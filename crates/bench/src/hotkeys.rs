@@ -198,38 +198,28 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
             format!("{},{s}", state_row_key(&user(u), d)),
         )
     };
-    let sub = |u: usize, d: i64, i: usize| sub_of(u, d, i, args.buckets);
-    let old: Vec<Vec<u8>> = history
-        .iter()
-        .enumerate()
-        .map(|(i, &u)| sub(u, day - 1, i))
-        .collect();
-    let new: Vec<Vec<u8>> = today
-        .iter()
-        .enumerate()
-        .map(|(i, &u)| sub(u, day, i))
-        .collect();
-    let spread = busiest_over_mean(old, &new, args.ranges);
+    // The busiest range of the day's state writes at `key(user, day, i)`
+    // (i: the write's place in the day), over the day before's.
+    let state_busiest = |key: &dyn Fn(usize, i64, usize) -> Vec<u8>| {
+        let at = |draws: &[usize], d: i64| -> Vec<Vec<u8>> {
+            draws
+                .iter()
+                .enumerate()
+                .map(|(i, &u)| key(u, d, i))
+                .collect()
+        };
+        busiest_over_mean(at(&history, day - 1), &at(&today, day), args.ranges)
+    };
+    let spread = state_busiest(&|u, d, i| sub_of(u, d, i, args.buckets));
     // Hot users on `--sub-rows` sub-rows salted over the whole key, the
     // others on their one row a day.
-    let hot_state = |u: usize, d: i64, i: usize| {
+    let hot_spread = state_busiest(&|u, d, i| {
         if hot.contains(&u) {
             sub_of(u, d, i, args.sub_rows)
         } else {
             physical(None, state_row_key(&user(u), d))
         }
-    };
-    let old: Vec<Vec<u8>> = history
-        .iter()
-        .enumerate()
-        .map(|(i, &u)| hot_state(u, day - 1, i))
-        .collect();
-    let new: Vec<Vec<u8>> = today
-        .iter()
-        .enumerate()
-        .map(|(i, &u)| hot_state(u, day, i))
-        .collect();
-    let hot_spread = busiest_over_mean(old, &new, args.ranges);
+    });
     println!("| profile state | {unsalted:.2} | (not salted) | {spread:.2} | {hot_spread:.2} |");
     Ok(())
 }

@@ -126,19 +126,25 @@ fn check_reference(exported: &BTreeMap<String, String>, listed: &[ListedEvent]) 
     }
 }
 
-/// Run `affinity ARGS --data DATA` and kill it with SIGKILL after `after`;
-/// true when it was killed mid-run (false: it had finished).
-fn kill_after(data: &Path, args: &[&str], after: Duration) -> bool {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_affinity"))
+/// Start `affinity ARGS --data DATA` on the embedded store, its standard
+/// error to `stderr`.
+fn start(data: &Path, args: &[&str], stderr: Stdio) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_affinity"))
         .args(args)
         .arg("--data")
         .arg(data)
         .env_remove("AFFINITY_BIGTABLE")
         .env_remove("BIGTABLE_EMULATOR_HOST")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Run `affinity ARGS --data DATA` and kill it with SIGKILL after `after`;
+/// true when it was killed mid-run (false: it had finished).
+fn kill_after(data: &Path, args: &[&str], after: Duration) -> bool {
+    let mut child = start(data, args, Stdio::null());
     let started = Instant::now();
     while started.elapsed() < after {
         if let Some(status) = child.try_wait().unwrap() {
@@ -228,16 +234,7 @@ fn kill_9_of_maintain_and_rebuild_mid_job_loses_nothing() {
 fn term_after(data: &Path, args: &[&str], after: Duration) -> Option<String> {
     use std::io::BufRead;
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_affinity"))
-        .args(args)
-        .arg("--data")
-        .arg(data)
-        .env_remove("AFFINITY_BIGTABLE")
-        .env_remove("BIGTABLE_EMULATOR_HOST")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = start(data, args, Stdio::piped());
     let stderr = child.stderr.take().unwrap();
     let (working, started) = std::sync::mpsc::channel::<()>();
     let reader = std::thread::spawn(move || {
