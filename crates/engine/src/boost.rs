@@ -134,8 +134,8 @@ pub fn boosts(
         .filter(|(facet, _)| wanted(facet))
         .flat_map(|(facet, values)| {
             values.iter().filter_map(move |(value, score)| {
-                let weight = weight(*score, options.impact);
-                (weight > 0).then_some((weight, facet, value.as_str()))
+                let weight = weight(score, options.impact);
+                (weight > 0).then_some((weight, facet, value))
             })
         })
         .collect();

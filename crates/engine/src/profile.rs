@@ -166,8 +166,7 @@ impl Engine {
         let Some((last_event_millis, scores)) = self.scores_with(app, user, strategy)? else {
             return Ok(None);
         };
-        let mut out =
-            Vec::with_capacity(64 + scores.0.iter().map(|(_, v)| 16 * v.len()).sum::<usize>());
+        let mut out = Vec::with_capacity(scores.json_size_hint());
         scores.write_profile_json(&mut out, user, last_event_millis)?;
         Ok(Some(out))
     }

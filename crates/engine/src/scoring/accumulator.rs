@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 
 use rustc_hash::FxHashMap;
 
-use super::sorted::SortedScores;
+use super::sorted::{SortedScores, SortedScoresBuilder};
 use super::{scale, Profile, ScoredEvent, MAX_VALUES_PER_FACET};
 use crate::event::EventType;
 use crate::strategy::Weights;
@@ -269,17 +269,19 @@ impl<'a> Accumulator<'a> {
             .flat_map(|(_, vs)| vs.iter().map(|v| v.1))
             .max()
             .unwrap_or(0);
-        let scores = kept
-            .into_iter()
-            .map(|(facet, values)| {
-                let values = values
-                    .into_iter()
-                    .map(|(v, r)| (utf8_string(v), scale(r, max)))
-                    .collect();
-                (facet, values)
-            })
-            .collect();
-        Some((last_event_millis, SortedScores(scores)))
+        let count: usize = kept.iter().map(|(_, vs)| vs.len()).sum();
+        let bytes: usize = kept
+            .iter()
+            .flat_map(|(_, vs)| vs.iter().map(|(v, _)| v.len()))
+            .sum();
+        let mut scores = SortedScoresBuilder::with_capacity(count, bytes);
+        for (facet, values) in kept {
+            for (v, r) in values {
+                scores.value(&utf8_text(&v), scale(r, max));
+            }
+            scores.end_facet(facet);
+        }
+        Some((last_event_millis, scores.build()))
     }
 }
 
@@ -349,9 +351,11 @@ fn merge_sorted<'a>(a: RawValues<'a>, b: RawValues<'a>) -> RawValues<'a> {
 /// A value the accumulator holds as text: every one was checked as it went
 /// in (by `&str` or by [`Accumulator::add_utf8_at`]), so the lossy branch
 /// never runs.
-fn utf8_string(value: Cow<'_, [u8]>) -> String {
-    String::from_utf8(value.into_owned())
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+fn utf8_text(value: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(value) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(value),
+    }
 }
 
 #[cfg(test)]
@@ -416,7 +420,7 @@ mod tests {
         let (last, scores) = taken.unwrap();
         assert_eq!(last, 200);
         assert_eq!(
-            scores.0,
+            scores.to_vec(),
             vec![("brand".to_string(), vec![("Samsung".to_string(), 20)])]
         );
     }
@@ -449,7 +453,7 @@ mod tests {
         let (last, scores) = acc.take_sorted().unwrap();
         assert_eq!(last, 100);
         assert_eq!(
-            scores.0,
+            scores.to_vec(),
             vec![("brand".to_string(), vec![("Apple".to_string(), 20)])]
         );
     }
@@ -467,7 +471,7 @@ mod tests {
         acc.note_event_time(1);
         let (_, scores) = acc.take_sorted().unwrap();
         assert_eq!(
-            scores.0,
+            scores.to_vec(),
             vec![("brand".to_string(), vec![("Café".to_string(), 20)])]
         );
     }

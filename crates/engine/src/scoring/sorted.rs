@@ -9,32 +9,139 @@ use crate::error::Result;
 
 /// A profile's scores as `(facet, [(value, score)])`, facets and each
 /// facet's values sorted (the order of a `BTreeMap`), written as the API's
-/// nested `scores` object.
+/// nested `scores` object. The values' text is one string, each value a
+/// range of it: a read builds a heavy user's hundreds of values without
+/// an allocation each.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SortedScores(pub(crate) Vec<(String, Vec<(String, u32)>)>);
+pub struct SortedScores {
+    /// Every value's text, one after the other.
+    text: String,
+    /// `(start, end, score)` of each value in `text`, facet after facet.
+    values: Vec<(u32, u32, u32)>,
+    /// Each facet and the end of its values in `values` (a facet's values
+    /// start where the previous one's end).
+    facets: Vec<(String, usize)>,
+}
+
+/// One facet's `(value, score)` list, in value order.
+#[derive(Debug, Clone, Copy)]
+pub struct FacetScores<'s> {
+    text: &'s str,
+    values: &'s [(u32, u32, u32)],
+}
+
+impl<'s> FacetScores<'s> {
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The `(value, score)` pairs, in value order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'s str, u32)> + 's {
+        let text = self.text;
+        self.values
+            .iter()
+            .map(move |&(a, b, score)| (&text[a as usize..b as usize], score))
+    }
+
+    /// The score of `value`.
+    pub fn get(&self, value: &str) -> Option<u32> {
+        let text = self.text;
+        let i = self
+            .values
+            .binary_search_by(|&(a, b, _)| {
+                cmp_bytes(&text.as_bytes()[a as usize..b as usize], value.as_bytes())
+            })
+            .ok()?;
+        Some(self.values[i].2)
+    }
+}
+
+/// Builds a [`SortedScores`]: facets in order, each facet's values in
+/// order.
+#[derive(Debug, Default)]
+pub(crate) struct SortedScoresBuilder(SortedScores);
+
+impl SortedScoresBuilder {
+    pub(crate) fn with_capacity(values: usize, text: usize) -> SortedScoresBuilder {
+        SortedScoresBuilder(SortedScores {
+            text: String::with_capacity(text),
+            values: Vec::with_capacity(values),
+            facets: Vec::new(),
+        })
+    }
+
+    /// Add `value` with `score` to the facet being built.
+    pub(crate) fn value(&mut self, value: &str, score: u32) {
+        let start = self.0.text.len() as u32;
+        self.0.text.push_str(value);
+        self.0.values.push((start, self.0.text.len() as u32, score));
+    }
+
+    /// End the facet `name`, made of the values added since the last.
+    pub(crate) fn end_facet(&mut self, name: String) {
+        self.0.facets.push((name, self.0.values.len()));
+    }
+
+    pub(crate) fn build(self) -> SortedScores {
+        self.0
+    }
+}
 
 impl SortedScores {
     /// The facets and their `(value, score)` lists, both in order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &[(String, u32)])> {
-        self.0.iter().map(|(f, vs)| (f.as_str(), vs.as_slice()))
+    pub fn iter(&self) -> impl Iterator<Item = (&str, FacetScores<'_>)> {
+        let mut start = 0;
+        self.facets.iter().map(move |(name, end)| {
+            let values = &self.values[start..*end];
+            start = *end;
+            (
+                name.as_str(),
+                FacetScores {
+                    text: &self.text,
+                    values,
+                },
+            )
+        })
     }
 
     /// The `(value, score)` list of `facet`, in value order.
-    pub fn facet(&self, facet: &str) -> Option<&[(String, u32)]> {
+    pub fn facet(&self, facet: &str) -> Option<FacetScores<'_>> {
         let i = self
-            .0
+            .facets
             .binary_search_by(|(f, _)| cmp_bytes(f.as_bytes(), facet.as_bytes()))
             .ok()?;
-        Some(&self.0[i].1)
+        let start = if i == 0 { 0 } else { self.facets[i - 1].1 };
+        Some(FacetScores {
+            text: &self.text,
+            values: &self.values[start..self.facets[i].1],
+        })
     }
 
     /// The score (1..=20) of `value` of `facet`.
     pub fn get(&self, facet: &str, value: &str) -> Option<u32> {
-        let values = self.facet(facet)?;
-        let i = values
-            .binary_search_by(|(v, _)| cmp_bytes(v.as_bytes(), value.as_bytes()))
-            .ok()?;
-        Some(values[i].1)
+        self.facet(facet)?.get(value)
+    }
+
+    /// About the bytes of the profile JSON of these scores.
+    pub(crate) fn json_size_hint(&self) -> usize {
+        64 + self.text.len()
+            + 8 * self.values.len()
+            + self.facets.iter().map(|(f, _)| f.len() + 6).sum::<usize>()
+    }
+
+    /// `(facet, [(value, score)])`, as owned lists.
+    #[cfg(test)]
+    pub(crate) fn to_vec(&self) -> Vec<(String, Vec<(String, u32)>)> {
+        self.iter()
+            .map(|(f, vs)| {
+                let values = vs.iter().map(|(v, n)| (v.to_string(), n)).collect();
+                (f.to_string(), values)
+            })
+            .collect()
     }
 
     /// The API's profile JSON (`lastEventAt`, `scores`, `userToken`) of
@@ -53,7 +160,7 @@ impl SortedScores {
         let last = affinity_rowkey::time::format_seconds(last_event_millis).unwrap_or_default();
         json_string(out, &last);
         out.extend_from_slice(b",\"scores\":{");
-        for (i, (facet, values)) in self.0.iter().enumerate() {
+        for (i, (facet, values)) in self.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
@@ -65,7 +172,7 @@ impl SortedScores {
                 }
                 json_string(out, value);
                 out.push(b':');
-                out.extend_from_slice(number.format(*score).as_bytes());
+                out.extend_from_slice(number.format(score).as_bytes());
             }
             out.push(b'}');
         }
@@ -86,22 +193,25 @@ impl SortedScores {
     }
 
     pub(crate) fn into_map(self) -> BTreeMap<String, BTreeMap<String, u32>> {
-        self.0
-            .into_iter()
-            .map(|(facet, values)| (facet, values.into_iter().collect()))
+        self.iter()
+            .map(|(facet, values)| {
+                let values = values.iter().map(|(v, n)| (v.to_string(), n)).collect();
+                (facet.to_string(), values)
+            })
             .collect()
     }
 }
 
 impl From<&Profile> for SortedScores {
     fn from(profile: &Profile) -> SortedScores {
-        SortedScores(
-            profile
-                .scores
-                .iter()
-                .map(|(f, vs)| (f.clone(), vs.iter().map(|(v, n)| (v.clone(), *n)).collect()))
-                .collect(),
-        )
+        let mut built = SortedScoresBuilder::default();
+        for (facet, values) in &profile.scores {
+            for (value, score) in values {
+                built.value(value, *score);
+            }
+            built.end_facet(facet.clone());
+        }
+        built.build()
     }
 }
 
@@ -181,7 +291,7 @@ mod tests {
                     prop_assert_eq!(sorted.get(facet, value), Some(*score));
                     prop_assert_eq!(sorted.get(facet, &format!("{value}\u{0}")), values.get(&format!("{value}\u{0}")).copied());
                 }
-                prop_assert_eq!(sorted.facet(facet).map(<[_]>::len), Some(values.len()));
+                prop_assert_eq!(sorted.facet(facet).map(|f| f.len()), Some(values.len()));
             }
             prop_assert_eq!(sorted.get("\u{10ffff}facet", "x"), None);
             let written = written(&user, millis, &sorted);
