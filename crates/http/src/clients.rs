@@ -25,7 +25,10 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use ipnet::IpNet;
+
 use crate::error::{Error, Result};
+use crate::limits::take_token;
 
 /// The most buckets one server keeps.
 pub const MAX_CLIENTS: usize = 100_000;
@@ -50,60 +53,19 @@ impl Client {
     }
 }
 
-/// One address block: an address and how many leading bits must match.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Block {
-    addr: IpAddr,
-    bits: u8,
-}
-
-impl Block {
-    /// `a.b.c.d`, `a.b.c.d/n`, an IPv6 address, or one with `/n`.
-    fn parse(text: &str) -> Option<Block> {
-        let (addr, bits) = match text.trim().split_once('/') {
-            Some((a, n)) => (a.parse::<IpAddr>().ok()?, Some(n.parse::<u8>().ok()?)),
-            None => (text.trim().parse::<IpAddr>().ok()?, None),
-        };
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let bits = bits.unwrap_or(max);
-        (bits <= max).then_some(Block { addr, bits })
-    }
-
-    fn contains(&self, ip: IpAddr) -> bool {
-        let ip = canonical(ip);
-        let mask = |bits: u8, width: u32| -> u128 {
-            if bits == 0 {
-                0
-            } else {
-                (!0u128 << (width - u32::from(bits))) & (!0u128 >> (128 - width))
-            }
-        };
-        match (canonical(self.addr), ip) {
-            (IpAddr::V4(a), IpAddr::V4(b)) => {
-                let m = mask(self.bits, 32);
-                u128::from(a.to_bits()) & m == u128::from(b.to_bits()) & m
-            }
-            (IpAddr::V6(a), IpAddr::V6(b)) => {
-                let m = mask(self.bits, 128);
-                a.to_bits() & m == b.to_bits() & m
-            }
-            _ => false,
-        }
-    }
-}
-
-/// An IPv4 address written as IPv6 (`::ffff:a.b.c.d`, as a dual-stack
-/// socket reports IPv4 peers) as the IPv4 address.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
+/// An address or a network (`10.0.0.0/8`, `fd00::/8`, `::1`), as
+/// `trusted_proxies` and secured keys' `restrictSources` name them: an
+/// address alone is the network of just it.
+pub(crate) fn parse_net(text: &str) -> Option<IpNet> {
+    let text = text.trim();
+    text.parse::<IpNet>()
+        .ok()
+        .or_else(|| text.parse::<IpAddr>().ok().map(IpNet::from))
 }
 
 /// The proxies whose `X-Forwarded-For` is believed.
 #[derive(Debug, Clone, Default)]
-pub struct Proxies(Vec<Block>);
+pub struct Proxies(Vec<IpNet>);
 
 impl Proxies {
     /// Parse `trusted_proxies`, naming the entry at fault.
@@ -111,7 +73,7 @@ impl Proxies {
         entries
             .iter()
             .map(|e| {
-                Block::parse(e.as_ref()).ok_or_else(|| Error::Config {
+                parse_net(e.as_ref()).ok_or_else(|| Error::Config {
                     reason: format!(
                         "trusted_proxies: {:?} is not an IP address or an address block (a.b.c.d/n, or IPv6 with /n)",
                         e.as_ref()
@@ -122,8 +84,9 @@ impl Proxies {
             .map(Proxies)
     }
 
+    /// Whether `ip` (canonical: IPv4 as IPv4) is a trusted proxy.
     fn trusts(&self, ip: IpAddr) -> bool {
-        self.0.iter().any(|b| b.contains(ip))
+        self.0.iter().any(|net| net.contains(&ip))
     }
 
     /// The client's address: `peer`, or when `peer` is a trusted proxy,
@@ -136,14 +99,14 @@ impl Proxies {
         peer: Option<IpAddr>,
         forwarded: impl DoubleEndedIterator<Item = &'a str>,
     ) -> Option<IpAddr> {
-        let mut client = canonical(peer?);
+        let mut client = peer?.to_canonical();
         if !self.trusts(client) {
             return Some(client);
         }
         for entry in forwarded.rev().flat_map(|v| v.rsplit(',')) {
             match entry.trim().parse::<IpAddr>() {
                 Ok(ip) => {
-                    client = canonical(ip);
+                    client = ip.to_canonical();
                     if !self.trusts(client) {
                         break;
                     }
@@ -193,15 +156,7 @@ impl ClientBuckets {
             *tokens = tokens.min(burst);
             *rate = per_hour;
         }
-        let refill = now.saturating_duration_since(*counted).as_secs_f64() * per_second;
-        *tokens = (*tokens + refill).min(burst);
-        *counted = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            Ok(())
-        } else {
-            Err(Duration::from_secs_f64((1.0 - *tokens) / per_second))
-        }
+        take_token(tokens, counted, now, per_second, burst)
     }
 
     /// How many buckets are kept.
@@ -248,18 +203,20 @@ mod tests {
 
     #[test]
     fn address_blocks_match_their_addresses() {
-        let b = Block::parse("10.1.0.0/16").unwrap();
-        assert!(b.contains(ip("10.1.200.3")));
-        assert!(!b.contains(ip("10.2.0.1")));
-        assert!(b.contains(ip("::ffff:10.1.0.9")), "IPv4 as IPv6");
-        assert!(Block::parse("0.0.0.0/0").unwrap().contains(ip("8.8.8.8")));
-        assert!(!Block::parse("0.0.0.0/0").unwrap().contains(ip("::1")));
-        let one = Block::parse("127.0.0.1").unwrap();
-        assert!(one.contains(ip("127.0.0.1")) && !one.contains(ip("127.0.0.2")));
-        let v6 = Block::parse("fd00::/8").unwrap();
-        assert!(v6.contains(ip("fd12::1")) && !v6.contains(ip("fe80::1")));
+        let trusts = |net: &str, addr: &str| {
+            Proxies::parse(&[net])
+                .unwrap()
+                .trusts(ip(addr).to_canonical())
+        };
+        assert!(trusts("10.1.0.0/16", "10.1.200.3"));
+        assert!(!trusts("10.1.0.0/16", "10.2.0.1"));
+        assert!(trusts("10.1.0.0/16", "::ffff:10.1.0.9"), "IPv4 as IPv6");
+        assert!(trusts("0.0.0.0/0", "8.8.8.8"));
+        assert!(!trusts("0.0.0.0/0", "::1"));
+        assert!(trusts("127.0.0.1", "127.0.0.1") && !trusts("127.0.0.1", "127.0.0.2"));
+        assert!(trusts("fd00::/8", "fd12::1") && !trusts("fd00::/8", "fe80::1"));
         for bad in ["10.0.0.0/33", "::/129", "10.0.0", "x", "10.0.0.0/", ""] {
-            assert!(Block::parse(bad).is_none(), "{bad}");
+            assert!(parse_net(bad).is_none(), "{bad}");
         }
         let err = Proxies::parse(&["10.0.0.0/8", "nonsense"]).unwrap_err();
         assert!(err.to_string().contains("\"nonsense\""), "{err}");

@@ -130,18 +130,34 @@ impl Bucket {
     fn take(&self) -> std::result::Result<(), Duration> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let (tokens, counted) = &mut *state;
-        let now = Instant::now();
-        let refill = now.duration_since(*counted).as_secs_f64() * self.limit.per_second;
-        *tokens = (*tokens + refill).min(self.limit.burst());
-        *counted = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            Ok(())
-        } else {
-            Err(Duration::from_secs_f64(
-                (1.0 - *tokens) / self.limit.per_second,
-            ))
-        }
+        take_token(
+            tokens,
+            counted,
+            Instant::now(),
+            self.limit.per_second,
+            self.limit.burst(),
+        )
+    }
+}
+
+/// A token bucket's step at `now`: `tokens`, counted at `counted`, refill
+/// at `per_second` up to `burst`; then one is taken, or the wait until
+/// one is there is returned.
+pub(crate) fn take_token(
+    tokens: &mut f64,
+    counted: &mut Instant,
+    now: Instant,
+    per_second: f64,
+    burst: f64,
+) -> std::result::Result<(), Duration> {
+    let refill = now.saturating_duration_since(*counted).as_secs_f64() * per_second;
+    *tokens = (*tokens + refill).min(burst);
+    *counted = now;
+    if *tokens >= 1.0 {
+        *tokens -= 1.0;
+        Ok(())
+    } else {
+        Err(Duration::from_secs_f64((1.0 - *tokens) / per_second))
     }
 }
 
@@ -235,12 +251,7 @@ impl Limiter {
     /// taken from only when the application's had a token).
     pub fn check_rate(&self, app: &str, digest: &[u8; 32]) -> Result<()> {
         let refuse = |scope: &'static str, limit: RateLimit, wait: Duration| {
-            *self
-                .rate_limited
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .entry((app.to_string(), scope))
-                .or_default() += 1;
+            self.count_refusal(app, scope);
             let whose = match scope {
                 "key" => "this API key".to_string(),
                 _ => format!("application {app:?}"),
@@ -286,13 +297,18 @@ impl Limiter {
             Ok(()) => return Ok(()),
             Err(wait) => wait,
         };
+        self.count_refusal(app, "client");
+        Err(clients::refusal(client, per_hour, wait))
+    }
+
+    /// Count a 429 of `app` by the limit `scope`, for `/metrics`.
+    fn count_refusal(&self, app: &str, scope: &'static str) {
         *self
             .rate_limited
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .entry((app.to_string(), "client"))
+            .entry((app.to_string(), scope))
             .or_default() += 1;
-        Err(clients::refusal(client, per_hour, wait))
     }
 
     /// Admit a request (a write when `write`), or refuse it with

@@ -143,9 +143,7 @@ fn list(name: &str, value: &str) -> Result<Vec<String>> {
 }
 
 fn source(text: &str) -> Result<IpNet> {
-    text.parse::<IpNet>()
-        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
-        .map_err(|_| {
+    crate::clients::parse_net(text).ok_or_else(|| {
             refused(format!(
                 "Invalid secured API key: restrictSources {text:?} is not an IP address or CIDR network"
             ))
