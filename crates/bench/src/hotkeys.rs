@@ -83,6 +83,16 @@ fn busiest_over_mean(mut history: Vec<Vec<u8>>, writes: &[Vec<u8>], ranges: usiz
     busiest as f64 * ranges as f64 / writes.len().max(1) as f64
 }
 
+/// How an events key is salted in a layout.
+#[derive(Clone, Copy)]
+enum Salt {
+    None,
+    /// By `app,user` (the engine's events salter).
+    ByUser,
+    /// Over the whole key.
+    WholeKey,
+}
+
 /// Print the table.
 pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
     if args.users == 0 || args.writes == 0 || args.ranges < 2 || args.sub_rows == 0 {
@@ -112,32 +122,24 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
         [tenant.as_slice(), &salted].concat()
     };
     let day = 20_418i64; // 2025-11-26
+                         // A day of events keys, each user's salted as `salt(user)` says.
     let event_keys =
-        |draws: &[usize], day: i64, s: Option<&Salter>, rng: &mut rand::rngs::StdRng| {
+        |draws: &[usize], day: i64, salt: &dyn Fn(usize) -> Salt, rng: &mut rand::rngs::StdRng| {
             draws
                 .iter()
                 .enumerate()
                 .map(|(i, &u)| {
                     let ts = day * DAY_MILLIS + (i as i64 * DAY_MILLIS) / draws.len() as i64;
                     let logical = event_key_text(app, &user(u), ts, rng.random())?;
-                    Ok(physical(s, logical))
+                    let salter = match salt(u) {
+                        Salt::None => None,
+                        Salt::ByUser => Some(&by_user),
+                        Salt::WholeKey => Some(&whole_key),
+                    };
+                    Ok(physical(salter, logical))
                 })
                 .collect::<anyhow::Result<Vec<_>>>()
         };
-    println!(
-        "users {} (Zipf {}), {} writes a day, {} ranges, {} salt buckets; busiest range / mean (goal <= 1.5)",
-        args.users, args.zipf, args.writes, args.ranges, args.buckets
-    );
-    println!(
-        "| table | unsalted | salted by app,user | spread (model, not built) | {} hot users spread over {} (model, not built) |\n|---|---|---|---|---|",
-        args.hot_users, args.sub_rows
-    );
-    let mut row = Vec::new();
-    for salter in [None, Some(&by_user), Some(&whole_key)] {
-        let old = event_keys(&history, day - 1, salter, &mut rng)?;
-        let new = event_keys(&today, day, salter, &mut rng)?;
-        row.push(busiest_over_mean(old, &new, args.ranges));
-    }
     // The hot users of the day before: the most active.
     let hot: std::collections::HashSet<usize> = {
         let mut counts = std::collections::HashMap::<usize, usize>::new();
@@ -152,25 +154,34 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
             .map(|(u, _)| *u)
             .collect()
     };
-    // Hot users' events salted over the whole key, the others' by
-    // `app,user`.
-    let hot_event_keys = |draws: &[usize], day: i64, rng: &mut rand::rngs::StdRng| {
-        let mut out = Vec::with_capacity(draws.len());
-        for (i, &u) in draws.iter().enumerate() {
-            let ts = day * DAY_MILLIS + (i as i64 * DAY_MILLIS) / draws.len() as i64;
-            let logical = event_key_text(app, &user(u), ts, rng.random())?;
-            let s = if hot.contains(&u) {
-                &whole_key
+    println!(
+        "users {} (Zipf {}), {} writes a day, {} ranges, {} salt buckets; busiest range / mean (goal <= 1.5)",
+        args.users, args.zipf, args.writes, args.ranges, args.buckets
+    );
+    println!(
+        "| table | unsalted | salted by app,user | spread (model, not built) | {} hot users spread over {} (model, not built) |\n|---|---|---|---|---|",
+        args.hot_users, args.sub_rows
+    );
+    // Unsalted, salted by `app,user`, salted over the whole key, and hot
+    // users' events over the whole key with the others' by `app,user`.
+    let layouts: [&dyn Fn(usize) -> Salt; 4] = [
+        &|_| Salt::None,
+        &|_| Salt::ByUser,
+        &|_| Salt::WholeKey,
+        &|u| {
+            if hot.contains(&u) {
+                Salt::WholeKey
             } else {
-                &by_user
-            };
-            out.push(physical(Some(s), logical));
-        }
-        anyhow::Ok(out)
-    };
-    let old = hot_event_keys(&history, day - 1, &mut rng)?;
-    let new = hot_event_keys(&today, day, &mut rng)?;
-    row.push(busiest_over_mean(old, &new, args.ranges));
+                Salt::ByUser
+            }
+        },
+    ];
+    let mut row = Vec::new();
+    for salt in layouts {
+        let old = event_keys(&history, day - 1, salt, &mut rng)?;
+        let new = event_keys(&today, day, salt, &mut rng)?;
+        row.push(busiest_over_mean(old, &new, args.ranges));
+    }
     println!(
         "| events | {:.2} | {:.2} | {:.2} | {:.2} |",
         row[0], row[1], row[2], row[3]

@@ -123,6 +123,6 @@ mod test_util;
 mod write;
 
 pub use affinity_model::{Store, Table};
-pub use options::{open_file_limit, table_files_for, EmbeddedOptions};
+pub use options::EmbeddedOptions;
 pub use store::{EmbeddedStore, MemoryUsage};
 pub use table::EmbeddedTable;

@@ -48,12 +48,12 @@ pub struct EmbeddedOptions {
 
 /// The table files kept open under an open-file limit of `limit`: half of
 /// it, at least 64.
-pub fn table_files_for(limit: u64) -> i32 {
+pub(crate) fn table_files_for(limit: u64) -> i32 {
     (limit / 2).clamp(64, i32::MAX as u64) as i32
 }
 
 /// The process's soft open-file limit (1,024 where it cannot be read).
-pub fn open_file_limit() -> u64 {
+pub(crate) fn open_file_limit() -> u64 {
     #[cfg(unix)]
     {
         let mut limit = libc::rlimit {
