@@ -16,6 +16,8 @@ from algoliasearch.http.exceptions import RequestException
 from algoliasearch.http.hosts import Host, HostsCollection
 from algoliasearch.insights.client import InsightsClientSync
 from algoliasearch.insights.config import InsightsConfig
+from algoliasearch.personalization.client import PersonalizationClientSync
+from algoliasearch.personalization.config import PersonalizationConfig
 from algoliasearch.search.client import SearchClientSync
 from algoliasearch.search.config import SearchConfig
 
@@ -83,4 +85,39 @@ limited = out["limited"]["key"]
 out["got_limited"] = outcome(lambda: search.get_api_key(limited))
 out["limited_sends"] = [send_event(limited).get("status") for _ in range(3)]
 out["limited_deleted"] = outcome(lambda: search.delete_api_key(limited))
+# Algolia's Personalization API asks for `recommendation`: a key made
+# with it (and `search`) reads back and lists through this client, and
+# the Personalization client reads profiles and the strategy with it. It
+# may not change the strategy (that stays admin here).
+out["recommendation"] = outcome(
+    lambda: search.add_api_key({"acl": ["search", "recommendation"], "description": "py recs"})
+)
+recs = out["recommendation"]["key"]
+out["got_recommendation"] = outcome(lambda: search.get_api_key(recs))
+out["listed_recommendation"] = outcome(lambda: search.list_api_keys())
+personalization = PersonalizationClientSync.create_with_config(
+    at_server(PersonalizationConfig(app, recs, "us"))
+)
+admin_personalization = PersonalizationClientSync.create_with_config(
+    at_server(PersonalizationConfig(app, admin, "us"))
+)
+strategy = {
+    "eventsScoring": [{"eventName": "Product Clicked", "eventType": "click", "score": 10}],
+    "facetsScoring": [{"facetName": "brand", "score": 100}],
+    "personalizationImpact": 50,
+}
+out["admin_sets_strategy"] = outcome(
+    lambda: admin_personalization.set_personalization_strategy(strategy)
+)
+out["admin_sends_event"] = send_event(admin)
+out["recommendation_reads_strategy"] = outcome(
+    lambda: personalization.get_personalization_strategy()
+)
+out["recommendation_reads_profile"] = outcome(
+    lambda: personalization.get_user_token_profile("py-keys")
+)
+out["recommendation_sets_strategy"] = outcome(
+    lambda: personalization.set_personalization_strategy(strategy)
+)
+out["recommendation_deleted"] = outcome(lambda: search.delete_api_key(recs))
 print(json.dumps(out))

@@ -111,7 +111,8 @@ pub enum KeysCommand {
         /// The application.
         #[arg(long)]
         app: String,
-        /// Its ACLs, comma-separated: search, events, profiles, admin.
+        /// Its ACLs, comma-separated: search, events, profiles, admin (or
+        /// Algolia's recommendation, which is profiles).
         #[arg(long, value_delimiter = ',', required = true)]
         acl: Vec<String>,
         /// What the key is for.

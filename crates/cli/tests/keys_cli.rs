@@ -61,7 +61,7 @@ fn keys_added_by_the_cli_work_on_the_server() {
         .find(|l| l.starts_with(&key))
         .unwrap_or_else(|| panic!("{listed}"));
     assert!(
-        line.contains("search,events") && line.contains(" 500  shop front"),
+        line.contains("events,search") && line.contains(" 500  shop front"),
         "{line}"
     );
     // The admin key's text is not kept: listed by its digest.

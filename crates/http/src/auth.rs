@@ -31,7 +31,10 @@ pub enum Acl {
     Search,
     /// Send events.
     Events,
-    /// Read profiles, the strategy, catalog objects and jobs.
+    /// Read profiles, the strategy, catalog objects and jobs. Algolia's
+    /// name for its Personalization API's ACL, `recommendation`, is taken
+    /// as this one (see [`Acl::parse`]).
+    #[serde(alias = "recommendation")]
     Profiles,
     /// Everything, including strategy changes, deletions and the catalog.
     Admin,
@@ -47,12 +50,24 @@ impl Acl {
         }
     }
 
+    /// The ACL named `text`: one of ours, or `recommendation`, the ACL
+    /// Algolia's Personalization API asks for, which reads profiles and
+    /// the strategy here as `profiles` does. (Algolia's also lets it set
+    /// the strategy and delete profiles; here those stay `admin`.) A key
+    /// keeps the names it was given, so Algolia's clients, which refuse
+    /// names they do not know, can read back a key made with theirs.
     pub fn parse(text: &str) -> Option<Acl> {
+        if text == ALGOLIA_PROFILES {
+            return Some(Acl::Profiles);
+        }
         [Acl::Search, Acl::Events, Acl::Profiles, Acl::Admin]
             .into_iter()
             .find(|a| a.as_str() == text)
     }
 }
+
+/// Algolia's name for the ACL of its Personalization API.
+pub const ALGOLIA_PROFILES: &str = "recommendation";
 
 /// One API key. Every comparison is of SHA-256 digests, in constant
 /// time, so a key configured as a hash (`sha256:<hex>`) and one in plain

@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 use axum::extract::{Path, State as Shared};
 use axum::Json;
 
-use crate::auth::{Access, Acl, ApiKey, Caller, SHA256_PREFIX};
+use crate::auth::{Access, Acl, ApiKey, Caller, ALGOLIA_PROFILES, SHA256_PREFIX};
 use crate::body::Body;
 use crate::error::{blocking, Error, Result};
 use crate::state::State;
@@ -248,7 +248,7 @@ fn usable(app: &str, key: &StoredKey) -> Option<ApiKey> {
 /// `affinity keys add` give it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeySpec {
-    pub acl: BTreeSet<Acl>,
+    pub acl: Acls,
     pub description: String,
     /// Seconds from now after which the key is refused; 0: never.
     pub validity: u64,
@@ -257,19 +257,39 @@ pub struct KeySpec {
     pub max_queries_per_ip_per_hour: u32,
 }
 
-/// The ACLs named in `names`: at least one, each one of ours.
-pub fn parse_acls<S: AsRef<str>>(names: &[S]) -> Result<BTreeSet<Acl>> {
-    let mut out = BTreeSet::new();
+/// A key's ACLs: what they grant, and the names they were given by,
+/// which the key keeps and lists (Algolia's `recommendation` grants
+/// [`Acl::Profiles`] but is listed as given; see [`Acl::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acls {
+    pub grants: BTreeSet<Acl>,
+    /// Each name once, in the order given.
+    pub names: Vec<String>,
+}
+
+/// The ACLs named in `names`: at least one, each one of ours or
+/// Algolia's `recommendation`.
+pub fn parse_acls<S: AsRef<str>>(names: &[S]) -> Result<Acls> {
+    let mut out = Acls {
+        grants: BTreeSet::new(),
+        names: Vec::new(),
+    };
     for name in names {
         let name = name.as_ref();
-        out.insert(Acl::parse(name).ok_or_else(|| {
+        out.grants.insert(Acl::parse(name).ok_or_else(|| {
             invalid(
                 "acl",
-                format!("unknown ACL {name:?}: use search, events, profiles or admin"),
+                format!(
+                    "unknown ACL {name:?}: use search, events, profiles or admin \
+                     (or Algolia's {ALGOLIA_PROFILES}, which is profiles)"
+                ),
             )
         })?);
+        if !out.names.iter().any(|n| n == name) {
+            out.names.push(name.to_string());
+        }
     }
-    if out.is_empty() {
+    if out.grants.is_empty() {
         return Err(invalid("acl", "a key needs at least one ACL"));
     }
     Ok(out)
@@ -291,7 +311,7 @@ const FIELDS: &str = "acl, description, validity and maxQueriesPerIPPerHour";
 
 impl KeySpec {
     /// Check `description` and `validity` (seconds, 0: never expires).
-    pub fn new(acl: BTreeSet<Acl>, description: String, validity: u64) -> Result<KeySpec> {
+    pub fn new(acl: Acls, description: String, validity: u64) -> Result<KeySpec> {
         if description.len() > MAX_DESCRIPTION_BYTES {
             return Err(invalid(
                 "description",
@@ -412,8 +432,8 @@ impl KeySpec {
             digest,
             // A key that may be the parent of secured API keys keeps its
             // text (their HMAC needs it); an admin key never can be.
-            plain: plain.filter(|_| !self.acl.contains(&Acl::Admin)),
-            acl: self.acl.iter().map(|a| a.as_str().to_string()).collect(),
+            plain: plain.filter(|_| !self.acl.grants.contains(&Acl::Admin)),
+            acl: self.acl.names.clone(),
             description: self.description.clone(),
             created_at,
             valid_until: (self.validity > 0).then(|| now + self.validity as i64 * 1000),
@@ -568,7 +588,7 @@ pub async fn post_key(
         let spec = KeySpec::from_json(&body.json()?)?;
         let made = create(&state.engine, &app, &spec)?;
         state.stored_keys.reload(&state.engine)?;
-        tracing::info!(app, acl = ?spec.acl, "API key created");
+        tracing::info!(app, acl = ?spec.acl.names, "API key created");
         Ok(made)
     })
     .await?;
@@ -619,7 +639,7 @@ pub async fn put_key(
         let spec = KeySpec::from_json(&body.json()?)?;
         let updated_at = update(&state.engine, &state.keys, &app, &key, &spec)?;
         state.stored_keys.reload(&state.engine)?;
-        tracing::info!(app, acl = ?spec.acl, "API key changed");
+        tracing::info!(app, acl = ?spec.acl.names, "API key changed");
         Ok(Json(json!({"key": key, "updatedAt": iso(updated_at)})))
     })
     .await
@@ -660,6 +680,26 @@ mod tests {
         };
         engine.put_api_key("shop", &key).unwrap();
         Arc::new(engine)
+    }
+
+    /// Algolia's `recommendation` grants `profiles`, and the key keeps
+    /// the names it was given, each once, so Algolia's clients can read
+    /// it back; an unknown name is refused naming it.
+    #[test]
+    fn algolia_recommendation_is_profiles_listed_as_given() {
+        let acls = parse_acls(&["recommendation", "search", "recommendation"]).unwrap();
+        assert_eq!(acls.grants, BTreeSet::from([Acl::Search, Acl::Profiles]));
+        assert_eq!(acls.names, ["recommendation", "search"]);
+        let spec = KeySpec::new(acls, String::new(), 0).unwrap();
+        let stored = spec.stored([1; 32], Some("k".into()), 0, 0);
+        assert_eq!(stored.acl, ["recommendation", "search"]);
+        let key = usable("shop", &stored).unwrap();
+        assert!(key.acl.contains(&Acl::Profiles) && !key.acl.contains(&Acl::Admin));
+        let err = parse_acls(&["addObject"]).unwrap_err().to_string();
+        assert!(
+            err.contains("addObject") && err.contains("recommendation"),
+            "{err}"
+        );
     }
 
     /// A server's first request used to race its refresh task's first

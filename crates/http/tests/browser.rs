@@ -503,6 +503,32 @@ fn algolia_python_api_keys() {
         // A search key's events are refused (403) but count.
         assert_eq!(out["limited_sends"], json!([403, 403, 429]), "{out}");
         assert!(out["limited_deleted"]["deletedAt"].is_string(), "{out}");
+        // Algolia's `recommendation`: kept and listed as given, so the
+        // client reads the key back; it reads profiles and the strategy
+        // and may not change the strategy.
+        let recs = out["recommendation"]["key"].as_str().unwrap();
+        assert_eq!(
+            out["got_recommendation"]["acl"],
+            json!(["search", "recommendation"]),
+            "{out}"
+        );
+        let listed = out["listed_recommendation"]["keys"].as_array().unwrap();
+        assert_eq!(listed.len(), 1, "{out}");
+        assert_eq!(listed[0]["value"], recs, "{out}");
+        assert!(out["admin_sets_strategy"]["updatedAt"].is_string(), "{out}");
+        assert_eq!(out["admin_sends_event"]["status"], 200, "{out}");
+        assert_eq!(
+            out["recommendation_reads_strategy"]["personalizationImpact"], 50,
+            "{out}"
+        );
+        let profile = &out["recommendation_reads_profile"];
+        assert_eq!(profile["userToken"], "py-keys", "{out}");
+        assert_eq!(profile["scores"]["brand"]["Apple"], 20, "{out}");
+        assert_eq!(out["recommendation_sets_strategy"]["status"], 403, "{out}");
+        assert!(
+            out["recommendation_deleted"]["deletedAt"].is_string(),
+            "{out}"
+        );
         assert!(server.engine.api_keys(APP).unwrap().is_empty());
         server.stop().await;
     });

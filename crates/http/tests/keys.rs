@@ -103,7 +103,11 @@ async fn keys_follow_across(a: &Server, b: &Server) {
     conforms("ApiKeyList", &listed);
     assert_eq!(listed["keys"].as_array().unwrap().len(), 1, "{listed}");
     assert_eq!(listed["keys"][0]["value"], key.as_str());
-    assert_eq!(listed["keys"][0]["acl"], json!(["search", "events"]));
+    assert_eq!(
+        listed["keys"][0]["acl"],
+        json!(["events", "search"]),
+        "listed as given"
+    );
     assert_eq!(listed["keys"][0]["description"], "shop front");
     assert_eq!(listed["keys"][0]["validity"], 0);
     let (status, one) = call(b, Method::GET, &format!("/1/keys/{key}"), None).await;
