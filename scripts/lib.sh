@@ -110,6 +110,27 @@ ensure_browser_prereqs() {
 # installs cargo-fuzz (pinned by its lock file) into
 # ~/.cache/affinity/tools when missing, and sets CARGO_FUZZ to run it.
 fuzz_tools="${XDG_CACHE_HOME:-$HOME/.cache}/affinity/tools"
+# A nextest filter leaving out the tests that the harnesses with
+# prerequisites (tests/browser.rs, tests/disk_cli.rs) list as ignored
+# because something they need is missing; empty when none is.
+missing_prereq_filter() {
+  cargo nextest list --release --workspace --run-ignored only --message-format json 2>/dev/null |
+    python3 -c '
+import json, sys
+harnesses = ("affinity-http::browser", "affinity-cli::disk_cli")
+suites = json.load(sys.stdin).get("rust-suites", {})
+out = []
+for binary in harnesses:
+    cases = suites.get(binary, {}).get("testcases", {})
+    for name, case in sorted(cases.items()):
+        if case.get("ignored"):
+            print(f"skipped, a prerequisite is missing: {binary} {name}", file=sys.stderr)
+            out.append(f"(binary_id({binary}) & test(={name}))")
+if out:
+    print("not (" + " | ".join(out) + ")")
+' || true
+}
+
 has_fuzz_prereqs() {
   cargo +nightly --version >/dev/null 2>&1 || return 1
   command -v cargo-fuzz >/dev/null 2>&1 || [ -x "$fuzz_tools/bin/cargo-fuzz" ]
