@@ -16,6 +16,11 @@
 //! user's state write lands on the row `user,DAY`. The figure is the
 //! busiest range's share of the new writes over the mean share (1/ranges);
 //! the goal is at most 1.5.
+//!
+//! A second model cuts the ranges by load, as Bigtable also does, between
+//! rows only: on the first half of the day's writes, measured on the
+//! second. It compares the layouts as built with the designed one (hot
+//! users' day rows over adjacent sub-rows, `docs/design/profiles.md`).
 
 use affinity_engine::state::state_row_key;
 use affinity_engine::DAY_MILLIS;
@@ -81,6 +86,34 @@ fn busiest_over_mean(mut history: Vec<Vec<u8>>, writes: &[Vec<u8>], ranges: usiz
     }
     let busiest = load.iter().copied().max().unwrap_or(0);
     busiest as f64 * ranges as f64 / writes.len().max(1) as f64
+}
+
+/// The busiest range's share of the second half of `writes` over the
+/// mean, the ranges cut by load as Bigtable also splits tablets: between
+/// rows, each range taking about an equal share of the first half's
+/// writes (a row busier than that share is a range of its own, since a
+/// row cannot be split).
+fn busiest_by_load(writes: &[Vec<u8>], ranges: usize) -> f64 {
+    let (learn, measured) = writes.split_at(writes.len() / 2);
+    let mut seen: Vec<&[u8]> = learn.iter().map(Vec::as_slice).collect();
+    seen.sort_unstable();
+    let share = seen.len().div_ceil(ranges).max(1);
+    let mut cuts: Vec<&[u8]> = Vec::new();
+    let mut taken = 0;
+    for (i, key) in seen.iter().enumerate() {
+        taken += 1;
+        let last_of_row = seen.get(i + 1).is_none_or(|next| next != key);
+        if taken >= share && last_of_row && cuts.len() + 1 < ranges {
+            cuts.push(key);
+            taken = 0;
+        }
+    }
+    let mut load = vec![0usize; cuts.len() + 1];
+    for key in measured {
+        load[cuts.partition_point(|c| *c < key.as_slice())] += 1;
+    }
+    let busiest = load.iter().copied().max().unwrap_or(0);
+    busiest as f64 * ranges as f64 / measured.len().max(1) as f64
 }
 
 /// How an events key is salted in a layout.
@@ -232,5 +265,39 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
         }
     });
     println!("| profile state | {unsalted:.2} | (not salted) | {spread:.2} | {hot_spread:.2} |");
+    // Load-based splits: the events as built (salted by `app,user`), the
+    // state rows as built, and the designed layout (docs/design/
+    // profiles.md): hot users' day rows over `--sub-rows` adjacent
+    // sub-rows `user,DAY,kk`.
+    let events_by_user = event_keys(&today, day, &|_| Salt::ByUser, &mut rng)?;
+    let state_at = |key: &dyn Fn(usize, usize) -> Vec<u8>| -> Vec<Vec<u8>> {
+        today.iter().enumerate().map(|(i, &u)| key(u, i)).collect()
+    };
+    let state_rows = state_at(&|u, _| physical(None, state_row_key(&user(u), day)));
+    let adjacent = state_at(&|u, i| {
+        let row = state_row_key(&user(u), day);
+        if hot.contains(&u) {
+            let s = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) % u64::from(args.sub_rows);
+            physical(None, format!("{row},{s:02x}"))
+        } else {
+            physical(None, row)
+        }
+    });
+    println!(
+        "with load-based splits (cut between rows on the first half of the day's writes, the second half measured):"
+    );
+    println!(
+        "| table | as built | {} hot users' day rows over {} adjacent sub-rows (designed, not built) |\n|---|---|---|",
+        args.hot_users, args.sub_rows
+    );
+    println!(
+        "| events (salted by app,user) | {:.2} | (unchanged) |",
+        busiest_by_load(&events_by_user, args.ranges)
+    );
+    println!(
+        "| profile state | {:.2} | {:.2} |",
+        busiest_by_load(&state_rows, args.ranges),
+        busiest_by_load(&adjacent, args.ranges)
+    );
     Ok(())
 }

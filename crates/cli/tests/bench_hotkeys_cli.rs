@@ -42,6 +42,30 @@ fn hotkeys_prints_the_busiest_range_of_each_layout() {
             assert!(*spread < figures[0], "{out}");
         }
     }
+    // With load-based splits: the events as built; the state as built and
+    // with hot users' day rows over adjacent sub-rows, which such splits
+    // divide and the single row they replace cannot be.
+    let (_, by_load) = out
+        .split_once("with load-based splits")
+        .unwrap_or_else(|| panic!("{out}"));
+    let figures = |row: &str| -> Vec<f64> {
+        by_load
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("no {row} row in {out}"))
+            .split('|')
+            .filter_map(|c| c.trim().parse().ok())
+            .collect()
+    };
+    let events = figures("| events (salted by app,user) |");
+    assert_eq!(events.len(), 1, "{out}");
+    let state = figures("| profile state |");
+    assert_eq!(state.len(), 2, "{out}");
+    assert!(
+        events.iter().chain(&state).all(|f| (1.0..=8.0).contains(f)),
+        "{out}"
+    );
+    assert!(state[1] < state[0], "{out}");
     let refused = bench(&["hotkeys", "--ranges", "1"]);
     assert!(!refused.status.success());
     let err = String::from_utf8_lossy(&refused.stderr);
