@@ -210,10 +210,16 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
         },
     ];
     let mut row = Vec::new();
-    for salt in layouts {
+    // The day's events keys salted by `app,user`, as built, for the
+    // load-based model below.
+    let mut events_by_user = Vec::new();
+    for (layout, salt) in layouts.into_iter().enumerate() {
         let old = event_keys(&history, day - 1, salt, &mut rng)?;
         let new = event_keys(&today, day, salt, &mut rng)?;
         row.push(busiest_over_mean(old, &new, args.ranges));
+        if layout == 1 {
+            events_by_user = new;
+        }
     }
     println!(
         "| events | {:.2} | {:.2} | {:.2} | {:.2} |",
@@ -235,24 +241,34 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
         .map(|&u| physical(None, state_row_key(&user(u), day)))
         .collect();
     let unsalted = busiest_over_mean(old, &new, args.ranges);
+    // The sub-row of a day's `i`-th write (a stand-in for the event id's
+    // hash) among `subs`.
+    let sub_row =
+        |i: usize, subs: u32| (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) % u64::from(subs);
     let sub_of = |u: usize, d: i64, i: usize, subs: u32| {
-        let s = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) % u64::from(subs);
+        let s = sub_row(i, subs);
         physical(
             Some(&whole_key),
             format!("{},{s}", state_row_key(&user(u), d)),
         )
     };
-    // The busiest range of the day's state writes at `key(user, day, i)`
-    // (i: the write's place in the day), over the day before's.
-    let state_busiest = |key: &dyn Fn(usize, i64, usize) -> Vec<u8>| {
-        let at = |draws: &[usize], d: i64| -> Vec<Vec<u8>> {
+    // The state writes of `draws` on day `d`, each at `key(user, d, i)`
+    // (i: the write's place in the day).
+    let state_keys =
+        |draws: &[usize], d: i64, key: &dyn Fn(usize, i64, usize) -> Vec<u8>| -> Vec<Vec<u8>> {
             draws
                 .iter()
                 .enumerate()
                 .map(|(i, &u)| key(u, d, i))
                 .collect()
         };
-        busiest_over_mean(at(&history, day - 1), &at(&today, day), args.ranges)
+    // The busiest range of the day's state writes over the day before's.
+    let state_busiest = |key: &dyn Fn(usize, i64, usize) -> Vec<u8>| {
+        busiest_over_mean(
+            state_keys(&history, day - 1, key),
+            &state_keys(&today, day, key),
+            args.ranges,
+        )
     };
     let spread = state_busiest(&|u, d, i| sub_of(u, d, i, args.buckets));
     // Hot users on `--sub-rows` sub-rows salted over the whole key, the
@@ -266,19 +282,13 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
     });
     println!("| profile state | {unsalted:.2} | (not salted) | {spread:.2} | {hot_spread:.2} |");
     // Load-based splits: the events as built (salted by `app,user`), the
-    // state rows as built, and the designed layout (docs/design/
-    // profiles.md): hot users' day rows over `--sub-rows` adjacent
-    // sub-rows `user,DAY,kk`.
-    let events_by_user = event_keys(&today, day, &|_| Salt::ByUser, &mut rng)?;
-    let state_at = |key: &dyn Fn(usize, usize) -> Vec<u8>| -> Vec<Vec<u8>> {
-        today.iter().enumerate().map(|(i, &u)| key(u, i)).collect()
-    };
-    let state_rows = state_at(&|u, _| physical(None, state_row_key(&user(u), day)));
-    let adjacent = state_at(&|u, i| {
-        let row = state_row_key(&user(u), day);
+    // state rows as built (`new`, the day's rows above), and the designed
+    // layout (docs/design/profiles.md): hot users' day rows over
+    // `--sub-rows` adjacent sub-rows `user,DAY,kk`.
+    let adjacent = state_keys(&today, day, &|u, d, i| {
+        let row = state_row_key(&user(u), d);
         if hot.contains(&u) {
-            let s = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) % u64::from(args.sub_rows);
-            physical(None, format!("{row},{s:02x}"))
+            physical(None, format!("{row},{:02x}", sub_row(i, args.sub_rows)))
         } else {
             physical(None, row)
         }
@@ -296,7 +306,7 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
     );
     println!(
         "| profile state | {:.2} | {:.2} |",
-        busiest_by_load(&state_rows, args.ranges),
+        busiest_by_load(&new, args.ranges),
         busiest_by_load(&adjacent, args.ranges)
     );
     Ok(())

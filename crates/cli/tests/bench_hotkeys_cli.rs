@@ -21,19 +21,24 @@ fn hotkeys_prints_the_busiest_range_of_each_layout() {
         String::from_utf8_lossy(&run.stderr)
     );
     let out = String::from_utf8(run.stdout).unwrap();
-    let ratio = |table: &str| -> Vec<f64> {
-        let line = out
+    // The figures of the row starting with `row` in `table`: ranges cut
+    // by size, then (after its header) by load.
+    let (by_size, by_load) = out
+        .split_once("with load-based splits")
+        .unwrap_or_else(|| panic!("{out}"));
+    let figures = |table: &str, row: &str| -> Vec<f64> {
+        table
             .lines()
-            .find(|l| l.starts_with(&format!("| {table} |")))
-            .unwrap_or_else(|| panic!("no {table} row in {out}"));
-        line.split('|')
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("no {row} row in {out}"))
+            .split('|')
             .filter_map(|c| c.trim().parse().ok())
             .collect()
     };
     // Events: unsalted, salted by app,user, spread, hot users spread;
     // state: unsalted, spread, hot users spread.
     for (table, count) in [("events", 4), ("profile state", 3)] {
-        let figures = ratio(table);
+        let figures = figures(by_size, &format!("| {table} |"));
         assert_eq!(figures.len(), count, "{out}");
         // The busiest of 8 ranges takes at least the mean and at most all.
         assert!(figures.iter().all(|f| (1.0..=8.0).contains(f)), "{out}");
@@ -45,21 +50,9 @@ fn hotkeys_prints_the_busiest_range_of_each_layout() {
     // With load-based splits: the events as built; the state as built and
     // with hot users' day rows over adjacent sub-rows, which such splits
     // divide and the single row they replace cannot be.
-    let (_, by_load) = out
-        .split_once("with load-based splits")
-        .unwrap_or_else(|| panic!("{out}"));
-    let figures = |row: &str| -> Vec<f64> {
-        by_load
-            .lines()
-            .find(|l| l.starts_with(row))
-            .unwrap_or_else(|| panic!("no {row} row in {out}"))
-            .split('|')
-            .filter_map(|c| c.trim().parse().ok())
-            .collect()
-    };
-    let events = figures("| events (salted by app,user) |");
+    let events = figures(by_load, "| events (salted by app,user) |");
     assert_eq!(events.len(), 1, "{out}");
-    let state = figures("| profile state |");
+    let state = figures(by_load, "| profile state |");
     assert_eq!(state.len(), 2, "{out}");
     assert!(
         events.iter().chain(&state).all(|f| (1.0..=8.0).contains(f)),
