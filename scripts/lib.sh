@@ -105,11 +105,6 @@ ensure_browser_prereqs() {
   fi
 }
 
-# The fuzz step (scripts/fuzz) needs the nightly toolchain and cargo-fuzz.
-# has_fuzz_prereqs: both there, nothing installed. ensure_fuzz_prereqs:
-# installs cargo-fuzz (pinned by its lock file) into
-# ~/.cache/affinity/tools when missing, and sets CARGO_FUZZ to run it.
-fuzz_tools="${XDG_CACHE_HOME:-$HOME/.cache}/affinity/tools"
 # A nextest filter leaving out the tests that the harnesses with
 # prerequisites (tests/browser.rs, tests/disk_cli.rs) list as ignored
 # because something they need is missing; empty when none is.
@@ -131,6 +126,11 @@ if out:
 ' || true
 }
 
+# The fuzz step (scripts/fuzz) needs the nightly toolchain and cargo-fuzz.
+# has_fuzz_prereqs: both there, nothing installed. ensure_fuzz_prereqs:
+# installs cargo-fuzz (pinned by its lock file) into
+# ~/.cache/affinity/tools when missing, and sets CARGO_FUZZ to run it.
+fuzz_tools="${XDG_CACHE_HOME:-$HOME/.cache}/affinity/tools"
 has_fuzz_prereqs() {
   cargo +nightly --version >/dev/null 2>&1 || return 1
   command -v cargo-fuzz >/dev/null 2>&1 || [ -x "$fuzz_tools/bin/cargo-fuzz" ]
