@@ -41,7 +41,7 @@ pub(crate) fn collect_stored(meta: &TableMeta, value: &[u8], now_micros: i64) ->
     };
     let (mut kept, mut dropped) = (0u64, 0u64);
     let mut visibility = Visibility::new(meta, now_micros);
-    let mut cells = row_cursor(value);
+    let mut cells = row_cursor(value).ranked(meta);
     while let Some(cell) = cells.next_cell() {
         if keeps(&cell, &mut visibility) {
             kept += 1;
@@ -62,7 +62,7 @@ pub(crate) fn collect_stored(meta: &TableMeta, value: &[u8], now_micros: i64) ->
     let mut out = Vec::with_capacity(value.len());
     let mut writer = RowWriter::new(&mut out);
     let mut visibility = Visibility::new(meta, now_micros);
-    let mut cells = row_cursor(value);
+    let mut cells = row_cursor(value).ranked(meta);
     while let Some(cell) = cells.next_cell() {
         if keeps(&cell, &mut visibility) {
             writer.put(
@@ -79,7 +79,7 @@ pub(crate) fn collect_stored(meta: &TableMeta, value: &[u8], now_micros: i64) ->
     // versions of the joined run count anew): GC leaves such a row alone
     // rather than change what a read shows of it.
     let mut visibility = Visibility::new(meta, now_micros);
-    let mut again = row_cursor(&out);
+    let mut again = row_cursor(&out).ranked(meta);
     let mut seen = 0u64;
     while let Some(cell) = again.next_cell() {
         if !keeps(&cell, &mut visibility) {

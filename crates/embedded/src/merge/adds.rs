@@ -224,7 +224,7 @@ pub(super) fn merge_adds(
     let mut writer = GcRowWriter::new(meta, clock, &mut out);
     let mut pending = adds.into_iter().peekable();
     if let Some(stored) = existing {
-        let mut cells = row_cursor(stored);
+        let mut cells = row_cursor(stored).ranked(meta);
         // The cell written last is the stored cell before the current one,
         // so the current one's stored bytes are valid as they are.
         let mut in_step = true;

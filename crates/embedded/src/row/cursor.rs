@@ -2,6 +2,7 @@
 //! (both formats), rebuilding qualifiers only when asked.
 
 use super::{take_varint, unzigzag, FORMAT, PLAIN_FORMAT};
+use crate::meta::TableMeta;
 
 /// One stored cell, as [`RowCursor::next_cell`] shows it. Its whole
 /// qualifier is [`RowCursor::qualifier`].
@@ -36,11 +37,26 @@ impl<'a> RawCell<'a> {
 #[derive(Default)]
 pub(crate) struct CursorBuffers {
     qualifier: Vec<u8>,
+    /// Where the last cell's qualifier is in the row, as runs: each
+    /// `(position in the qualifier, offset in the row)` starts a run
+    /// that goes on to the next one's position (the last one to the
+    /// qualifier's end). The order check reads the one byte it needs
+    /// from them without rebuilding the qualifier.
+    runs: Vec<(usize, usize)>,
+    /// Family ids from 64 on the row had (below 64: a bit mask).
+    families: Vec<u32>,
 }
 
 /// Walks the cells of a stored row value, in stored order. Qualifiers are
 /// rebuilt only when asked for ([`RowCursor::qualifier`]): a reader that
 /// recognises a cell's column from its suffix never pays for it.
+///
+/// Cells must come in canonical order: each family's cells together, the
+/// table's families by name ([`RowCursor::ranked`]: without the table's
+/// metadata, only together), and within a family qualifiers rising and
+/// a column's timestamps falling, each once. A row that breaks it stops
+/// decoding there, as a damaged one does: every reader (filters, GC,
+/// merges) relies on the order, and would disagree on such a row.
 pub(crate) struct RowCursor<'a> {
     row: &'a [u8],
     /// Where the next cell starts in `row`.
@@ -59,6 +75,12 @@ pub(crate) struct RowCursor<'a> {
     plain_previous: Option<&'a [u8]>,
     previous_family: Option<u32>,
     previous_ts: i64,
+    /// The table whose family order the row must follow, and the rank of
+    /// the last family of it the row had.
+    meta: Option<&'a TableMeta>,
+    rank: Option<u32>,
+    /// Family ids below 64 the row had.
+    families_low: u64,
     /// Where the last cell starts, and its stored qualifier: shared
     /// length and suffix range.
     cell_start: usize,
@@ -79,6 +101,8 @@ pub(crate) fn row_cursor_with(value: &[u8], mut buffers: CursorBuffers) -> RowCu
         _ => (false, true),
     };
     buffers.qualifier.clear();
+    buffers.runs.clear();
+    buffers.families.clear();
     RowCursor {
         row: value,
         at: 1,
@@ -91,6 +115,9 @@ pub(crate) fn row_cursor_with(value: &[u8], mut buffers: CursorBuffers) -> RowCu
         plain_previous: None,
         previous_family: None,
         previous_ts: 0,
+        meta: None,
+        rank: None,
+        families_low: 0,
         cell_start: 1,
         cell_shared: 0,
         cell_suffix: (1, 1),
@@ -156,6 +183,42 @@ fn stored_qualifier_at(row: &[u8], mut at: usize) -> Option<(usize, (usize, usiz
 }
 
 impl<'a> RowCursor<'a> {
+    /// This cursor checking the order of families too: by name, as in
+    /// `meta` (families it does not have, dropped ones, anywhere).
+    pub fn ranked(mut self, meta: &'a TableMeta) -> RowCursor<'a> {
+        self.meta = Some(meta);
+        self
+    }
+
+    /// Whether a cell of `family_id`, after a cell of another family (or
+    /// none), keeps the row in order: a family the row had already, or
+    /// one of a lower rank than the last, breaks it.
+    #[cold]
+    fn family_starts(&mut self, family_id: u32) -> bool {
+        let seen = match 1u64.checked_shl(family_id) {
+            Some(bit) => {
+                let seen = self.families_low & bit != 0;
+                self.families_low |= bit;
+                seen
+            }
+            None => {
+                let seen = self.buffers.families.contains(&family_id);
+                self.buffers.families.push(family_id);
+                seen
+            }
+        };
+        if seen {
+            return false;
+        }
+        if let Some(family) = self.meta.and_then(|m| m.family(family_id)) {
+            if self.rank.is_some_and(|r| family.rank < r) {
+                return false;
+            }
+            self.rank = Some(family.rank);
+        }
+        true
+    }
+
     #[inline(always)]
     fn varint(&mut self) -> Option<u64> {
         varint_at(self.row, &mut self.at)
@@ -233,17 +296,46 @@ impl<'a> RowCursor<'a> {
         if shared > previous_len {
             return None;
         }
+        // The previous qualifier's byte where this one's suffix starts
+        // (none when this one only adds to it), and this one's runs.
+        let runs = &mut self.buffers.runs;
+        while runs.last().is_some_and(|&(position, _)| position > shared) {
+            runs.pop();
+        }
+        let replaced = match runs.last() {
+            Some(&(position, offset)) if shared < previous_len => {
+                Some(self.row[offset + shared - position])
+            }
+            _ => None,
+        };
+        if runs.last().is_some_and(|&(position, _)| position == shared) {
+            runs.pop();
+        }
+        if !suffix.is_empty() {
+            runs.push((shared, start));
+        }
         // The writer shares the longest common prefix, so a qualifier
         // equal to the previous one is all shared, and one sharing less
-        // differs from it.
-        let same_column =
-            shared == previous_len && suffix.is_empty() && self.previous_family == Some(family_id);
+        // differs from it where its suffix starts: in one family, by
+        // rising there.
+        let same_family = self.previous_family == Some(family_id);
+        if !same_family && !self.family_starts(family_id) {
+            return None;
+        }
+        let same_column = shared == previous_len && suffix.is_empty() && same_family;
+        if same_family {
+            if let Some(replaced) = replaced {
+                if suffix.first().is_none_or(|&b| b <= replaced) {
+                    return None;
+                }
+            }
+        }
         if shared == 0 {
             self.whole_from = cell_start;
         }
         self.qualifier_len = shared + suffix.len();
         let ts = self.previous_ts.wrapping_add(unzigzag(self.varint()?));
-        if ts < 0 {
+        if ts < 0 || (same_column && ts >= self.previous_ts) {
             return None;
         }
         let vlen = self.varint()?;
@@ -276,8 +368,18 @@ impl<'a> RowCursor<'a> {
         self.at += 8;
         let vlen = self.varint()?;
         let (vstart, vend) = self.span(vlen)?;
-        let same_column =
-            self.previous_family == Some(family_id) && self.plain_previous == Some(qualifier);
+        let same_family = self.previous_family == Some(family_id);
+        if !same_family && !self.family_starts(family_id) {
+            return None;
+        }
+        let same_column = same_family && self.plain_previous == Some(qualifier);
+        // Canonical order in a family, as in the current format.
+        if same_family
+            && (self.plain_previous.is_some_and(|p| qualifier < p)
+                || (same_column && ts >= self.previous_ts))
+        {
+            return None;
+        }
         self.plain_previous = Some(qualifier);
         self.previous_family = Some(family_id);
         self.previous_ts = ts;
