@@ -22,7 +22,8 @@
 //! second. It compares the layouts as built with the designed one (hot
 //! users' day rows over adjacent sub-rows, `docs/design/profiles.md`).
 
-use affinity_engine::state::state_row_key;
+use affinity_engine::hot::{self, sub_row_key, HotPolicy};
+use affinity_engine::state::{state_row_key, EventId};
 use affinity_engine::DAY_MILLIS;
 use affinity_rowkey::composite::event_key_text;
 use affinity_rowkey::salt::Salter;
@@ -173,13 +174,21 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
                 })
                 .collect::<anyhow::Result<Vec<_>>>()
         };
-    // The hot users of the day before: the most active.
+    // The day before's writes per user.
+    let mut counts = std::collections::HashMap::<usize, usize>::new();
+    for &u in &history {
+        *counts.entry(u).or_default() += 1;
+    }
+    // The users the engine lists (its default policy on the day before's
+    // adds), with their sub-rows.
+    let policy = HotPolicy::default();
+    let listed: std::collections::HashMap<usize, u32> = counts
+        .iter()
+        .filter_map(|(&u, &n)| Some((u, policy.rows_for(n as u64, history.len() as u64)?)))
+        .collect();
+    // The model's hot users: the most active of the day before.
     let hot: std::collections::HashSet<usize> = {
-        let mut counts = std::collections::HashMap::<usize, usize>::new();
-        for &u in &history {
-            *counts.entry(u).or_default() += 1;
-        }
-        let mut ranked: Vec<(usize, usize)> = counts.into_iter().collect();
+        let mut ranked: Vec<(usize, usize)> = counts.iter().map(|(u, n)| (*u, *n)).collect();
         ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         ranked
             .iter()
@@ -282,23 +291,34 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
     });
     println!("| profile state | {unsalted:.2} | (not salted) | {spread:.2} | {hot_spread:.2} |");
     // Load-based splits: the events as built (salted by `app,user`), the
-    // state rows as built (`new`, the day's rows above), and the designed
-    // layout (docs/design/profiles.md): hot users' day rows over
-    // `--sub-rows` adjacent sub-rows `user,DAY,kk`.
-    let adjacent = state_keys(&today, day, &|u, d, i| {
-        let row = state_row_key(&user(u), d);
-        if hot.contains(&u) {
-            physical(None, format!("{row},{:02x}", sub_row(i, args.sub_rows)))
-        } else {
-            physical(None, row)
-        }
-    });
+    // state rows without hot lists (`new`, the day's rows above), and as
+    // built with them: the listed users' day rows over their sub-rows
+    // `user,DAY,kk`, each event's by the engine's `sub_row` of its id.
+    let spread_by_lists: Vec<Vec<u8>> = today
+        .iter()
+        .enumerate()
+        .map(|(i, &u)| match listed.get(&u) {
+            Some(&rows) => {
+                let id = EventId {
+                    timestamp_millis: day * DAY_MILLIS
+                        + (i as i64 * DAY_MILLIS) / today.len() as i64,
+                    suffix: rng.random(),
+                };
+                physical(None, sub_row_key(&user(u), day, hot::sub_row(&id, rows)))
+            }
+            None => physical(None, state_row_key(&user(u), day)),
+        })
+        .collect();
+    let mut rows: Vec<u32> = listed.values().copied().collect();
+    rows.sort_unstable();
     println!(
         "with load-based splits (cut between rows on the first half of the day's writes, the second half measured):"
     );
     println!(
-        "| table | as built | {} hot users' day rows over {} adjacent sub-rows (designed, not built) |\n|---|---|---|",
-        args.hot_users, args.sub_rows
+        "| table | as built, nobody listed | as built: {} users on the hot list (default policy), over {} to {} sub-rows |\n|---|---|---|",
+        listed.len(),
+        rows.first().copied().unwrap_or(0),
+        rows.last().copied().unwrap_or(0),
     );
     println!(
         "| events (salted by app,user) | {:.2} | (unchanged) |",
@@ -307,7 +327,7 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
     println!(
         "| profile state | {:.2} | {:.2} |",
         busiest_by_load(&new, args.ranges),
-        busiest_by_load(&adjacent, args.ranges)
+        busiest_by_load(&spread_by_lists, args.ranges)
     );
     Ok(())
 }

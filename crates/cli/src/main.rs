@@ -9,6 +9,7 @@ mod explain;
 mod fds;
 mod geo;
 mod heap;
+mod hot;
 mod jobs;
 mod keys;
 mod search;
@@ -70,6 +71,10 @@ enum Command {
     Jobs(jobs::JobsCommand),
     /// Print a user's profile.
     Profile(engine_cmds::ProfileArgs),
+    /// Hot users: list or add the users whose day rows are spread over
+    /// sub-rows (ingestion lists the busiest by itself).
+    #[command(subcommand)]
+    Hot(hot::HotCommand),
     /// Delete a user's events and profile (GDPR), verified by a scan.
     DeleteUser(engine_cmds::DeleteUserArgs),
     /// Delete an application: its events, profiles, trends, catalog,
@@ -114,6 +119,7 @@ fn main() {
             .refuse("events", true, true)
             .and_then(|()| events::run(cmd)),
         Command::Strategy(cmd) => engine_cmds::strategy(cmd, backend),
+        Command::Hot(cmd) => hot::run(cmd, backend),
         Command::Ingest(args) => engine_cmds::ingest(args, backend),
         Command::Export(args) => engine_cmds::export(args, backend),
         Command::Rebuild(args) => engine_cmds::rebuild(args, backend),

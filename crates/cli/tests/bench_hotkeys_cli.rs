@@ -13,7 +13,7 @@ fn bench(args: &[&str]) -> Output {
 #[test]
 fn hotkeys_prints_the_busiest_range_of_each_layout() {
     let run = bench(&[
-        "hotkeys", "--users", "2000", "--writes", "20000", "--ranges", "8",
+        "hotkeys", "--users", "2000", "--writes", "100000", "--ranges", "8",
     ]);
     assert!(
         run.status.success(),
@@ -47,9 +47,10 @@ fn hotkeys_prints_the_busiest_range_of_each_layout() {
             assert!(*spread < figures[0], "{out}");
         }
     }
-    // With load-based splits: the events as built; the state as built and
-    // with hot users' day rows over adjacent sub-rows, which such splits
-    // divide and the single row they replace cannot be.
+    // With load-based splits: the events as built; the state without hot
+    // lists and as built with them (the busiest users over sub-rows,
+    // which such splits divide and the single row they replace cannot
+    // be; 100,000 writes, so the busiest users pass the policy's 5,000).
     let events = figures(by_load, "| events (salted by app,user) |");
     assert_eq!(events.len(), 1, "{out}");
     let state = figures(by_load, "| profile state |");

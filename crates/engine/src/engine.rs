@@ -114,6 +114,8 @@ pub struct App {
     /// `dual` and `cut`, `also_write`) or being deleted (`clean`).
     pub(crate) other_salter: Option<Option<affinity_rowkey::salt::Salter>>,
     pub(crate) also_write: bool,
+    /// Hot lists read, and adds counted to list users (see `hot.rs`).
+    pub(crate) hot: Arc<crate::hot::HotLists>,
 }
 
 impl App {
@@ -171,6 +173,8 @@ pub struct Engine {
     /// Counts each application's tables per key range while watched (the
     /// dashboard's key visualizer), when set.
     key_vis: Option<Arc<KeyVis>>,
+    /// When ingestion spreads a user's day rows (see `hot.rs`).
+    pub(crate) hot_policy: crate::hot::HotPolicy,
 }
 
 fn create_if_missing(store: &dyn Store, name: &str, spec: &TableSpec) -> Result<Arc<dyn Table>> {
@@ -243,7 +247,15 @@ impl Engine {
             shared_retention_days: SHARED_RETENTION_DAYS,
             catalogs: RwLock::new(HashMap::new()),
             key_vis: None,
+            hot_policy: crate::hot::HotPolicy::default(),
         })
+    }
+
+    /// This engine with ingestion listing hot users by `policy` (default:
+    /// [`HotPolicy::default`](crate::hot::HotPolicy)).
+    pub fn with_hot_policy(mut self, policy: crate::hot::HotPolicy) -> Engine {
+        self.hot_policy = policy;
+        self
     }
 
     /// This engine with shared tables of another retention than
@@ -326,6 +338,10 @@ impl Engine {
                 ]),
             )
             .with_family(crate::job::JOBS_FAMILY, one)
+            .with_family(
+                crate::hot::HOT_FAMILY,
+                GcRule::MaxAge(Duration::from_millis((days + 1) * DAY_MILLIS as u64)),
+            )
     }
 
     /// The three table specs of an application configured as `config`.
@@ -450,6 +466,7 @@ impl Engine {
             also_write: settings
                 .salt_move
                 .is_some_and(|m| m.phase != SaltPhase::Clean),
+            hot: Arc::default(),
         })
     }
 

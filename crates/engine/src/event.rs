@@ -14,6 +14,8 @@
 
 mod fields;
 
+pub(crate) use fields::user_token_ok;
+
 use serde_json::Value;
 
 use crate::error::{Error, Result};

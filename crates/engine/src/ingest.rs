@@ -37,7 +37,9 @@
 //! Steps (2) and (3) are `Engine::write_state`, which a rebuild
 //! (`rebuild.rs`) also calls, for stored events whose state is missing.
 
+use std::borrow::Borrow;
 use std::io::BufRead;
+use std::sync::Arc;
 
 use affinity_model::{limits, Mutation, RowMutations};
 use affinity_rowkey::composite::{event_hash, event_key_text, EventKey};
@@ -47,6 +49,7 @@ use crate::csv;
 use crate::engine::{App, Engine, DAY_MILLIS};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventType, Limits, MAX_SKEW_MILLIS};
+use crate::hot::{push_sub_row_key, sub_row, HotList};
 use crate::rollup::{day_qualifier, rollup_key, LINKS_FAMILY, MARKS_FAMILY, MEMBERS_FAMILY};
 use crate::scoring::{FacetCounts, ScoredEvent};
 use crate::state::{
@@ -131,17 +134,22 @@ type CounterKey<'e> = (EventType, &'e str, &'e str, &'e str);
 /// The adds of one state row for `events` (one user, one day; each event
 /// once): its counters and one id add per event, their qualifiers cut
 /// from `arena`.
-fn state_mutations(events: &[Prepared], arrival: i64, arena: &mut Arena) -> Vec<Mutation> {
+fn state_mutations<E: Borrow<Prepared>>(
+    events: &[E],
+    arrival: i64,
+    arena: &mut Arena,
+) -> Vec<Mutation> {
     if events.is_empty() {
         return Vec::new();
     }
     let ts = day_micros(arrival);
     // Sorted, so equal batches write equal rows in the same order (one
     // event's lists are sorted already: its counts come sorted).
-    let pairs: usize = events.iter().map(|e| e.event.counts.len()).sum();
+    let pairs: usize = events.iter().map(|e| e.borrow().event.counts.len()).sum();
     let mut counts: Vec<(CounterKey, i64)> = Vec::with_capacity(pairs);
     let mut latest: Vec<((EventType, &str, &str), i64)> = Vec::with_capacity(pairs);
     for e in events {
+        let e = e.borrow();
         let (ty, name) = (e.event.event_type, e.event.event_name.as_str());
         for (f, v, n) in e.event.counts.iter() {
             counts.push(((ty, name, f, v), i64::from(n)));
@@ -191,7 +199,7 @@ fn state_mutations(events: &[Prepared], arrival: i64, arena: &mut Arena) -> Vec<
         out.push(Mutation::add_to_cell(LAST_FAMILY, q, millis * 1000, 1));
     }
     for e in events {
-        let q = arena.take(|out| out.extend_from_slice(&e.id.qualifier()));
+        let q = arena.take(|out| out.extend_from_slice(&e.borrow().id.qualifier()));
         out.push(Mutation::add_to_cell(IDS_FAMILY, q, ts, 1));
     }
     out
@@ -314,6 +322,14 @@ impl Engine {
         drop(entries);
         self.write_trends(&app, events)?;
         self.write_state(&app, &unique, link_mutations(events), &mut arena)?;
+        let arrival = self.now_millis().div_euclid(DAY_MILLIS);
+        self.note_hot_adds(
+            &app,
+            arrival,
+            unique
+                .chunk_by(|a, b| a.user() == b.user())
+                .map(|run| (run[0].user(), run.len() as u64)),
+        );
         report.stored = unique.len();
         Ok(report)
     }
@@ -414,12 +430,38 @@ impl Engine {
                 status?;
             }
         }
-        let state: Vec<RowMutations> = days()
-            .map(|day| {
-                let key = arena.take(|out| push_state_row_key(out, day[0].user(), day[0].id.day()));
-                RowMutations::new(key, state_mutations(day, arrival, arena))
-            })
-            .collect();
+        // A user on the day's hot list: each event's adds to its sub-row
+        // (`hot.rs`).
+        let mut lists: Vec<(i64, Arc<HotList>)> = Vec::new();
+        let mut state: Vec<RowMutations> = Vec::new();
+        for day in days() {
+            let (user, d) = (day[0].user(), day[0].id.day());
+            let list = match lists.iter().find(|(l, _)| *l == d) {
+                Some((_, list)) => list,
+                None => {
+                    lists.push((d, self.hot_list(app, d)?));
+                    &lists[lists.len() - 1].1
+                }
+            };
+            let rows = if list.is_empty() { 1 } else { list.rows(user) };
+            if rows == 1 {
+                let key = arena.take(|out| push_state_row_key(out, user, d));
+                state.push(RowMutations::new(key, state_mutations(day, arrival, arena)));
+                continue;
+            }
+            let mut spread: Vec<(u32, &Prepared)> =
+                day.iter().map(|e| (sub_row(&e.id, rows), e)).collect();
+            // Stable: each sub-row's events stay in key order.
+            spread.sort_by_key(|(kk, _)| *kk);
+            for part in spread.chunk_by(|a, b| a.0 == b.0) {
+                let events: Vec<&Prepared> = part.iter().map(|(_, e)| *e).collect();
+                let key = arena.take(|out| push_sub_row_key(out, user, d, part[0].0));
+                state.push(RowMutations::new(
+                    key,
+                    state_mutations(&events, arrival, arena),
+                ));
+            }
+        }
         for chunk in requests(&state) {
             for status in app.profiles.mutate_rows(chunk)? {
                 status?;

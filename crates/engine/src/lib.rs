@@ -80,6 +80,7 @@ mod error;
 mod event;
 mod explain;
 mod export;
+pub mod hot;
 mod ingest;
 mod job;
 mod jobs;

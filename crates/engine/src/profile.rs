@@ -265,7 +265,9 @@ impl Engine {
         // (maintenance behind) in one range.
         let first = (h + 1).max(window);
         let rows = if newest - first < LIVE_POINT_READS {
-            RowSet::from_keys((first..=newest).map(|d| Bytes::from(state_row_key(user, d))))
+            let mut rows = RowSet::default();
+            self.push_day_rows(app, user, first..=newest, &mut rows)?;
+            rows
         } else {
             let end = prefix_successor(format!("{user},").as_bytes()).unwrap_or_default();
             RowSet::from_range(RowRange::closed_open(state_row_key(user, first), end))
@@ -295,21 +297,17 @@ impl Engine {
 
         // Late adds to folded days, and days that left the window since the
         // fold: read with every id version.
-        let mut keys: Vec<Bytes> = marked
-            .iter()
-            .map(|d| Bytes::from(state_row_key(user, *d)))
-            .collect();
+        let mut rows = RowSet::default();
+        self.push_day_rows(app, user, marked.iter().copied(), &mut rows)?;
         if let Some(w) = folded {
-            keys.extend((w.lo..window).map(|d| Bytes::from(state_row_key(user, d))));
+            self.push_day_rows(app, user, w.lo..window, &mut rows)?;
         }
-        if !keys.is_empty() {
-            let request = ReadRowsRequest::new(RowSet::from_keys(keys)).with_filter(
-                RowFilter::interleave(vec![
-                    RowFilter::exact_family(COUNTERS_FAMILY),
-                    RowFilter::exact_family(IDS_FAMILY),
-                    RowFilter::exact_family(LAST_FAMILY),
-                ]),
-            );
+        if !rows.keys.is_empty() || !rows.ranges.is_empty() {
+            let request = ReadRowsRequest::new(rows).with_filter(RowFilter::interleave(vec![
+                RowFilter::exact_family(COUNTERS_FAMILY),
+                RowFilter::exact_family(IDS_FAMILY),
+                RowFilter::exact_family(LAST_FAMILY),
+            ]));
             let mut ids: std::collections::BTreeMap<[u8; 16], Arrivals> = Default::default();
             visit_rows(app.profiles.as_ref(), &request, |row| {
                 let day = row_day(row.key, user)?;

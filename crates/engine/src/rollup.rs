@@ -302,10 +302,16 @@ pub fn totals_sum(prefix: &[u8], cell: &[u8]) -> Result<i64> {
         .sum()
 }
 
-/// The day of a day row's key `user,DDDDDDDD`.
+/// The day of a day row's key: `user,DDDDDDDD`, or a hot user's sub-row
+/// `user,DDDDDDDD,kk` (see [`crate::hot`]).
 pub(crate) fn row_day(key: &[u8], user: &str) -> Result<i64> {
-    key.get(user.len() + 1..)
-        .and_then(parse_day)
+    let day = match key.get(user.len() + 1..) {
+        Some([day @ .., b',', k1, k2]) if k1.is_ascii_hexdigit() && k2.is_ascii_hexdigit() => {
+            Some(day)
+        }
+        rest => rest,
+    };
+    day.and_then(parse_day)
         .ok_or_else(|| Error::corrupt("state row key", format!("{key:?}")))
 }
 
@@ -450,14 +456,11 @@ impl Engine {
         let mut rows = RowSet::default();
         // Expired days the old rollup holds.
         if let Some(w) = base {
-            for day in w.lo..window {
-                rows.keys.push(Bytes::from(state_row_key(user, day)));
-            }
+            self.push_day_rows(app, user, w.lo..window, &mut rows)?;
         }
         // Folded days with adds that arrived since.
-        for &day in marked.iter().filter(|d| **d >= window && **d <= old_h) {
-            rows.keys.push(Bytes::from(state_row_key(user, day)));
-        }
+        let late = marked.iter().filter(|d| **d >= window && **d <= old_h);
+        self.push_day_rows(app, user, late.copied(), &mut rows)?;
         // Days after the old watermark, through the new one (later days
         // hold nothing that arrived by then).
         let first_new = (old_h + 1).max(window);

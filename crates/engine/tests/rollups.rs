@@ -3,7 +3,10 @@
 //! days), clock moves (days leaving the window), maintenance (whole, cut
 //! short, two maintainers racing), deletions and rebuilds (after state was
 //! lost, or not), with every user's profile compared with the naive
-//! reference after every step. On the in-memory
+//! reference after every step. Some users' days are spread over sub-rows
+//! (hot lists published by hand, and by ingestion under a policy that
+//! lists any busy user), and retries go through a second engine (another
+//! process: its own caches) as well. On the in-memory
 //! store (GC on the test's clock), the embedded store and the Bigtable
 //! emulator (both collect garbage on the real clock: lazily, as far as the
 //! test's clock is concerned).
@@ -13,6 +16,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use affinity_engine::hot::{list_cutoff_millis, HotPolicy};
 use affinity_engine::{
     AppConfig, Engine, Event, MaintainOptions, Progress, RebuildOptions, Schema,
 };
@@ -27,8 +31,12 @@ const RETENTION_DAYS: u32 = 3;
 enum Op {
     /// Ingest events `(kind, user, hours before now, items, by objects)`.
     Ingest(Vec<(u8, u8, u32, Vec<u8>, bool)>),
-    /// Ingest an earlier batch again (a client retry, maybe days later).
-    Retry(usize),
+    /// Ingest an earlier batch again (a client retry, maybe days later),
+    /// through this engine or the other one.
+    Retry(usize, bool),
+    /// List the users in the mask, over `rows` sub-rows, on the hot list
+    /// of the day `ahead` days from today (refused past its cut-off).
+    Hot { mask: u8, rows: u32, ahead: i64 },
     /// Move the clock forward.
     Advance(u32),
     /// Maintain every user.
@@ -62,7 +70,8 @@ fn op() -> impl Strategy<Value = Op> {
     );
     prop_oneof![
         4 => proptest::collection::vec(event, 1..8).prop_map(Op::Ingest),
-        1 => any::<usize>().prop_map(Op::Retry),
+        1 => (any::<usize>(), any::<bool>()).prop_map(|(i, other)| Op::Retry(i, other)),
+        1 => (any::<u8>(), 2u32..9, 0i64..3).prop_map(|(mask, rows, ahead)| Op::Hot { mask, rows, ahead }),
         3 => prop_oneof![1u32..6, 6u32..30, 30u32..80].prop_map(Op::Advance),
         2 => Just(Op::Maintain),
         1 => any::<u8>().prop_map(Op::FoldSome),
@@ -81,6 +90,8 @@ fn user(n: u8) -> String {
 
 struct World {
     engine: Engine,
+    /// Another process on the store.
+    other: Engine,
     clock: FakeClock,
     /// Every batch ingested, to retry.
     batches: Vec<Vec<Event>>,
@@ -89,8 +100,9 @@ struct World {
 }
 
 impl World {
-    fn ingest(&mut self, events: Vec<Event>) {
-        self.engine.ingest(APP, &events).unwrap();
+    fn ingest(&mut self, events: Vec<Event>, other: bool) {
+        let engine = if other { &self.other } else { &self.engine };
+        engine.ingest(APP, &events).unwrap();
         self.kept.extend(events.iter().cloned());
         self.batches.push(events);
     }
@@ -109,8 +121,25 @@ impl World {
     }
 }
 
+/// Lists any user with a third of a process's adds of the day (at least
+/// 3), over up to 8 sub-rows.
+fn busy() -> HotPolicy {
+    HotPolicy {
+        min_adds: 3,
+        min_share: 0.3,
+        share_per_row: 0.1,
+        max_rows: 8,
+        tracked: 4,
+    }
+}
+
 fn run(store: Arc<dyn Store>, clock: FakeClock, ops: &[Op]) -> Result<(), TestCaseError> {
-    let engine = Engine::with_clock(store, clock.engine_clock()).unwrap();
+    let engine = Engine::with_clock(store.clone(), clock.engine_clock())
+        .unwrap()
+        .with_hot_policy(busy());
+    let other = Engine::with_clock(store, clock.engine_clock())
+        .unwrap()
+        .with_hot_policy(busy());
     engine
         .configure_app(
             APP,
@@ -126,6 +155,7 @@ fn run(store: Arc<dyn Store>, clock: FakeClock, ops: &[Op]) -> Result<(), TestCa
     engine.set_strategy(APP, &strategy()).unwrap();
     let mut world = World {
         engine,
+        other,
         clock,
         batches: Vec::new(),
         kept: Vec::new(),
@@ -151,16 +181,30 @@ fn run(store: Arc<dyn Store>, clock: FakeClock, ops: &[Op]) -> Result<(), TestCa
                     .filter_map(|v| Event::from_json(v, &limits).ok())
                     .collect();
                 if !events.is_empty() {
-                    world.ingest(events);
+                    world.ingest(events, false);
                 }
             }
-            Op::Retry(i) => {
+            Op::Hot { mask, rows, ahead } => {
+                let day = now.div_euclid(DAY) + ahead;
+                let users: Vec<(String, u32)> = (0..4u8)
+                    .filter(|u| mask & (1 << u) != 0)
+                    .map(|u| (user(u), *rows))
+                    .collect();
+                let published = world.engine.publish_hot_users(APP, day, &users);
+                prop_assert_eq!(
+                    published.is_ok(),
+                    now < list_cutoff_millis(day),
+                    "{:?}",
+                    published
+                );
+            }
+            Op::Retry(i, other) => {
                 if !world.batches.is_empty() {
                     let batch = world.batches[i % world.batches.len()].clone();
                     let oldest = now - i64::from(RETENTION_DAYS) * DAY;
                     // A retry of events past the retention is refused whole.
                     if batch.iter().all(|e| e.timestamp_millis >= oldest) {
-                        world.ingest(batch);
+                        world.ingest(batch, *other);
                     }
                 }
             }

@@ -90,7 +90,7 @@ pub(super) fn authenticated_user_token(obj: &Fields) -> Result<Option<&str>> {
     Ok(token)
 }
 
-fn user_token_ok(token: &str) -> bool {
+pub(crate) fn user_token_ok(token: &str) -> bool {
     (1..=129).contains(&token.len())
         && token
             .bytes()

@@ -1,0 +1,112 @@
+//! `affinity hot`: hot lists added and listed through the binary, bad
+//! input refused with what is wrong and nothing written.
+
+mod common;
+
+use common::{fails, ok};
+
+fn day_text(offset_days: i64) -> String {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        + offset_days * 86_400_000;
+    affinity_rowkey::time::format_seconds(millis).unwrap()[..10].to_string()
+}
+
+#[test]
+fn hot_lists_are_added_and_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    // Two days from today: open whatever the time of day.
+    let (first, second) = (day_text(2), day_text(3));
+    ok(
+        data,
+        &[
+            "hot",
+            "add",
+            "--app",
+            "shop",
+            "--user",
+            "u1",
+            "--user",
+            "u2",
+            "--sub-rows",
+            "16",
+            "--day",
+            &first,
+            "--days",
+            "2",
+        ],
+    );
+    for day in [&first, &second] {
+        let out = ok(data, &["hot", "list", "--app", "shop", "--day", day]);
+        let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(list["day"], day.as_str(), "{out}");
+        assert_eq!(list["final"], false, "{out}");
+        assert_eq!(
+            list["users"],
+            serde_json::json!([{"userToken": "u1", "subRows": 16}, {"userToken": "u2", "subRows": 16}]),
+            "{out}"
+        );
+    }
+    let today = ok(data, &["hot", "list", "--app", "shop"]);
+    let today: serde_json::Value = serde_json::from_str(&today).unwrap();
+    assert_eq!(today["users"], serde_json::json!([]));
+    assert_eq!(today["final"], true);
+
+    let err = fails(
+        data,
+        &[
+            "hot",
+            "add",
+            "--app",
+            "shop",
+            "--user",
+            "u3",
+            "--sub-rows",
+            "4",
+            "--day",
+            &day_text(0),
+        ],
+    );
+    assert!(err.contains("was fixed at"), "{err}");
+    let err = fails(
+        data,
+        &[
+            "hot",
+            "add",
+            "--app",
+            "shop",
+            "--user",
+            "u3",
+            "--sub-rows",
+            "1",
+        ],
+    );
+    assert!(err.contains("--sub-rows 1: must be 2 to 256"), "{err}");
+    let err = fails(
+        data,
+        &[
+            "hot",
+            "add",
+            "--app",
+            "shop",
+            "--user",
+            "u 3",
+            "--sub-rows",
+            "4",
+            "--day",
+            &first,
+        ],
+    );
+    assert!(err.contains("user token"), "{err}");
+    let err = fails(
+        data,
+        &["hot", "list", "--app", "shop", "--day", "2026-02-30"],
+    );
+    assert!(err.contains("must be a date"), "{err}");
+    // Nothing refused was written.
+    let out = ok(data, &["hot", "list", "--app", "shop", "--day", &first]);
+    assert!(!out.contains("u3"), "{out}");
+}
