@@ -50,7 +50,7 @@ fn hotkeys_prints_the_busiest_range_of_each_layout() {
     // With load-based splits: the events as built; the state without hot
     // lists and as built with them (the busiest users over sub-rows,
     // which such splits divide and the single row they replace cannot
-    // be; 100,000 writes, so the busiest users pass the policy's 5,000).
+    // be; 100,000 writes, so the busiest users pass the policy's 10,000).
     let events = figures(by_load, "| events (salted by app,user) |");
     assert_eq!(events.len(), 1, "{out}");
     let state = figures(by_load, "| profile state |");

@@ -50,62 +50,47 @@ fn hot_lists_are_added_and_listed() {
             "{out}"
         );
     }
-    let today = ok(data, &["hot", "list", "--app", "shop"]);
-    let today: serde_json::Value = serde_json::from_str(&today).unwrap();
-    assert_eq!(today["users"], serde_json::json!([]));
-    assert_eq!(today["final"], true);
+    let listed = ok(data, &["hot", "list", "--app", "shop"]);
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed["users"], serde_json::json!([]));
+    assert_eq!(listed["final"], true);
 
-    let err = fails(
-        data,
-        &[
-            "hot",
-            "add",
-            "--app",
-            "shop",
-            "--user",
-            "u3",
-            "--sub-rows",
-            "4",
-            "--day",
-            &day_text(0),
-        ],
-    );
-    assert!(err.contains("was fixed at"), "{err}");
-    let err = fails(
-        data,
-        &[
-            "hot",
-            "add",
-            "--app",
-            "shop",
-            "--user",
-            "u3",
-            "--sub-rows",
-            "1",
-        ],
-    );
-    assert!(err.contains("--sub-rows 1: must be 2 to 256"), "{err}");
-    let err = fails(
-        data,
-        &[
-            "hot",
-            "add",
-            "--app",
-            "shop",
-            "--user",
-            "u 3",
-            "--sub-rows",
-            "4",
-            "--day",
-            &first,
-        ],
-    );
-    assert!(err.contains("user token"), "{err}");
-    let err = fails(
-        data,
-        &["hot", "list", "--app", "shop", "--day", "2026-02-30"],
-    );
-    assert!(err.contains("must be a date"), "{err}");
+    let add = |extra: &[&str]| -> Vec<String> {
+        ["hot", "add", "--app", "shop", "--user"]
+            .iter()
+            .chain(extra)
+            .map(|a| a.to_string())
+            .collect()
+    };
+    let today = day_text(0);
+    for (args, part) in [
+        (
+            add(&["u3", "--sub-rows", "4", "--day", &today]),
+            "was fixed at",
+        ),
+        (
+            add(&["u3", "--sub-rows", "1"]),
+            "--sub-rows 1: must be 2 to 256",
+        ),
+        (
+            add(&["u 3", "--sub-rows", "4", "--day", &first]),
+            "user token",
+        ),
+        (
+            add(&["u3", "--sub-rows", "4", "--days", "0"]),
+            "--days must be at least 1",
+        ),
+        (
+            ["hot", "list", "--app", "shop", "--day", "2026-02-30"]
+                .map(String::from)
+                .to_vec(),
+            "must be a date",
+        ),
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let err = fails(data, &args);
+        assert!(err.contains(part), "{args:?}: {err}");
+    }
     // Nothing refused was written.
     let out = ok(data, &["hot", "list", "--app", "shop", "--day", &first]);
     assert!(!out.contains("u3"), "{out}");

@@ -117,10 +117,10 @@ pub struct HotPolicy {
 impl Default for HotPolicy {
     fn default() -> HotPolicy {
         HotPolicy {
-            min_adds: 5_000,
+            min_adds: 10_000,
             min_share: 0.01,
-            share_per_row: 0.002,
-            max_rows: 64,
+            share_per_row: 0.01,
+            max_rows: 16,
             tracked: 1024,
         }
     }
@@ -376,8 +376,13 @@ impl Engine {
                 publish.push((user.to_string(), rows));
             }
         }
-        if !publish.is_empty() {
-            let _ = self.publish_hot(app, day, &publish);
+        if !publish.is_empty() && self.publish_hot(app, day, &publish).is_err() {
+            // Tried again after the next batch (for a later day, if this
+            // one's list closed meanwhile).
+            let mut counts = app.hot.counts.lock().unwrap_or_else(|p| p.into_inner());
+            for (user, _) in publish {
+                counts.published.remove(&(day, user));
+            }
         }
     }
 }
@@ -424,11 +429,12 @@ mod tests {
     #[test]
     fn the_policy_lists_a_large_share_over_more_rows() {
         let p = HotPolicy::default();
-        assert_eq!(p.rows_for(4_999, 5_000), None);
-        assert_eq!(p.rows_for(5_000, 1_000_000), None);
-        assert_eq!(p.rows_for(10_000, 1_000_000), Some(8));
-        assert_eq!(p.rows_for(50_000, 1_000_000), Some(32));
-        assert_eq!(p.rows_for(500_000, 1_000_000), Some(64));
+        assert_eq!(p.rows_for(9_999, 10_000), None);
+        assert_eq!(p.rows_for(9_999, 1_000_000), None);
+        assert_eq!(p.rows_for(10_000, 1_000_000), Some(2));
+        assert_eq!(p.rows_for(50_000, 1_000_000), Some(8));
+        assert_eq!(p.rows_for(135_000, 1_000_000), Some(16));
+        assert_eq!(p.rows_for(500_000, 1_000_000), Some(16));
     }
 
     #[test]
