@@ -1,7 +1,8 @@
 //! What a profile read costs once the history is folded: the rollup row
 //! plus the day rows that arrived since (`docs/design/profiles.md`), whatever
-//! the days of history, counted by a wrapper around the store. On the
-//! in-memory store and on the Bigtable emulator.
+//! the days of history, counted by a wrapper around the store; a user on a
+//! day's hot list reads that day's sub-rows. On the in-memory store and
+//! on the Bigtable emulator.
 
 mod common;
 
@@ -116,6 +117,24 @@ fn check(store: Arc<dyn Store>, start: i64) {
     engine.ingest(APP, &ahead).unwrap();
     all.extend(ahead);
     assert_eq!(read_cost(&engine, &counting, "user-1").rows, 2);
+    assert_eq!(streaming_profiles(&engine, APP, &users), reference(&all));
+    // On a day's hot list (8 sub-rows), the user's live day is read as
+    // the range of its sub-rows: the rollup and at most 8 rows.
+    let spread_day = evening / DAY + 2;
+    engine
+        .publish_hot_users(APP, spread_day, &[("user-1".into(), 8)])
+        .unwrap();
+    let at = spread_day * DAY + 10 * 3_600_000;
+    clock.set(at);
+    engine
+        .maintain(APP, MaintainOptions::default(), &Progress::default())
+        .unwrap();
+    let spread = parse_all(&day_of_events(1, 40, at - 3_600_000), at);
+    engine.ingest(APP, &spread).unwrap();
+    all.extend(spread);
+    let cost = read_cost(&engine, &counting, "user-1");
+    assert!((3..=9).contains(&cost.rows), "{cost:?}");
+    eprintln!("spread user's read: {cost:?}");
     assert_eq!(streaming_profiles(&engine, APP, &users), reference(&all));
 }
 
