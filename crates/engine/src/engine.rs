@@ -175,6 +175,8 @@ pub struct Engine {
     key_vis: Option<Arc<KeyVis>>,
     /// When ingestion spreads a user's day rows (see `hot.rs`).
     pub(crate) hot_policy: crate::hot::HotPolicy,
+    /// Users ingestion put on hot lists, and those it failed to.
+    pub(crate) hot_listed: crate::hot::ListedCounts,
 }
 
 fn create_if_missing(store: &dyn Store, name: &str, spec: &TableSpec) -> Result<Arc<dyn Table>> {
@@ -248,6 +250,7 @@ impl Engine {
             catalogs: RwLock::new(HashMap::new()),
             key_vis: None,
             hot_policy: crate::hot::HotPolicy::default(),
+            hot_listed: Default::default(),
         })
     }
 

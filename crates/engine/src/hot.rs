@@ -24,6 +24,7 @@
 //! user over the policy's share is published on the next day's list whose
 //! cut-off has not passed. `affinity hot` lists and publishes by hand.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use affinity_model::{Bytes, Mutation, ReadRowsRequest, RowFilter, RowRange, RowSet};
@@ -155,6 +156,14 @@ impl HotPolicy {
     }
 }
 
+/// How many users ingestion put on hot lists, and how many it failed to
+/// (`/metrics`).
+#[derive(Debug, Default)]
+pub struct ListedCounts {
+    pub listed: std::sync::atomic::AtomicU64,
+    pub failed: std::sync::atomic::AtomicU64,
+}
+
 /// Per application: the final lists read so far, and the adds counted
 /// for the automatic listing.
 #[derive(Default)]
@@ -280,6 +289,15 @@ impl Engine {
         Ok(())
     }
 
+    /// Users ingestion put on hot lists since the engine opened, and
+    /// users it failed to put on one (tried again after the next batch).
+    pub fn hot_listed(&self) -> (u64, u64) {
+        (
+            self.hot_listed.listed.load(Ordering::Relaxed),
+            self.hot_listed.failed.load(Ordering::Relaxed),
+        )
+    }
+
     /// Put `users` (each with its sub-row count, 2 to [`MAX_SUB_ROWS`]) on
     /// day `day`'s hot list of the application. Refused from the day's
     /// cut-off on ([`list_cutoff_millis`]): after it the list is fixed.
@@ -376,13 +394,20 @@ impl Engine {
                 publish.push((user.to_string(), rows));
             }
         }
-        if !publish.is_empty() && self.publish_hot(app, day, &publish).is_err() {
-            // Tried again after the next batch (for a later day, if this
-            // one's list closed meanwhile).
-            let mut counts = app.hot.counts.lock().unwrap_or_else(|p| p.into_inner());
-            for (user, _) in publish {
-                counts.published.remove(&(day, user));
-            }
+        if publish.is_empty() {
+            return;
+        }
+        let n = publish.len() as u64;
+        if self.publish_hot(app, day, &publish).is_ok() {
+            self.hot_listed.listed.fetch_add(n, Ordering::Relaxed);
+            return;
+        }
+        self.hot_listed.failed.fetch_add(n, Ordering::Relaxed);
+        // Tried again after the next batch (for a later day, if this one's
+        // list closed meanwhile).
+        let mut counts = app.hot.counts.lock().unwrap_or_else(|p| p.into_inner());
+        for (user, _) in publish {
+            counts.published.remove(&(day, user));
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Operations: jobs, health, metrics and the OpenAPI document.
 
+use std::fmt::Write;
 use std::sync::Arc;
 
 use axum::extract::{Path, State as Shared};
@@ -69,6 +70,14 @@ pub async fn health(Shared(state): Shared<Arc<State>>) -> Result<Json<Value>> {
 pub async fn metrics(Shared(state): Shared<Arc<State>>) -> impl IntoResponse {
     let mut text = state.metrics.render(&state.jobs);
     state.limiter.render_metrics(&mut text);
+    let (listed, failed) = state.engine.hot_listed();
+    let name = "affinity_hot_users_listed_total";
+    let _ = writeln!(
+        text,
+        "# HELP {name} Users ingestion put on a day's hot list (their day rows spread over \
+         sub-rows), and users it failed to (tried again).\n# TYPE {name} counter\n\
+         {name}{{result=\"listed\"}} {listed}\n{name}{{result=\"failed\"}} {failed}"
+    );
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         text,

@@ -499,3 +499,57 @@ async fn health_metrics_openapi_cors_and_unknown_routes() {
     assert_eq!((status, body["status"].clone()), (405, json!(405)));
     server.stop().await;
 }
+
+/// A user with all of a day's events (10,000, the default policy's least)
+/// goes on the next open hot list, counted in `/metrics`; its profile
+/// reads as before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_busy_user_is_listed_hot_and_counted() {
+    let server = Server::embedded().await;
+    assert_eq!(parts(server.set_strategy().await).await.0, 200);
+    let now = server.engine.now_millis();
+    for batch in 0..10i64 {
+        let events: Vec<Value> = (0..1000i64)
+            .map(|i| {
+                let mut e = click("busy", if i % 2 == 0 { "A" } else { "B" });
+                e["timestamp"] = json!(now - 60_000 - (batch * 1000 + i) * 10);
+                e
+            })
+            .collect();
+        assert_eq!(parts(server.post_events(&events).await).await.0, 200);
+    }
+    let text = server
+        .bare(Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("affinity_hot_users_listed_total{result=\"listed\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("affinity_hot_users_listed_total{result=\"failed\"} 0\n"),
+        "{text}"
+    );
+    let today = now.div_euclid(affinity_engine::DAY_MILLIS);
+    let day = if now < affinity_engine::hot::list_cutoff_millis(today + 1) {
+        today + 1
+    } else {
+        today + 2
+    };
+    let app = server.engine.app(APP).unwrap();
+    let list = server.engine.hot_list(&app, day).unwrap();
+    assert_eq!(list.users(), vec![("busy".to_string(), 16)]);
+    let (status, profile) = parts(
+        server
+            .admin(Method::GET, "/1/profiles/personalization/busy")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{profile}");
+}
