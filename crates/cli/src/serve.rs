@@ -111,8 +111,9 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
     }
     let keys = config.keys()?;
     let limiter = config.limiter()?;
+    let hot_policy = config.hot_users.policy()?;
     let store = backend.open()?;
-    let mut engine = Engine::open(store)?;
+    let mut engine = Engine::open(store)?.with_hot_policy(hot_policy);
     if args.key_visualizer_slot.0.is_some() {
         let vis = affinity_model::keyvis::KeyVis::new(KEY_VISUALIZER_SLOTS);
         engine = engine.with_key_vis(Arc::new(vis));

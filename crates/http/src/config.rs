@@ -30,6 +30,7 @@
 //! ]
 //! ```
 
+use affinity_engine::hot::{HotPolicy, MAX_SUB_ROWS};
 use affinity_engine::{AppConfig, Engine, Schema};
 use serde::Deserialize;
 
@@ -48,8 +49,75 @@ pub struct Config {
     pub trusted_proxies: Vec<String>,
     #[serde(default)]
     pub limits: ServerLimits,
+    /// When ingestion lists a user on the hot lists (see
+    /// `affinity_engine::hot`).
+    #[serde(default)]
+    pub hot_users: HotUsers,
     #[serde(default)]
     pub apps: Vec<AppEntry>,
+}
+
+/// The `[hot_users]` table: the policy ingestion lists users by
+/// ([`HotPolicy`]); every field optional, the engine's defaults.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HotUsers {
+    /// `false`: ingestion lists nobody (lists added by hand still apply).
+    pub enabled: bool,
+    /// A user's events of the day, at least.
+    pub min_events: u64,
+    /// Of the day's events this server took, at least.
+    pub min_share: f64,
+    /// One sub-row per this share of the day's events.
+    pub share_per_sub_row: f64,
+    /// Sub-rows at most (2 to 256).
+    pub max_sub_rows: u32,
+}
+
+impl Default for HotUsers {
+    fn default() -> HotUsers {
+        let p = HotPolicy::default();
+        HotUsers {
+            enabled: true,
+            min_events: p.min_adds,
+            min_share: p.min_share,
+            share_per_sub_row: p.share_per_row,
+            max_sub_rows: p.max_rows,
+        }
+    }
+}
+
+impl HotUsers {
+    /// The engine's policy, or what is wrong with the table.
+    pub fn policy(&self) -> Result<HotPolicy> {
+        let bad = |reason: String| Err(Error::Config { reason });
+        if !self.enabled {
+            return Ok(HotPolicy::off());
+        }
+        for (name, share) in [
+            ("min_share", self.min_share),
+            ("share_per_sub_row", self.share_per_sub_row),
+        ] {
+            if !(share.is_finite() && share > 0.0 && share <= 1.0) {
+                return bad(format!(
+                    "hot_users: {name} must be more than 0 and at most 1, got {share}"
+                ));
+            }
+        }
+        if !(2..=MAX_SUB_ROWS).contains(&self.max_sub_rows) {
+            return bad(format!(
+                "hot_users: max_sub_rows must be 2 to {MAX_SUB_ROWS}, got {}",
+                self.max_sub_rows
+            ));
+        }
+        Ok(HotPolicy {
+            min_adds: self.min_events.max(1),
+            min_share: self.min_share,
+            share_per_row: self.share_per_sub_row,
+            max_rows: self.max_sub_rows,
+            ..HotPolicy::default()
+        })
+    }
 }
 
 /// One application.
@@ -318,5 +386,52 @@ mod tests {
         let engine = Engine::open(Arc::new(affinity_model::MemoryStore::new())).unwrap();
         let bad_schema = Config::parse("[[apps]]\nid = \"a\"\nschema = \"tall\"").unwrap();
         assert!(bad_schema.apply(&engine).is_err());
+    }
+
+    #[test]
+    fn the_hot_users_policy_comes_from_the_file_and_is_checked() {
+        assert_eq!(
+            Config::parse("").unwrap().hot_users.policy().unwrap(),
+            HotPolicy::default()
+        );
+        let config = Config::parse(
+            "[hot_users]\nmin_events = 500\nmin_share = 0.05\nshare_per_sub_row = 0.02\nmax_sub_rows = 32",
+        )
+        .unwrap();
+        let policy = config.hot_users.policy().unwrap();
+        assert_eq!(
+            (
+                policy.min_adds,
+                policy.min_share,
+                policy.share_per_row,
+                policy.max_rows
+            ),
+            (500, 0.05, 0.02, 32)
+        );
+        let off = Config::parse("[hot_users]\nenabled = false").unwrap();
+        assert_eq!(off.hot_users.policy().unwrap(), HotPolicy::off());
+        for (text, reason) in [
+            (
+                "min_share = 0",
+                "min_share must be more than 0 and at most 1, got 0",
+            ),
+            (
+                "share_per_sub_row = 2.0",
+                "share_per_sub_row must be more than 0 and at most 1, got 2",
+            ),
+            ("max_sub_rows = 1", "max_sub_rows must be 2 to 256, got 1"),
+            (
+                "max_sub_rows = 300",
+                "max_sub_rows must be 2 to 256, got 300",
+            ),
+        ] {
+            let config = Config::parse(&format!("[hot_users]\n{text}")).unwrap();
+            let err = config.hot_users.policy().unwrap_err().to_string();
+            assert!(err.contains(reason), "{text}: {err}");
+        }
+        let err = Config::parse("[hot_users]\nmin_adds = 3")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("min_adds"), "{err}");
     }
 }
