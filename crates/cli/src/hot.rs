@@ -41,6 +41,29 @@ pub enum HotCommand {
         #[arg(long, default_value_t = 1)]
         days: u32,
     },
+    /// Take users off a day's hot list (refused once it is fixed, as
+    /// adding is).
+    Remove {
+        #[command(flatten)]
+        app: AppArgs,
+        /// A user token (repeat for several).
+        #[arg(long = "user", required = true)]
+        users: Vec<String>,
+        /// The day, `YYYY-MM-DD` (default: the next day whose list is
+        /// still open).
+        #[arg(long)]
+        day: Option<String>,
+    },
+}
+
+/// `--day`, or the next day whose list is still open.
+fn day_or_next_open(day: Option<String>, now: i64) -> anyhow::Result<i64> {
+    let today = now.div_euclid(DAY_MILLIS);
+    Ok(match day {
+        Some(text) => parse_day(&text)?,
+        None if now < list_cutoff_millis(today + 1) => today + 1,
+        None => today + 2,
+    })
 }
 
 /// `YYYY-MM-DD` as a day number.
@@ -84,12 +107,7 @@ pub fn run(cmd: HotCommand, backend: &BackendArgs) -> anyhow::Result<()> {
             day,
             days,
         } => {
-            let today = now.div_euclid(DAY_MILLIS);
-            let day = match day {
-                Some(text) => parse_day(&text)?,
-                None if now < list_cutoff_millis(today + 1) => today + 1,
-                None => today + 2,
-            };
+            let day = day_or_next_open(day, now)?;
             if !(2..=MAX_SUB_ROWS).contains(&sub_rows) {
                 anyhow::bail!("--sub-rows {sub_rows}: must be 2 to {MAX_SUB_ROWS}");
             }
@@ -106,6 +124,15 @@ pub fn run(cmd: HotCommand, backend: &BackendArgs) -> anyhow::Result<()> {
                 listed.len(),
                 affinity_engine::hot::day_text(day),
                 affinity_engine::hot::day_text(last)
+            );
+        }
+        HotCommand::Remove { app, users, day } => {
+            let day = day_or_next_open(day, now)?;
+            engine.unlist_hot_users(app.app(), day, &users)?;
+            eprintln!(
+                "{} user(s) off the hot list of {}",
+                users.len(),
+                affinity_engine::hot::day_text(day)
             );
         }
     }

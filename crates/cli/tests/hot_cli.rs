@@ -94,4 +94,22 @@ fn hot_lists_are_added_and_listed() {
     // Nothing refused was written.
     let out = ok(data, &["hot", "list", "--app", "shop", "--day", &first]);
     assert!(!out.contains("u3"), "{out}");
+    // Taken off one day's list, not the other's; not today's.
+    ok(
+        data,
+        &[
+            "hot", "remove", "--app", "shop", "--user", "u1", "--day", &first,
+        ],
+    );
+    let out = ok(data, &["hot", "list", "--app", "shop", "--day", &first]);
+    assert!(!out.contains("\"u1\"") && out.contains("\"u2\""), "{out}");
+    let out = ok(data, &["hot", "list", "--app", "shop", "--day", &second]);
+    assert!(out.contains("\"u1\""), "{out}");
+    let err = fails(
+        data,
+        &[
+            "hot", "remove", "--app", "shop", "--user", "u2", "--day", &today,
+        ],
+    );
+    assert!(err.contains("was fixed at"), "{err}");
 }

@@ -222,6 +222,16 @@ fn decode_rows(user: &[u8], value: &[u8]) -> Result<(String, u32)> {
     Ok((user.to_string(), rows))
 }
 
+fn check_user(user: &str) -> Result<()> {
+    if crate::event::user_token_ok(user) {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument {
+        name: "user",
+        reason: format!("{user:?}: a user token matches [a-zA-Z0-9_=/+-]{{1,129}}"),
+    })
+}
+
 /// A day as `2024-05-21`.
 pub fn day_text(day: i64) -> String {
     let text = affinity_rowkey::time::format_seconds(day * DAY_MILLIS).unwrap_or_default();
@@ -308,12 +318,7 @@ impl Engine {
 
     pub(crate) fn publish_hot(&self, app: &App, day: i64, users: &[(String, u32)]) -> Result<()> {
         for (user, rows) in users {
-            if !crate::event::user_token_ok(user) {
-                return Err(Error::InvalidArgument {
-                    name: "user",
-                    reason: format!("{user:?}: a user token matches [a-zA-Z0-9_=/+-]{{1,129}}"),
-                });
-            }
+            check_user(user)?;
             if !(2..=MAX_SUB_ROWS).contains(rows) {
                 return Err(Error::InvalidArgument {
                     name: "rows",
@@ -321,18 +326,7 @@ impl Engine {
                 });
             }
         }
-        let cutoff = list_cutoff_millis(day);
-        if self.now_millis() >= cutoff {
-            return Err(Error::InvalidArgument {
-                name: "day",
-                reason: format!(
-                    "the hot list of {} was fixed at {} (4 hours before the day): \
-                     list users for a later day",
-                    day_text(day),
-                    affinity_rowkey::time::format_seconds(cutoff).unwrap_or_default()
-                ),
-            });
-        }
+        self.check_open(day)?;
         if users.is_empty() {
             return Ok(());
         }
@@ -350,6 +344,44 @@ impl Engine {
         app.profiles
             .mutate_row(list_key(day).as_bytes(), &mutations)?;
         Ok(())
+    }
+
+    /// Take `users` off day `day`'s hot list of the application (their
+    /// rows of that day then stay whole). Refused from the day's cut-off
+    /// on, as adding is.
+    pub fn unlist_hot_users(&self, app: &str, day: i64, users: &[String]) -> Result<()> {
+        for user in users {
+            check_user(user)?;
+        }
+        self.check_open(day)?;
+        let app = self.app(app)?;
+        if users.is_empty() {
+            return Ok(());
+        }
+        let mutations: Vec<Mutation> = users
+            .iter()
+            .map(|user| Mutation::delete_column(HOT_FAMILY, user.clone()))
+            .collect();
+        app.profiles
+            .mutate_row(list_key(day).as_bytes(), &mutations)?;
+        Ok(())
+    }
+
+    /// Day `day`'s list may still change.
+    fn check_open(&self, day: i64) -> Result<()> {
+        let cutoff = list_cutoff_millis(day);
+        if self.now_millis() < cutoff {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument {
+            name: "day",
+            reason: format!(
+                "the hot list of {} was fixed at {} (4 hours before the day): \
+                 change the list of a later day",
+                day_text(day),
+                affinity_rowkey::time::format_seconds(cutoff).unwrap_or_default()
+            ),
+        })
     }
 
     /// Count a batch's adds (`(user, events)` of arrival day `arrival`)

@@ -171,8 +171,19 @@ fn lists_are_fixed_at_their_cut_off_and_checked() {
         "must be 2 to 256",
     );
     refused(today + 1, &[("a,b".into(), 4)], "user token");
+    // Taken off before the cut-off; not after.
+    engine
+        .publish_hot_users(APP, today + 1, &[("u3".into(), 4)])
+        .unwrap();
+    engine
+        .unlist_hot_users(APP, today + 1, &["u3".into()])
+        .unwrap();
     clock.set(list_cutoff_millis(today + 1));
     refused(today + 1, &[("u2".into(), 4)], "was fixed at");
+    let err = engine
+        .unlist_hot_users(APP, today + 1, &["u1".into()])
+        .unwrap_err();
+    assert!(err.to_string().contains("was fixed at"), "{err}");
     // Nothing refused was written.
     let list = engine.hot_list(&app, today + 1).unwrap();
     assert_eq!(list.users(), vec![("u1".to_string(), 2)]);
