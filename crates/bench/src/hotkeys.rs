@@ -309,16 +309,14 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
             None => physical(None, state_row_key(&user(u), day)),
         })
         .collect();
-    let mut rows: Vec<u32> = listed.values().copied().collect();
-    rows.sort_unstable();
     println!(
         "with load-based splits (cut between rows on the first half of the day's writes, the second half measured):"
     );
     println!(
         "| table | as built, nobody listed | as built: {} users on the hot list (default policy), over {} to {} sub-rows |\n|---|---|---|",
         listed.len(),
-        rows.first().copied().unwrap_or(0),
-        rows.last().copied().unwrap_or(0),
+        listed.values().min().copied().unwrap_or(0),
+        listed.values().max().copied().unwrap_or(0),
     );
     println!(
         "| events (salted by app,user) | {:.2} | (unchanged) |",

@@ -4,7 +4,7 @@
 use anyhow::Context;
 use serde_json::json;
 
-use affinity_engine::hot::{list_cutoff_millis, FINAL_AFTER_MILLIS, MAX_SUB_ROWS};
+use affinity_engine::hot::{list_cutoff_millis, list_is_final, next_open_list, MAX_SUB_ROWS};
 use affinity_engine::DAY_MILLIS;
 
 use crate::backend::BackendArgs;
@@ -58,12 +58,10 @@ pub enum HotCommand {
 
 /// `--day`, or the next day whose list is still open.
 fn day_or_next_open(day: Option<String>, now: i64) -> anyhow::Result<i64> {
-    let today = now.div_euclid(DAY_MILLIS);
-    Ok(match day {
-        Some(text) => parse_day(&text)?,
-        None if now < list_cutoff_millis(today + 1) => today + 1,
-        None => today + 2,
-    })
+    match day {
+        Some(text) => parse_day(&text),
+        None => Ok(next_open_list(now)),
+    }
 }
 
 /// `YYYY-MM-DD` as a day number.
@@ -89,13 +87,12 @@ pub fn run(cmd: HotCommand, backend: &BackendArgs) -> anyhow::Result<()> {
                 .into_iter()
                 .map(|(user, rows)| json!({"userToken": user, "subRows": rows}))
                 .collect();
-            let cutoff = list_cutoff_millis(day);
             println!(
                 "{}",
                 serde_json::to_string_pretty(&json!({
                     "day": affinity_engine::hot::day_text(day),
-                    "fixedAt": affinity_rowkey::time::format_seconds(cutoff)?,
-                    "final": now >= cutoff + FINAL_AFTER_MILLIS,
+                    "fixedAt": affinity_rowkey::time::format_seconds(list_cutoff_millis(day))?,
+                    "final": list_is_final(day, now),
                     "users": users,
                 }))?
             );

@@ -57,6 +57,23 @@ pub fn list_cutoff_millis(day: i64) -> i64 {
     day * DAY_MILLIS - LIST_CUTOFF_MILLIS
 }
 
+/// Whether day `day`'s list is final at `now_millis`: every process then
+/// reads the same one, and may keep it.
+pub fn list_is_final(day: i64, now_millis: i64) -> bool {
+    now_millis >= list_cutoff_millis(day) + FINAL_AFTER_MILLIS
+}
+
+/// The next day whose list may still be written at `now_millis`:
+/// tomorrow until its cut-off, then the day after.
+pub fn next_open_list(now_millis: i64) -> i64 {
+    let today = now_millis.div_euclid(DAY_MILLIS);
+    if now_millis < list_cutoff_millis(today + 1) {
+        today + 1
+    } else {
+        today + 2
+    }
+}
+
 /// The sub-row of a listed user's day (of `rows` sub-rows) that the adds
 /// of event `id` go to.
 pub fn sub_row(id: &EventId, rows: u32) -> u32 {
@@ -86,10 +103,6 @@ impl HotList {
     /// The user's sub-row count that day (1: not spread).
     pub fn rows(&self, user: &str) -> u32 {
         self.rows.get(user).copied().unwrap_or(1)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
     }
 
     /// The listed users and their sub-row counts, by user.
@@ -266,7 +279,7 @@ impl Engine {
         })?;
         let list = Arc::new(list);
         let now = self.now_millis();
-        if now >= list_cutoff_millis(day) + FINAL_AFTER_MILLIS {
+        if list_is_final(day, now) {
             let mut finals = app.hot.finals.lock().unwrap_or_else(|p| p.into_inner());
             // Days past the retention and its slack are read no more.
             let oldest = now.div_euclid(DAY_MILLIS) - i64::from(app.config.retention_days) - 10;
@@ -384,8 +397,9 @@ impl Engine {
         })
     }
 
-    /// Count a batch's adds (`(user, events)` of arrival day `arrival`)
-    /// and publish users who became hot on the next list still open.
+    /// Count a batch's adds (`(user, events)` of arrival day `arrival`,
+    /// today) and publish users who became hot on the next list still
+    /// open.
     /// Best effort: the list only spreads writes, and a failed publish
     /// leaves a user unspread.
     pub(crate) fn note_hot_adds<'u>(
@@ -398,12 +412,7 @@ impl Engine {
         if policy.min_adds == u64::MAX {
             return;
         }
-        let now = self.now_millis();
-        let day = if now < list_cutoff_millis(arrival + 1) {
-            arrival + 1
-        } else {
-            arrival + 2
-        };
+        let day = next_open_list(self.now_millis());
         let mut publish = Vec::new();
         {
             let mut counts = app.hot.counts.lock().unwrap_or_else(|p| p.into_inner());

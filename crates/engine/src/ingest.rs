@@ -443,7 +443,7 @@ impl Engine {
                     &lists[lists.len() - 1].1
                 }
             };
-            let rows = if list.is_empty() { 1 } else { list.rows(user) };
+            let rows = list.rows(user);
             if rows == 1 {
                 let key = arena.take(|out| push_state_row_key(out, user, d));
                 state.push(RowMutations::new(key, state_mutations(day, arrival, arena)));
