@@ -518,14 +518,7 @@ async fn a_busy_user_is_listed_hot_and_counted() {
             .collect();
         assert_eq!(parts(server.post_events(&events).await).await.0, 200);
     }
-    let text = server
-        .bare(Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = server.metrics().await;
     assert!(
         text.contains("affinity_hot_users_listed_total{result=\"listed\"} 1\n"),
         "{text}"
