@@ -126,7 +126,7 @@ pub fn personalize(
     Ok(ranked
         .iter()
         .map(|r| Shown {
-            object_id: read[r.input].object_id.clone(),
+            object_id: read[r.input].object_id.to_string(),
             before: r.input + 1,
             label: label(&hits[r.input]),
         })

@@ -20,6 +20,7 @@
 //! does); a re-ranking whose hits lack scored attributes also reads the
 //! index's catalog (once, then cached by the engine).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use affinity_engine::boost::rerank::{self, Hit, MAX_HITS};
@@ -368,9 +369,10 @@ impl<'a> Hits<'a> {
 }
 
 /// Each hit's members and the engine's reading of it (only the values of
-/// the facets `strategy` scores are parsed); a hit that is not an object
-/// or has no objectID is a 422 naming it.
-fn read_hits<'a>(hits: Hits<'a>, strategy: &Strategy) -> Result<Vec<(Members<'a>, Hit)>> {
+/// the facets `strategy` scores are read, strings without escapes
+/// borrowed from the body); a hit that is not an object or has no
+/// objectID is a 422 naming it.
+fn read_hits<'a>(hits: Hits<'a>, strategy: &'a Strategy) -> Result<Vec<(Members<'a>, Hit<'a>)>> {
     let hits: Vec<Members<'a>> = match hits {
         Hits::Objects(hits) => hits,
         Hits::Raw(raw) => raw
@@ -388,7 +390,7 @@ fn read_hits<'a>(hits: Hits<'a>, strategy: &Strategy) -> Result<Vec<(Members<'a>
         .map(|(i, members)| {
             let object_id = members
                 .get("objectID")
-                .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
+                .and_then(json_str)
                 .filter(|id| !id.is_empty())
                 .ok_or_else(|| {
                     Error::unprocessable(
@@ -396,16 +398,41 @@ fn read_hits<'a>(hits: Hits<'a>, strategy: &Strategy) -> Result<Vec<(Members<'a>
                         format!("Hits[{i}].objectID must be a non-empty string"),
                     )
                 })?;
-            let scored: Vec<(&str, Value)> = members
-                .iter()
-                .filter(|(name, _)| strategy.facets.contains_key(*name))
-                .filter_map(|(name, raw)| Some((name, serde_json::from_str(raw.get()).ok()?)))
-                .collect();
-            let hit =
-                Hit::from_attributes(object_id, scored.iter().map(|(n, v)| (*n, v)), strategy);
-            Ok((members, hit))
+            let mut facets = Vec::new();
+            for (name, raw) in members.iter() {
+                let Some(facet) = rerank::scored_facet(strategy, name) else {
+                    continue;
+                };
+                if name == "objectID" {
+                    continue;
+                }
+                match json_str(raw) {
+                    Some(value) => facets.push((facet, value)),
+                    // Numbers, booleans, arrays (the body was checked as JSON).
+                    None => {
+                        if let Ok(value) = serde_json::from_str::<Value>(raw.get()) {
+                            facets.extend(
+                                rerank::facet_values(&value)
+                                    .map(|v| (facet, Cow::Owned(v.into_owned()))),
+                            );
+                        }
+                    }
+                }
+            }
+            Ok((members, Hit { object_id, facets }))
         })
         .collect()
+}
+
+/// The string `raw` holds, borrowed when it has no escapes; `None` when
+/// `raw` is not a string.
+fn json_str(raw: &RawValue) -> Option<Cow<'_, str>> {
+    let text = raw.get();
+    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+    if inner.contains('\\') {
+        return serde_json::from_str(text).ok().map(Cow::Owned);
+    }
+    Some(Cow::Borrowed(inner))
 }
 
 /// `hit` as sent, with `_rankingInfo.personalization` saying why it is
@@ -662,13 +689,27 @@ mod tests {
         let raw: &RawValue =
             serde_json::from_str(r#"[{"objectID":"a","brand":["X",1,{"z":1}]}]"#).unwrap();
         let read = read_hits(Hits::of(raw).unwrap(), &strategy).unwrap();
-        assert_eq!(
-            read[0].1.facets,
-            [
-                ("brand".to_string(), "X".to_string()),
-                ("brand".to_string(), "1".to_string())
-            ]
-        );
+        let pairs = |hit: &Hit| -> Vec<(String, String)> {
+            hit.facets
+                .iter()
+                .map(|(f, v)| (f.to_string(), v.to_string()))
+                .collect()
+        };
+        let pair = |f: &str, v: &str| (f.to_string(), v.to_string());
+        assert_eq!(pairs(&read[0].1), [pair("brand", "X"), pair("brand", "1")]);
+        // Strings are read as JSON: escapes decoded, plain text borrowed.
+        let raw: &RawValue = serde_json::from_str(
+            r#"[{"objectID":"a\u0062","brand":"X\"Y\\","n":"brand"},{"objectID":"c","brand":"Z"}]"#,
+        )
+        .unwrap();
+        let read = read_hits(Hits::of(raw).unwrap(), &strategy).unwrap();
+        assert_eq!(read[0].1.object_id, "ab");
+        assert_eq!(pairs(&read[0].1), [pair("brand", "X\"Y\\")]);
+        assert_eq!(read[1].1.object_id, "c");
+        assert!(matches!(
+            read[1].1.facets[..],
+            [("brand", Cow::Borrowed("Z"))]
+        ));
         // A hit that is not an object is named by its place, after the
         // objects before it; the hits are then read from their text.
         for (bad, field, message) in [

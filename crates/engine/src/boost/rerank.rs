@@ -28,11 +28,13 @@
 //! looked up by `objectID` in the catalog of the index, when one is given;
 //! an id the catalog does not hold has affinity 0.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use crate::catalog::{scalar, Catalog};
 use crate::error::{Error, Result};
-use crate::scoring::{cmp_bytes, SortedScores};
+use crate::scoring::{cmp_bytes, FacetScores, SortedScores};
 use crate::strategy::Strategy;
 
 use super::check_impact;
@@ -41,24 +43,24 @@ use super::check_impact;
 pub const MAX_HITS: usize = 1000;
 
 /// A hit as re-ranking reads it: its id and the values it carries of the
-/// facets the strategy scores.
+/// facets the strategy scores, borrowed from the hit where they can be.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hit {
-    pub object_id: String,
+pub struct Hit<'a> {
+    pub object_id: Cow<'a, str>,
     /// `(facet, value)` pairs of scored facets, in attribute order.
-    pub facets: Vec<(String, String)>,
+    pub facets: Vec<(&'a str, Cow<'a, str>)>,
 }
 
-impl Hit {
+impl<'a> Hit<'a> {
     /// Read a hit (`{"objectID": "...", attributes...}`), keeping the
     /// values of the facets `strategy` scores.
-    pub fn from_json(value: &Value, strategy: &Strategy) -> Result<Hit> {
+    pub fn from_json(value: &'a Value, strategy: &'a Strategy) -> Result<Hit<'a>> {
         let obj = value.as_object().ok_or_else(|| Error::InvalidArgument {
             name: "hits",
             reason: "a hit must be a JSON object".into(),
         })?;
         let object_id = match obj.get("objectID") {
-            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            Some(Value::String(s)) if !s.is_empty() => s.as_str(),
             _ => {
                 return Err(Error::InvalidArgument {
                     name: "objectID",
@@ -66,36 +68,39 @@ impl Hit {
                 })
             }
         };
-        Ok(Hit::from_attributes(object_id, obj.iter(), strategy))
-    }
-
-    /// The hit of `object_id` with `attributes` (name and value, in the
-    /// hit's order; `objectID` among them is skipped), keeping the values
-    /// of the facets `strategy` scores. For callers that parse a hit's
-    /// attributes themselves, only those `strategy` scores.
-    pub fn from_attributes<'a, N: AsRef<str> + 'a>(
-        object_id: String,
-        attributes: impl IntoIterator<Item = (N, &'a Value)>,
-        strategy: &Strategy,
-    ) -> Hit {
         let mut facets = Vec::new();
-        for (name, v) in attributes {
-            let name = name.as_ref();
-            if name == "objectID" || !strategy.facets.contains_key(name) {
+        for (name, v) in obj {
+            if name == "objectID" {
                 continue;
             }
-            match v {
-                Value::Array(items) => facets.extend(
-                    items
-                        .iter()
-                        .filter_map(scalar)
-                        .map(|s| (name.to_string(), s)),
-                ),
-                other => facets.extend(scalar(other).map(|s| (name.to_string(), s))),
+            if let Some(facet) = scored_facet(strategy, name) {
+                facets.extend(facet_values(v).map(|value| (facet, value)));
             }
         }
-        Hit { object_id, facets }
+        Ok(Hit {
+            object_id: Cow::Borrowed(object_id),
+            facets,
+        })
     }
+}
+
+/// The strategy's own name of `name` when it scores that facet: hits
+/// borrow it, so they need not copy the name once per value.
+pub fn scored_facet<'s>(strategy: &'s Strategy, name: &str) -> Option<&'s str> {
+    strategy.facets.get_key_value(name).map(|(k, _)| k.as_str())
+}
+
+/// The facet values in `value` (a scalar, or an array of them; anything
+/// else is no facet value), as a catalog object's; strings borrowed.
+pub fn facet_values(value: &Value) -> impl Iterator<Item = Cow<'_, str>> {
+    let items = match value {
+        Value::Array(items) => items.as_slice(),
+        other => std::slice::from_ref(other),
+    };
+    items.iter().filter_map(|v| match v {
+        Value::String(s) => Some(Cow::Borrowed(s.as_str())),
+        other => scalar(other).map(Cow::Owned),
+    })
 }
 
 /// Where a hit's facet values came from.
@@ -144,6 +149,8 @@ fn affinities(
     hits: &[Hit],
     catalog: Option<&Catalog>,
 ) -> Vec<(u64, FacetSource)> {
+    // One buffer for every hit's pairs.
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
     let score = |pairs: &mut Vec<(&str, &str)>| -> u64 {
         // Bytewise as `str` order, without a `memcmp` call per short value.
         pairs.sort_unstable_by(|a, b| {
@@ -152,30 +159,38 @@ fn affinities(
         });
         pairs.dedup();
         let Some(profile) = profile else { return 0 };
-        pairs
-            .iter()
-            .filter_map(|(f, v)| profile.get(f, v))
-            .map(u64::from)
-            .sum()
+        // Sorted: each facet is looked up once per hit, not once per value.
+        let mut facet: Option<(&str, Option<FacetScores>)> = None;
+        let mut sum = 0;
+        for &(f, v) in pairs.iter() {
+            let scores = match facet {
+                Some((name, scores)) if name == f => scores,
+                _ => {
+                    let scores = profile.facet(f);
+                    facet = Some((f, scores));
+                    scores
+                }
+            };
+            sum += scores.and_then(|s| s.get(v)).map_or(0, u64::from);
+        }
+        sum
     };
     hits.iter()
         .map(|hit| {
+            pairs.clear();
             if !hit.facets.is_empty() {
-                let mut pairs: Vec<(&str, &str)> = hit
-                    .facets
-                    .iter()
-                    .map(|(f, v)| (f.as_str(), v.as_str()))
-                    .collect();
+                pairs.extend(hit.facets.iter().map(|(f, v)| (*f, v.as_ref())));
                 return (score(&mut pairs), FacetSource::Hit);
             }
             match catalog.and_then(|c| c.get(&hit.object_id)) {
                 Some(object) => {
-                    let mut pairs: Vec<(&str, &str)> = object
-                        .facets
-                        .iter()
-                        .filter(|(f, _)| strategy.facets.contains_key(f))
-                        .map(|(f, v)| (f.as_str(), v.as_str()))
-                        .collect();
+                    pairs.extend(
+                        object
+                            .facets
+                            .iter()
+                            .filter(|(f, _)| strategy.facets.contains_key(f))
+                            .map(|(f, v)| (f.as_str(), v.as_str())),
+                    );
                     (score(&mut pairs), FacetSource::Catalog)
                 }
                 None => (0, FacetSource::None),
@@ -236,11 +251,8 @@ mod tests {
     use super::*;
     use crate::catalog::CatalogObject;
 
-    fn hits(list: &[Value]) -> Vec<Hit> {
-        let s = strategy(50);
-        list.iter()
-            .map(|v| Hit::from_json(v, &s).unwrap())
-            .collect()
+    fn hits<'a>(list: &'a [Value], s: &'a Strategy) -> Vec<Hit<'a>> {
+        list.iter().map(|v| Hit::from_json(v, s).unwrap()).collect()
     }
 
     fn order(ranked: &[Ranked]) -> Vec<usize> {
@@ -250,16 +262,13 @@ mod tests {
     #[test]
     fn reads_scored_attributes_only() {
         let s = strategy(50);
-        let h = Hit::from_json(
-            &json!({"objectID": "p1", "brand": "Apple", "color": ["red", 3, {"x": 1}],
-                    "name": "Phone", "_highlightResult": {"brand": {"value": "x"}}}),
-            &s,
-        )
-        .unwrap();
+        let hit = json!({"objectID": "p1", "brand": "Apple", "color": ["red", 3, {"x": 1}],
+                         "name": "Phone", "_highlightResult": {"brand": {"value": "x"}}});
+        let h = Hit::from_json(&hit, &s).unwrap();
         assert_eq!(h.object_id, "p1");
         let mut facets = h.facets.clone();
         facets.sort();
-        let pair = |f: &str, v: &str| (f.to_string(), v.to_string());
+        let pair = |f: &'static str, v: &'static str| (f, Cow::Borrowed(v));
         assert_eq!(
             facets,
             [
@@ -289,12 +298,13 @@ mod tests {
             ("color", "red", 5),
         ]);
         let s = strategy(50);
-        let h = hits(&[
+        let list = [
             json!({"objectID": "a", "brand": "Nokia"}),
             json!({"objectID": "b", "brand": "Sony"}),
             json!({"objectID": "c", "brand": "Apple", "color": ["red", "red"]}),
             json!({"objectID": "d", "brand": "Nokia"}),
-        ]);
+        ];
+        let h = hits(&list, &s);
         // n = 4, A = 25 (c: 20 + 5, red counted once).
         // impact 50: a 0.5, b 0.375 + 0.2 = 0.575, c 0.25 + 0.5 = 0.75, d 0.125.
         let r = rerank(Some(&p), &s, 50, &h, None).unwrap();
@@ -329,11 +339,12 @@ mod tests {
             ("color", "red", 10),
         ]);
         let s = strategy(50);
-        let h = hits(&[
+        let list = [
             json!({"objectID": "a", "brand": "Nokia"}),
             json!({"objectID": "b", "brand": "Sony"}),
             json!({"objectID": "c", "brand": "Apple", "color": "red"}),
-        ]);
+        ];
+        let h = hits(&list, &s);
         // n = 3, A = 30, impact 50: a 1/2, b 1/3 + 1/6 = 1/2 exactly,
         // c 1/6 + 1/2 = 2/3. a and b tie: a stays before b.
         let r = rerank(Some(&p), &s, 50, &h, None).unwrap();
@@ -351,11 +362,12 @@ mod tests {
         );
         let p = profile(&[("brand", "Apple", 20)]);
         let s = strategy(100);
-        let h = hits(&[
+        let list = [
             json!({"objectID": "a", "name": "only a name"}),
             json!({"objectID": "b", "brand": "Nokia"}),
             json!({"objectID": "c"}),
-        ]);
+        ];
+        let h = hits(&list, &s);
         assert!(needs_catalog(&h));
         let r = rerank(Some(&p), &s, 100, &h, Some(&catalog)).unwrap();
         assert_eq!(order(&r), [2, 0, 1]);
@@ -372,7 +384,7 @@ mod tests {
         let s = strategy(50);
         let h: Vec<Hit> = (0..=MAX_HITS)
             .map(|i| Hit {
-                object_id: format!("o{i}"),
+                object_id: Cow::Owned(format!("o{i}")),
                 facets: Vec::new(),
             })
             .collect();
