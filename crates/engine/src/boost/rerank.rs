@@ -142,6 +142,38 @@ pub fn needs_catalog(hits: &[Hit]) -> bool {
     hits.iter().any(|h| h.facets.is_empty())
 }
 
+/// The sum of `profile`'s scores of the distinct `(facet, value)` pairs in
+/// `pairs` (sorted and deduplicated here); `facets` keeps the facets
+/// looked up so far.
+fn affinity<'x, 'p>(
+    profile: &'p SortedScores,
+    pairs: &mut Vec<(&'x str, &'x str)>,
+    facets: &mut Vec<(&'x str, Option<FacetScores<'p>>)>,
+) -> u64 {
+    // Bytewise as `str` order, without a `memcmp` call per short value.
+    pairs.sort_unstable_by(|a, b| {
+        cmp_bytes(a.0.as_bytes(), b.0.as_bytes())
+            .then_with(|| cmp_bytes(a.1.as_bytes(), b.1.as_bytes()))
+    });
+    pairs.dedup();
+    let mut sum = 0;
+    for &(f, v) in pairs.iter() {
+        let known = facets
+            .iter()
+            .find(|(name, _)| std::ptr::eq(*name, f) || *name == f);
+        let scores = match known {
+            Some((_, scores)) => *scores,
+            None => {
+                let scores = profile.facet(f);
+                facets.push((f, scores));
+                scores
+            }
+        };
+        sum += scores.and_then(|s| s.get(v)).map_or(0, u64::from);
+    }
+    sum
+}
+
 /// The hits' affinities under `profile`, and where their facets came from.
 fn affinities(
     profile: Option<&SortedScores>,
@@ -151,29 +183,12 @@ fn affinities(
 ) -> Vec<(u64, FacetSource)> {
     // One buffer for every hit's pairs.
     let mut pairs: Vec<(&str, &str)> = Vec::new();
-    let score = |pairs: &mut Vec<(&str, &str)>| -> u64 {
-        // Bytewise as `str` order, without a `memcmp` call per short value.
-        pairs.sort_unstable_by(|a, b| {
-            cmp_bytes(a.0.as_bytes(), b.0.as_bytes())
-                .then_with(|| cmp_bytes(a.1.as_bytes(), b.1.as_bytes()))
-        });
-        pairs.dedup();
-        let Some(profile) = profile else { return 0 };
-        // Sorted: each facet is looked up once per hit, not once per value.
-        let mut facet: Option<(&str, Option<FacetScores>)> = None;
-        let mut sum = 0;
-        for &(f, v) in pairs.iter() {
-            let scores = match facet {
-                Some((name, scores)) if name == f => scores,
-                _ => {
-                    let scores = profile.facet(f);
-                    facet = Some((f, scores));
-                    scores
-                }
-            };
-            sum += scores.and_then(|s| s.get(v)).map_or(0, u64::from);
-        }
-        sum
+    // Each facet looked up once per re-ranking: hits read from a body
+    // borrow the strategy's own names, so most finds compare pointers.
+    let mut facets = Vec::new();
+    let mut score = |pairs: &mut Vec<_>| match profile {
+        Some(profile) => affinity(profile, pairs, &mut facets),
+        None => 0,
     };
     hits.iter()
         .map(|hit| {

@@ -305,8 +305,10 @@ pub(crate) fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
     }
     match head(a).cmp(&head(b)) {
         Ordering::Equal if a.len() > 8 && b.len() > 8 => a[8..].cmp(&b[8..]),
-        // A zero byte and the padding look alike: the slices decide.
-        Ordering::Equal => a.cmp(b),
+        // Equal heads and one slice within them: it is a prefix of the
+        // other (which has only zero bytes past it there), so the shorter
+        // is first.
+        Ordering::Equal => a.len().cmp(&b.len()),
         order => order,
     }
 }

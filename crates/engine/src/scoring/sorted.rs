@@ -2,6 +2,7 @@
 //! profile JSON written from them by hand, and lookups by binary search
 //! (query time reads them without building a [`Profile`]'s maps).
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use super::{cmp_bytes, Profile};
@@ -18,6 +19,10 @@ pub struct SortedScores {
     text: String,
     /// `(start, end, score)` of each value in `text`, facet after facet.
     values: Vec<(u32, u32, u32)>,
+    /// Each value's first 8 bytes as a big-endian integer ([`head`]), so
+    /// a lookup's binary search compares integers in one array and looks
+    /// at the text only where they tie.
+    heads: Vec<u64>,
     /// Each facet and the end of its values in `values` (a facet's values
     /// start where the previous one's end).
     facets: Vec<(String, usize)>,
@@ -28,6 +33,17 @@ pub struct SortedScores {
 pub struct FacetScores<'s> {
     text: &'s str,
     values: &'s [(u32, u32, u32)],
+    heads: &'s [u64],
+}
+
+/// The first 8 bytes of `v` as a big-endian integer, zeros past its end:
+/// bytewise order of slices, up to ties (a shorter slice ties with itself
+/// padded with zero bytes; the slices decide those).
+fn head(v: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let n = v.len().min(8);
+    bytes[..n].copy_from_slice(&v[..n]);
+    u64::from_be_bytes(bytes)
 }
 
 impl<'s> FacetScores<'s> {
@@ -49,14 +65,23 @@ impl<'s> FacetScores<'s> {
 
     /// The score of `value`.
     pub fn get(&self, value: &str) -> Option<u32> {
-        let text = self.text;
-        let i = self
-            .values
-            .binary_search_by(|&(a, b, _)| {
-                cmp_bytes(&text.as_bytes()[a as usize..b as usize], value.as_bytes())
-            })
-            .ok()?;
-        Some(self.values[i].2)
+        let text = self.text.as_bytes();
+        let value = value.as_bytes();
+        let h = head(value);
+        let (mut lo, mut hi) = (0, self.heads.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let order = self.heads[mid].cmp(&h).then_with(|| {
+                let (a, b, _) = self.values[mid];
+                cmp_bytes(&text[a as usize..b as usize], value)
+            });
+            match order {
+                Ordering::Less => lo = mid + 1,
+                Ordering::Greater => hi = mid,
+                Ordering::Equal => return Some(self.values[mid].2),
+            }
+        }
+        None
     }
 }
 
@@ -70,6 +95,7 @@ impl SortedScoresBuilder {
         SortedScoresBuilder(SortedScores {
             text: String::with_capacity(text),
             values: Vec::with_capacity(values),
+            heads: Vec::with_capacity(values),
             facets: Vec::new(),
         })
     }
@@ -79,6 +105,7 @@ impl SortedScoresBuilder {
         let start = self.0.text.len() as u32;
         self.0.text.push_str(value);
         self.0.values.push((start, self.0.text.len() as u32, score));
+        self.0.heads.push(head(value.as_bytes()));
     }
 
     /// End the facet `name`, made of the values added since the last.
@@ -96,13 +123,14 @@ impl SortedScores {
     pub fn iter(&self) -> impl Iterator<Item = (&str, FacetScores<'_>)> {
         let mut start = 0;
         self.facets.iter().map(move |(name, end)| {
-            let values = &self.values[start..*end];
+            let (values, heads) = (&self.values[start..*end], &self.heads[start..*end]);
             start = *end;
             (
                 name.as_str(),
                 FacetScores {
                     text: &self.text,
                     values,
+                    heads,
                 },
             )
         })
@@ -115,9 +143,11 @@ impl SortedScores {
             .binary_search_by(|(f, _)| cmp_bytes(f.as_bytes(), facet.as_bytes()))
             .ok()?;
         let start = if i == 0 { 0 } else { self.facets[i - 1].1 };
+        let end = self.facets[i].1;
         Some(FacetScores {
             text: &self.text,
-            values: &self.values[start..self.facets[i].1],
+            values: &self.values[start..end],
+            heads: &self.heads[start..end],
         })
     }
 
