@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 /// Past this many members, a repeated name is found through a map.
@@ -42,6 +42,60 @@ impl<'a> Members<'a> {
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &'a RawValue)> {
         self.0.iter().map(|(n, v)| (n.as_ref(), *v))
     }
+}
+
+/// An object's members read in one pass with its member `field` (named
+/// once) read as an array of objects: the other members as [`Members`]
+/// (without `field`), and `field`'s objects. `None` when the text is not
+/// such an object (not JSON, not an object, `field` missing or not an
+/// array of objects, a name sent twice): the caller reads it the general
+/// way, which names what is wrong. A re-ranking body's hits are read so,
+/// instead of being scanned once as text and again as objects.
+pub(crate) fn with_objects<'a>(
+    text: &'a [u8],
+    field: &'static str,
+) -> Option<(Members<'a>, Vec<Members<'a>>)> {
+    struct Split<'a>(Members<'a>, Vec<Members<'a>>);
+    struct SplitSeed(&'static str);
+    impl<'de> DeserializeSeed<'de> for SplitSeed {
+        type Value = Split<'de>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Split<'de>, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+    impl<'de> Visitor<'de> for SplitSeed {
+        type Value = Split<'de>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Split<'de>, A::Error> {
+            let mut members: Vec<(Cow<'de, str>, &'de RawValue)> = Vec::new();
+            let mut objects = None;
+            while let Some(Name(name)) = map.next_key()? {
+                let twice = if name == self.0 {
+                    objects.is_some()
+                } else {
+                    members.iter().any(|(n, _)| *n == name)
+                };
+                if twice {
+                    return Err(de::Error::custom("a name sent twice"));
+                }
+                if name == self.0 {
+                    objects = Some(map.next_value::<Vec<Members<'de>>>()?);
+                } else {
+                    members.push((name, map.next_value()?));
+                }
+            }
+            match objects {
+                Some(objects) => Ok(Split(Members(members), objects)),
+                None => Err(de::Error::missing_field(self.0)),
+            }
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let split = SplitSeed(field).deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some((split.0, split.1))
 }
 
 /// A member name: borrowed when it has no escapes.
@@ -143,6 +197,36 @@ mod tests {
         assert!(Members::of(raw).is_none());
         let raw: &RawValue = serde_json::from_str("\"{\"").unwrap();
         assert!(Members::of(raw).is_none());
+    }
+
+    #[test]
+    fn an_array_of_objects_is_read_in_the_same_pass_or_not_at_all() {
+        let (rest, hits) = with_objects(
+            br#"{"userToken":"u","hits":[{"objectID":"a","x":[1]},{"b":2,"b":3}],"n":1} "#,
+            "hits",
+        )
+        .unwrap();
+        let names: Vec<&str> = rest.iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["userToken", "n"]);
+        assert_eq!(hits.len(), 2);
+        assert_eq!(hits[0].get("x").unwrap().get(), "[1]");
+        assert_eq!(hits[1].get("b").unwrap().get(), "3", "the last of a name in a hit");
+        for other in [
+            &br#"{"hits":[{"a":1},[1]]}"#[..],
+            br#"{"hits":{"a":1}}"#,
+            br#"{"userToken":"u"}"#,
+            br#"{"hits":[],"hits":[]}"#,
+            br#"{"u":1,"hits":[],"u":2}"#,
+            br#"{"hits":[]} x"#,
+            br#"[{"hits":[]}]"#,
+            b"{",
+        ] {
+            assert!(
+                with_objects(other, "hits").is_none(),
+                "{}",
+                String::from_utf8_lossy(other)
+            );
+        }
     }
 
     proptest! {

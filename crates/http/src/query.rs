@@ -39,7 +39,7 @@ use crate::body::Body;
 use crate::catalog::check_index;
 use crate::error::{blocking, Error, Result};
 use crate::insights::check_user_token;
-use crate::members::Members;
+use crate::members::{self, Members};
 use crate::state::{Serving, State};
 use crate::variants;
 
@@ -248,14 +248,19 @@ fn parse_rerank_body(bytes: &[u8]) -> Result<RerankBody<'_>> {
             "The body must be a JSON object with userToken and hits",
         )
     };
-    let members: Members = match serde_json::from_slice(bytes) {
-        Ok(members) => members,
-        Err(e) if e.classify() == Category::Data => return Err(not_object()),
-        Err(e) => {
-            return Err(Error::InvalidJson {
-                reason: e.to_string(),
-            })
-        }
+    // Nearly always one pass reads the body and its hits; else the body is
+    // read the general way, whose checks below name what is wrong.
+    let (members, objects) = match members::with_objects(bytes, "hits") {
+        Some((members, objects)) => (members, Some(objects)),
+        None => match serde_json::from_slice(bytes) {
+            Ok(members) => (members, None),
+            Err(e) if e.classify() == Category::Data => return Err(not_object()),
+            Err(e) => {
+                return Err(Error::InvalidJson {
+                    reason: e.to_string(),
+                })
+            }
+        },
     };
     // The first in name order, as a reader of the whole object names it.
     if let Some(extra) = members
@@ -286,9 +291,12 @@ fn parse_rerank_body(bytes: &[u8]) -> Result<RerankBody<'_>> {
         }
     };
     check_user_token(&user)?;
-    let hits = match members.get("hits").map(Hits::of) {
-        Some(Some(hits)) => hits,
-        _ => return Err(Error::unprocessable("hits", "Hits must be an array")),
+    let hits = match objects {
+        Some(objects) => Hits::Objects(objects),
+        None => match members.get("hits").map(Hits::of) {
+            Some(Some(hits)) => hits,
+            _ => return Err(Error::unprocessable("hits", "Hits must be an array")),
+        },
     };
     if hits.len() > MAX_HITS {
         return Err(Error::unprocessable(
