@@ -328,5 +328,18 @@ mod tests {
             let profile = Profile { user_token: user.clone(), last_event_millis: millis, scores };
             prop_assert_eq!(written.into_bytes(), serde_json::to_vec(&profile).expect("serializes"));
         }
+
+        /// Lookups among values that share their first bytes (ties of the
+        /// 8-byte heads, zero bytes and padding alike) find what a map does.
+        #[test]
+        fn lookups_find_what_a_map_holds(
+            values in prop::collection::btree_map("(|a|ab|category|categoryv)[\\x00ab]{0,3}", 1u32..=20, 0..24),
+            probes in prop::collection::vec("(|a|ab|category|categoryv)[\\x00ab]{0,3}", 0..24),
+        ) {
+            let sorted = sorted(&BTreeMap::from([("f".to_string(), values.clone())]));
+            for probe in values.keys().chain(&probes) {
+                prop_assert_eq!(sorted.get("f", probe), values.get(probe).copied(), "{:?}", probe);
+            }
+        }
     }
 }
