@@ -210,7 +210,11 @@ mod tests {
         assert_eq!(names, ["userToken", "n"]);
         assert_eq!(hits.len(), 2);
         assert_eq!(hits[0].get("x").unwrap().get(), "[1]");
-        assert_eq!(hits[1].get("b").unwrap().get(), "3", "the last of a name in a hit");
+        assert_eq!(
+            hits[1].get("b").unwrap().get(),
+            "3",
+            "the last of a name in a hit"
+        );
         for other in [
             &br#"{"hits":[{"a":1},[1]]}"#[..],
             br#"{"hits":{"a":1}}"#,

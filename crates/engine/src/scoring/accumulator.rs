@@ -141,42 +141,52 @@ impl<'a> Accumulator<'a> {
             self.sorted
                 .resize_with(self.weights.facet_names().len(), Vec::new);
         }
-        let run = run.into_iter();
-        let base = std::mem::take(&mut self.sorted[slot]);
-        let mut merged = Vec::with_capacity(base.len() + run.size_hint().0);
-        let mut base = base.into_iter().peekable();
-        let result = (|| {
-            for item in run {
-                let (value, count) = item?;
-                // One comparison per value passed: the values met so far
-                // are below `value`, so the merged list stays sorted only
-                // if `value` is above the last one in it.
-                let order = loop {
-                    match base.peek().map(|(b, _)| cmp_bytes(b, value)) {
-                        Some(Ordering::Less) => merged.extend(base.next()),
-                        order => break order,
-                    }
-                };
-                if order == Some(Ordering::Equal) {
-                    if let Some((b, r)) = base.next() {
-                        merged.push((b, r + weight * count));
-                    }
-                    continue;
-                }
-                if merged
-                    .last()
-                    .is_some_and(|(last, _)| cmp_bytes(last, value) != Ordering::Less)
-                    || std::str::from_utf8(value).is_err()
-                {
-                    return Err(bad_value(value));
-                }
-                merged.push((keep(value), weight * count));
+        let base = &mut self.sorted[slot];
+        // The run's values the list lacks, with their place in it: nearly
+        // always few or none (a rollup's runs and a day's count mostly the
+        // same values), so the list is updated where it is and rebuilt
+        // only to take those in.
+        let mut new: Vec<(usize, Cow<'a, [u8]>, i64)> = Vec::new();
+        let mut last: Option<&[u8]> = None;
+        let mut i = 0;
+        for item in run {
+            let (value, count) = item?;
+            if last.is_some_and(|last| cmp_bytes(last, value) != Ordering::Less) {
+                return Err(bad_value(value));
             }
-            Ok(())
-        })();
-        merged.extend(base);
-        self.sorted[slot] = merged;
-        result
+            last = Some(value);
+            // One comparison per value passed: the run rises, so the list's
+            // values before `i` are below `value`.
+            let order = loop {
+                match base.get(i).map(|(b, _)| cmp_bytes(b, value)) {
+                    Some(Ordering::Less) => i += 1,
+                    order => break order,
+                }
+            };
+            if order == Some(Ordering::Equal) {
+                base[i].1 += weight * count;
+                i += 1;
+                continue;
+            }
+            if std::str::from_utf8(value).is_err() {
+                return Err(bad_value(value));
+            }
+            new.push((i, keep(value), weight * count));
+        }
+        if !new.is_empty() {
+            let old = std::mem::take(base);
+            let mut merged = Vec::with_capacity(old.len() + new.len());
+            let mut old = old.into_iter();
+            let mut taken = 0;
+            for (at, value, n) in new {
+                merged.extend(old.by_ref().take(at - taken));
+                taken = at;
+                merged.push((value, n));
+            }
+            merged.extend(old);
+            *base = merged;
+        }
+        Ok(())
     }
 
     /// `raw(slot, value) += add`; a value not met before is kept only if
