@@ -45,7 +45,7 @@ use crate::strategy::Weights;
 
 pub(crate) use accumulator::{cmp_bytes, Accumulator};
 pub use facets::FacetCounts;
-pub use sorted::{json_string, FacetScores, SortedScores};
+pub use sorted::{json_string, FacetIndex, FacetScores, SortedScores};
 
 /// Values kept per facet in a profile.
 pub const MAX_VALUES_PER_FACET: usize = 100;

@@ -34,7 +34,7 @@ use serde_json::Value;
 
 use crate::catalog::{scalar, Catalog};
 use crate::error::{Error, Result};
-use crate::scoring::{cmp_bytes, FacetScores, SortedScores};
+use crate::scoring::{cmp_bytes, FacetIndex, SortedScores};
 use crate::strategy::Strategy;
 
 use super::check_impact;
@@ -148,7 +148,7 @@ pub fn needs_catalog(hits: &[Hit]) -> bool {
 fn affinity<'x, 'p>(
     profile: &'p SortedScores,
     pairs: &mut Vec<(&'x str, &'x str)>,
-    facets: &mut Vec<(&'x str, Option<FacetScores<'p>>)>,
+    facets: &mut Vec<(&'x str, Option<FacetIndex<'p>>)>,
 ) -> u64 {
     // Bytewise as `str` order, without a `memcmp` call per short value.
     pairs.sort_unstable_by(|a, b| {
@@ -162,14 +162,13 @@ fn affinity<'x, 'p>(
             .iter()
             .find(|(name, _)| std::ptr::eq(*name, f) || *name == f);
         let scores = match known {
-            Some((_, scores)) => *scores,
+            Some((_, scores)) => scores,
             None => {
-                let scores = profile.facet(f);
-                facets.push((f, scores));
-                scores
+                facets.push((f, profile.facet(f).map(|s| s.index())));
+                &facets[facets.len() - 1].1
             }
         };
-        sum += scores.and_then(|s| s.get(v)).map_or(0, u64::from);
+        sum += scores.as_ref().and_then(|s| s.get(v)).map_or(0, u64::from);
     }
     sum
 }
@@ -183,8 +182,9 @@ fn affinities(
 ) -> Vec<(u64, FacetSource)> {
     // One buffer for every hit's pairs.
     let mut pairs: Vec<(&str, &str)> = Vec::new();
-    // Each facet looked up once per re-ranking: hits read from a body
-    // borrow the strategy's own names, so most finds compare pointers.
+    // Each facet looked up and hashed once per re-ranking: hits read from
+    // a body borrow the strategy's own names, so most finds compare
+    // pointers.
     let mut facets = Vec::new();
     let mut score = |pairs: &mut Vec<_>| match profile {
         Some(profile) => affinity(profile, pairs, &mut facets),

@@ -171,7 +171,13 @@ impl<'a> Accumulator<'a> {
             if std::str::from_utf8(value).is_err() {
                 return Err(bad_value(value));
             }
-            new.push((i, keep(value), weight * count));
+            if i == base.len() {
+                // Past the list's end (an empty list, say): appended.
+                base.push((keep(value), weight * count));
+                i += 1;
+            } else {
+                new.push((i, keep(value), weight * count));
+            }
         }
         if !new.is_empty() {
             let old = std::mem::take(base);
