@@ -34,7 +34,7 @@ use serde_json::Value;
 
 use crate::catalog::{scalar, Catalog};
 use crate::error::{Error, Result};
-use crate::scoring::{cmp_bytes, FacetIndex, SortedScores};
+use crate::scoring::{cmp_bytes, FacetIndex, FacetScores, SortedScores};
 use crate::strategy::Strategy;
 
 use super::check_impact;
@@ -142,13 +142,45 @@ pub fn needs_catalog(hits: &[Hit]) -> bool {
     hits.iter().any(|h| h.facets.is_empty())
 }
 
+/// A profile's facet as a re-ranking looks its values up.
+enum Lookup<'p> {
+    /// Hashed: many lookups for the facet's size.
+    Hashed(FacetIndex<'p>),
+    /// Binary searches: few lookups in a large facet (a few hits), where
+    /// hashing every value would cost more than the searches.
+    Sorted(FacetScores<'p>),
+}
+
+impl<'p> Lookup<'p> {
+    /// How to look up `scores` for about `lookups` values: hashed when
+    /// binary searches would pass more values than the facet holds.
+    fn new(scores: FacetScores<'p>, lookups: usize) -> Lookup<'p> {
+        let n = scores.len();
+        let search = (usize::BITS - n.leading_zeros()) as usize;
+        if lookups.saturating_mul(search) >= n {
+            Lookup::Hashed(scores.index())
+        } else {
+            Lookup::Sorted(scores)
+        }
+    }
+
+    #[inline]
+    fn get(&self, value: &str) -> Option<u32> {
+        match self {
+            Lookup::Hashed(index) => index.get(value),
+            Lookup::Sorted(scores) => scores.get(value),
+        }
+    }
+}
+
 /// The sum of `profile`'s scores of the distinct `(facet, value)` pairs in
 /// `pairs` (sorted and deduplicated here); `facets` keeps the facets
-/// looked up so far.
+/// looked up so far, `hits` how many hits the re-ranking has.
 fn affinity<'x, 'p>(
     profile: &'p SortedScores,
+    hits: usize,
     pairs: &mut Vec<(&'x str, &'x str)>,
-    facets: &mut Vec<(&'x str, Option<FacetIndex<'p>>)>,
+    facets: &mut Vec<(&'x str, Option<Lookup<'p>>)>,
 ) -> u64 {
     // Bytewise as `str` order, without a `memcmp` call per short value.
     pairs.sort_unstable_by(|a, b| {
@@ -164,7 +196,7 @@ fn affinity<'x, 'p>(
         let scores = match known {
             Some((_, scores)) => scores,
             None => {
-                facets.push((f, profile.facet(f).map(|s| s.index())));
+                facets.push((f, profile.facet(f).map(|s| Lookup::new(s, hits))));
                 &facets[facets.len() - 1].1
             }
         };
@@ -182,12 +214,12 @@ fn affinities(
 ) -> Vec<(u64, FacetSource)> {
     // One buffer for every hit's pairs.
     let mut pairs: Vec<(&str, &str)> = Vec::new();
-    // Each facet looked up and hashed once per re-ranking: hits read from
-    // a body borrow the strategy's own names, so most finds compare
+    // Each facet looked up (and hashed) once per re-ranking: hits read
+    // from a body borrow the strategy's own names, so most finds compare
     // pointers.
     let mut facets = Vec::new();
     let mut score = |pairs: &mut Vec<_>| match profile {
-        Some(profile) => affinity(profile, pairs, &mut facets),
+        Some(profile) => affinity(profile, hits.len(), pairs, &mut facets),
         None => 0,
     };
     hits.iter()
@@ -343,6 +375,38 @@ mod tests {
         for (prof, impact) in [(Some(&p), 0), (None, 100)] {
             let r = rerank(prof, &s, impact, &h, None).unwrap();
             assert_eq!(order(&r), [0, 1, 2, 3]);
+        }
+    }
+
+    #[test]
+    fn affinities_are_the_same_hashed_or_searched() {
+        // 120 brands scored 1..=20; a few hits search, many hash.
+        let names: Vec<String> = (0..120).map(|i| format!("brand-{i:03}")).collect();
+        let scored: Vec<(&str, &str, u32)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, b)| ("brand", b.as_str(), i as u32 % 20 + 1))
+            .collect();
+        let p = profile(&scored);
+        let s = strategy(100);
+        let brands = p.facet("brand").unwrap();
+        assert!(matches!(Lookup::new(brands, 2), Lookup::Sorted(_)));
+        assert!(matches!(Lookup::new(brands, 100), Lookup::Hashed(_)));
+        for n in [1, 2, 3, 300] {
+            let list: Vec<Value> = (0..n)
+                .map(|i| json!({"objectID": format!("o{i}"), "brand": format!("brand-{:03}", (i * 7) % 130)}))
+                .collect();
+            let h = hits(&list, &s);
+            let r = rerank(Some(&p), &s, 100, &h, None).unwrap();
+            for ranked in &r {
+                let i = ranked.input;
+                let expected = if (i * 7) % 130 < 120 {
+                    (i * 7) % 130 % 20 + 1
+                } else {
+                    0
+                };
+                assert_eq!(ranked.affinity, expected as u64, "{n} hits, hit {i}");
+            }
         }
     }
 

@@ -102,6 +102,7 @@ impl<'s> FacetIndex<'s> {
     }
 
     /// The score of `value`.
+    #[inline]
     pub fn get(&self, value: &str) -> Option<u32> {
         let value = value.as_bytes();
         let h = head(value);
