@@ -305,20 +305,24 @@ impl<'a> Accumulator<'a> {
 /// bytes, raw score)`.
 type RawValues<'a> = Vec<(Cow<'a, [u8]>, i64)>;
 
+/// The first 8 bytes of `v` as a big-endian integer, zeros past its end:
+/// bytewise order of slices, up to ties (a shorter slice ties with itself
+/// padded with zero bytes).
+#[inline]
+pub(crate) fn head(v: &[u8]) -> u64 {
+    match v.first_chunk::<8>() {
+        Some(h) => u64::from_be_bytes(*h),
+        None => v
+            .iter()
+            .enumerate()
+            .fold(0, |h, (i, b)| h | u64::from(*b) << (56 - 8 * i)),
+    }
+}
+
 /// Bytewise order (as `<[u8]>::cmp`), without a call into `memcmp` when
 /// the first eight bytes decide, which they do for most facet values.
 #[inline]
 pub(crate) fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
-    #[inline]
-    fn head(v: &[u8]) -> u64 {
-        match v.first_chunk::<8>() {
-            Some(h) => u64::from_be_bytes(*h),
-            None => v
-                .iter()
-                .enumerate()
-                .fold(0, |h, (i, b)| h | u64::from(*b) << (56 - 8 * i)),
-        }
-    }
     match head(a).cmp(&head(b)) {
         Ordering::Equal if a.len() > 8 && b.len() > 8 => a[8..].cmp(&b[8..]),
         // Equal heads and one slice within them: it is a prefix of the

@@ -5,6 +5,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
+use super::accumulator::head;
 use super::{cmp_bytes, Profile};
 use crate::error::Result;
 
@@ -34,16 +35,6 @@ pub struct FacetScores<'s> {
     text: &'s str,
     values: &'s [(u32, u32, u32)],
     heads: &'s [u64],
-}
-
-/// The first 8 bytes of `v` as a big-endian integer, zeros past its end:
-/// bytewise order of slices, up to ties (a shorter slice ties with itself
-/// padded with zero bytes; the slices decide those).
-fn head(v: &[u8]) -> u64 {
-    let mut bytes = [0u8; 8];
-    let n = v.len().min(8);
-    bytes[..n].copy_from_slice(&v[..n]);
-    u64::from_be_bytes(bytes)
 }
 
 impl<'s> FacetScores<'s> {
