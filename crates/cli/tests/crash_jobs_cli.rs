@@ -158,9 +158,9 @@ fn kill_after(data: &Path, args: &[&str], after: Duration) -> bool {
     !status.success()
 }
 
-/// How long `args` takes to run whole on a copy of `data` (the copy is
-/// then dropped): the kills are placed within that time.
-fn full_run(data: &Path, dir: &Path, args: &[&str]) -> Duration {
+/// A fresh copy of `data` under `dir` for a probe run, which times a
+/// command without touching the store the test goes on with.
+fn probe_copy(data: &Path, dir: &Path) -> std::path::PathBuf {
     let copy = dir.join("probe");
     let _ = std::fs::remove_dir_all(&copy);
     let status = Command::new("cp")
@@ -170,6 +170,13 @@ fn full_run(data: &Path, dir: &Path, args: &[&str]) -> Duration {
         .status()
         .unwrap();
     assert!(status.success());
+    copy
+}
+
+/// How long `args` takes to run whole on a copy of `data` (the copy is
+/// then dropped): the kills are placed within that time.
+fn full_run(data: &Path, dir: &Path, args: &[&str]) -> Duration {
+    let copy = probe_copy(data, dir);
     let started = Instant::now();
     ok(&copy, args);
     let took = started.elapsed();
@@ -261,15 +268,7 @@ fn started_job(
 /// How long `args` works once it said which job it works on, on a copy of
 /// `data` (its start, the store's opening, is not part of it).
 fn job_time(data: &Path, dir: &Path, args: &[&str]) -> Duration {
-    let copy = dir.join("probe");
-    let _ = std::fs::remove_dir_all(&copy);
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(data)
-        .arg(&copy)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let copy = probe_copy(data, dir);
     let (mut child, reader) = started_job(&copy, args);
     let started = Instant::now();
     assert!(
