@@ -71,18 +71,17 @@ pub(crate) fn with_objects<'a>(
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Split<'de>, A::Error> {
             let mut members: Vec<(Cow<'de, str>, &'de RawValue)> = Vec::new();
             let mut objects = None;
+            let twice = || de::Error::custom("a name sent twice");
             while let Some(Name(name)) = map.next_key()? {
-                let twice = if name == self.0 {
-                    objects.is_some()
-                } else {
-                    members.iter().any(|(n, _)| *n == name)
-                };
-                if twice {
-                    return Err(de::Error::custom("a name sent twice"));
-                }
                 if name == self.0 {
+                    if objects.is_some() {
+                        return Err(twice());
+                    }
                     objects = Some(map.next_value::<Vec<Members<'de>>>()?);
                 } else {
+                    if members.iter().any(|(n, _)| *n == name) {
+                        return Err(twice());
+                    }
                     members.push((name, map.next_value()?));
                 }
             }

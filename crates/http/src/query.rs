@@ -408,12 +408,12 @@ fn read_hits<'a>(hits: Hits<'a>, strategy: &'a Strategy) -> Result<Vec<(Members<
                 })?;
             let mut facets = Vec::new();
             for (name, raw) in members.iter() {
-                let Some(facet) = rerank::scored_facet(strategy, name) else {
-                    continue;
-                };
                 if name == "objectID" {
                     continue;
                 }
+                let Some(facet) = rerank::scored_facet(strategy, name) else {
+                    continue;
+                };
                 match json_str(raw) {
                     Some(value) => facets.push((facet, value)),
                     // Numbers, booleans, arrays (the body was checked as JSON).
