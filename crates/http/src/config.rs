@@ -37,7 +37,7 @@ use serde::Deserialize;
 use crate::auth::{configured_digest, Acl, Keys};
 use crate::clients::Proxies;
 use crate::error::{Error, Result};
-use crate::limits::{Limiter, RateLimit, ServerLimits};
+use crate::limits::{check_within, Limiter, RateLimit, ServerLimits};
 
 /// The whole file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -98,11 +98,7 @@ impl HotUsers {
             ("min_share", self.min_share),
             ("share_per_sub_row", self.share_per_sub_row),
         ] {
-            if !(share.is_finite() && share > 0.0 && share <= 1.0) {
-                return bad(format!(
-                    "hot_users: {name} must be more than 0 and at most 1, got {share}"
-                ));
-            }
+            check_within("hot_users", name, share, 1.0)?;
         }
         if !(2..=MAX_SUB_ROWS).contains(&self.max_sub_rows) {
             return bad(format!(

@@ -92,11 +92,7 @@ impl ServerLimits {
             ("header_timeout_secs", self.header_timeout_secs),
             ("body_timeout_secs", self.body_timeout_secs),
         ] {
-            if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
-                return bad(format!(
-                    "limits: {name} must be more than 0 and at most 86400, got {secs}"
-                ));
-            }
+            check_within("limits", name, secs, 86_400.0)?;
         }
         Ok(())
     }
@@ -218,6 +214,17 @@ impl Drop for Admitted<'_> {
                 .fetch_sub(1, Ordering::Relaxed);
         }
     }
+}
+
+/// A setting of TOML table `table` that must be more than 0 and at most
+/// `max` (a finite number), or the error naming it.
+pub(crate) fn check_within(table: &str, name: &str, value: f64, max: f64) -> Result<()> {
+    if value.is_finite() && value > 0.0 && value <= max {
+        return Ok(());
+    }
+    Err(Error::Config {
+        reason: format!("{table}: {name} must be more than 0 and at most {max}, got {value}"),
+    })
 }
 
 /// What a refused client is told to wait: at least a second (the header
