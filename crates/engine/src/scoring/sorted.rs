@@ -157,10 +157,15 @@ impl SortedScoresBuilder {
 
     /// Add `value` with `score` to the facet being built.
     pub(crate) fn value(&mut self, value: &str, score: u32) {
+        self.value_with_head(value, head(value.as_bytes()), score);
+    }
+
+    /// [`SortedScoresBuilder::value`] of a value whose [`head`] is known.
+    pub(crate) fn value_with_head(&mut self, value: &str, head: u64, score: u32) {
         let start = self.0.text.len() as u32;
         self.0.text.push_str(value);
         self.0.values.push((start, self.0.text.len() as u32, score));
-        self.0.heads.push(head(value.as_bytes()));
+        self.0.heads.push(head);
     }
 
     /// End the facet `name`, made of the values added since the last.
