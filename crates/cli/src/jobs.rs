@@ -57,14 +57,14 @@ pub fn run(
     let done = AtomicBool::new(false);
     let worked = std::thread::scope(|s| {
         // SIGTERM or ctrl-c: hand the shard back (a second one ends the
-        // process at once).
+        // process at once). The wait wakes as the signal arrives; its
+        // timeout only bounds how long this thread outlives the work.
         s.spawn(|| {
             while !done.load(Ordering::Relaxed) {
-                if stop.load(Ordering::Relaxed) {
+                if stop.wait(Duration::from_millis(20)) {
                     progress.release.store(true, Ordering::Relaxed);
                     return;
                 }
-                std::thread::sleep(Duration::from_millis(20));
             }
         });
         let worked = engine.work_on_job(app, &id, Some(index), &options, progress);

@@ -3,17 +3,47 @@
 //! SIGTERM when its node drains). A second request ends the process at
 //! once.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
-/// A flag set once SIGTERM or SIGINT arrives. The first call starts the
-/// thread that listens for them and returns once it listens; from then
-/// on the signals no longer end the process by themselves, except a
-/// second one.
-pub fn on_stop_request() -> Arc<AtomicBool> {
-    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+/// Whether SIGTERM or SIGINT has arrived; a waiter wakes as it does.
+#[derive(Default)]
+pub struct StopRequest {
+    requested: Mutex<bool>,
+    arrived: Condvar,
+}
+
+impl StopRequest {
+    /// Whether a stop was requested, waiting up to `timeout` for one.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let requested = self
+            .requested
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (requested, _) = self
+            .arrived
+            .wait_timeout_while(requested, timeout, |requested| !*requested)
+            .unwrap_or_else(PoisonError::into_inner);
+        *requested
+    }
+
+    fn request(&self) {
+        *self
+            .requested
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = true;
+        self.arrived.notify_all();
+    }
+}
+
+/// The stop request, set once SIGTERM or SIGINT arrives. The first call
+/// starts the thread that listens for them and returns once it listens;
+/// from then on the signals no longer end the process by themselves,
+/// except a second one.
+pub fn on_stop_request() -> Arc<StopRequest> {
+    static FLAG: OnceLock<Arc<StopRequest>> = OnceLock::new();
     Arc::clone(FLAG.get_or_init(|| {
-        let flag = Arc::new(AtomicBool::new(false));
+        let flag = Arc::new(StopRequest::default());
         let set = Arc::clone(&flag);
         let (ready, listening) = std::sync::mpsc::channel::<()>();
         let listener = std::thread::Builder::new()
@@ -34,15 +64,12 @@ pub fn on_stop_request() -> Arc<AtomicBool> {
                     eprintln!(
                         "stop requested: handing the job back (send it again to stop at once)"
                     );
-                    set.store(true, Ordering::Relaxed);
+                    set.request();
                     stops.next().await;
                     std::process::exit(130);
                 });
             });
-        let listens = listener.is_ok()
-            && listening
-                .recv_timeout(std::time::Duration::from_secs(5))
-                .is_ok();
+        let listens = listener.is_ok() && listening.recv_timeout(Duration::from_secs(5)).is_ok();
         if !listens {
             eprintln!("warning: no signal listener: SIGTERM ends the job with its lease held");
         }

@@ -22,6 +22,10 @@ use common::ok;
 
 const APP: &str = "shop";
 const USERS: usize = 1500;
+/// Users of the SIGTERM test: enough that its job outlasts the signal's
+/// way to the child on a loaded machine (about 0.5 s of work on one
+/// thread here, where 1,500 users take 0.05 s).
+const SIGTERM_USERS: usize = 3 * USERS;
 const EVENTS_PER_USER: usize = 12;
 const DAYS: i64 = 20;
 const DAY: i64 = 86_400_000;
@@ -35,10 +39,10 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-/// A store in `dir/data` with the strategy and events over the last
-/// [`DAYS`] days (so maintenance has days to fold), in `schema`; returns
-/// the data path and the events as the reference sees them.
-fn loaded(dir: &Path, schema: &str) -> (std::path::PathBuf, Vec<ListedEvent>) {
+/// A store in `dir/data` with the strategy and `users` users' events over
+/// the last [`DAYS`] days (so maintenance has days to fold), in `schema`;
+/// returns the data path and the events as the reference sees them.
+fn loaded(dir: &Path, schema: &str, users: usize) -> (std::path::PathBuf, Vec<ListedEvent>) {
     let data = dir.join("data");
     let file = |name: &str| dir.join(name).to_string_lossy().into_owned();
     std::fs::write(dir.join("strategy.json"), STRATEGY).unwrap();
@@ -49,7 +53,7 @@ fn loaded(dir: &Path, schema: &str) -> (std::path::PathBuf, Vec<ListedEvent>) {
     let now = now_ms();
     let mut lines = String::new();
     let mut listed = Vec::new();
-    for u in 0..USERS {
+    for u in 0..users {
         for e in 0..EVENTS_PER_USER {
             let seed = (u * 7919 + e * 104_729) as i64;
             // Within the window, away from its edges.
@@ -215,7 +219,7 @@ fn kill_rerun_check(data: &Path, dir: &Path, args: &[&str], before: &BTreeMap<St
 #[test]
 fn kill_9_of_maintain_and_rebuild_mid_job_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let (data, listed) = loaded(dir.path(), "wide");
+    let (data, listed) = loaded(dir.path(), "wide", USERS);
     let before = export(&data, &dir.path().join("before.jsonl"));
     check_reference(&before, &listed);
     kill_rerun_check(
@@ -304,7 +308,7 @@ fn term_after(data: &Path, args: &[&str], after: Duration) -> Option<String> {
 #[test]
 fn sigterm_of_maintain_hands_its_shard_back() {
     let dir = tempfile::tempdir().unwrap();
-    let (data, _) = loaded(dir.path(), "wide");
+    let (data, _) = loaded(dir.path(), "wide", SIGTERM_USERS);
     let before = export(&data, &dir.path().join("before.jsonl"));
     let args = [
         "maintain",
@@ -346,7 +350,7 @@ fn sigterm_of_maintain_hands_its_shard_back() {
 #[test]
 fn kill_9_of_a_migration_backfill_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let (data, listed) = loaded(dir.path(), "narrow");
+    let (data, listed) = loaded(dir.path(), "narrow", USERS);
     let before = export(&data, &dir.path().join("before.jsonl"));
     check_reference(&before, &listed);
     ok(&data, &["migrate", "start", "--app", APP, "--to", "wide"]);
