@@ -1,12 +1,13 @@
 //! The events row key `app_id,user_token,timestamp[,suffix]`
 //! (`affinity_rowkey::composite`): any text parses to a key or an error;
 //! what parses encodes back to the same text; keys made from the input
-//! round-trip, and keys of one user sort by time, then suffix (the
-//! fixed-width timestamp).
+//! round-trip, and keys of one user sort by date, bucket (none first),
+//! time, then suffix (the fixed-width timestamp, the bucket after the
+//! date).
 #![no_main]
 
 use affinity_fuzz::Input;
-use affinity_rowkey::composite::{event_key_text, EventKey};
+use affinity_rowkey::composite::{bucketed_event_key_text, EventKey};
 use affinity_rowkey::time::{MAX_MILLIS, MIN_MILLIS};
 use libfuzzer_sys::fuzz_target;
 
@@ -20,9 +21,15 @@ fuzz_target!(|data: &[u8]| {
     let user = input.text();
     let (t1, t2) = (input.i64(), input.i64());
     let (h1, h2) = (input.u64(), input.u64());
+    // Drawn last, so older inputs keep their meaning (0: no bucket).
+    let bucket = |n: u16| match n % 257 {
+        0 => None,
+        b => Some(u32::from(b - 1)),
+    };
+    let (b1, b2) = (bucket(input.u16()), bucket(input.u16()));
     let made = (
-        event_key_text(&app, &user, t1, h1),
-        event_key_text(&app, &user, t2, h2),
+        bucketed_event_key_text(&app, &user, t1, b1, h1),
+        bucketed_event_key_text(&app, &user, t2, b2, h2),
     );
     let valid = !app.is_empty() && !user.is_empty() && !app.contains(',') && !user.contains(',');
     let in_range = |t: i64| (MIN_MILLIS..=MAX_MILLIS).contains(&t);
@@ -36,11 +43,13 @@ fuzz_target!(|data: &[u8]| {
                 (app.as_str(), user.as_str())
             );
             assert_eq!((p1.timestamp_millis, p2.timestamp_millis), (t1, t2));
+            assert_eq!((p1.bucket, p2.bucket), (b1, b2));
             assert_eq!(p1.suffix, Some(format!("{h1:016x}")));
+            let day = |t: i64| t.div_euclid(86_400_000);
             assert_eq!(
                 k1.cmp(&k2),
-                (t1, h1).cmp(&(t2, h2)),
-                "keys of one user sort by time, then suffix"
+                (day(t1), b1, t1, h1).cmp(&(day(t2), b2, t2, h2)),
+                "keys of one user sort by date, bucket, time, then suffix"
             );
         }
         (r1, r2) => {

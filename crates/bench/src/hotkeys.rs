@@ -19,8 +19,9 @@
 //!
 //! A second model cuts the ranges by load, as Bigtable also does, between
 //! rows only: on the first half of the day's writes, measured on the
-//! second. It compares the layouts as built with the designed one (hot
-//! users' day rows over adjacent sub-rows, `docs/design/profiles.md`).
+//! second. It compares the layouts without hot lists with the layouts as
+//! built (hot users' day rows over adjacent sub-rows, their events over
+//! the same buckets of their day, `docs/design/profiles.md`).
 
 use affinity_engine::hot::{self, sub_row_key, HotPolicy};
 use affinity_engine::state::{state_row_key, EventId};
@@ -290,25 +291,25 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
         }
     });
     println!("| profile state | {unsalted:.2} | (not salted) | {spread:.2} | {hot_spread:.2} |");
-    // Load-based splits: the events as built (salted by `app,user`), the
-    // state rows without hot lists (`new`, the day's rows above), and as
-    // built with them: the listed users' day rows over their sub-rows
-    // `user,DAY,kk`, each event's by the engine's `sub_row` of its id.
-    let spread_by_lists: Vec<Vec<u8>> = today
-        .iter()
-        .enumerate()
-        .map(|(i, &u)| match listed.get(&u) {
-            Some(&rows) => {
-                let id = EventId {
-                    timestamp_millis: day * DAY_MILLIS
-                        + (i as i64 * DAY_MILLIS) / today.len() as i64,
-                    suffix: rng.random(),
-                };
-                physical(None, sub_row_key(&user(u), day, hot::sub_row(&id, rows)))
-            }
-            None => physical(None, state_row_key(&user(u), day)),
-        })
-        .collect();
+    // Load-based splits: the events salted by `app,user` and the state
+    // rows (`new`, the day's rows above) without hot lists, and as built
+    // with them: a listed user's events keyed in their sub-row's bucket
+    // (`EventId::row_key`), its day rows over the sub-rows `user,DAY,kk`,
+    // each event's by the engine's `sub_row` of its id.
+    let mut events_by_lists = Vec::with_capacity(today.len());
+    let mut spread_by_lists = Vec::with_capacity(today.len());
+    for (i, &u) in today.iter().enumerate() {
+        let id = EventId {
+            timestamp_millis: day * DAY_MILLIS + (i as i64 * DAY_MILLIS) / today.len() as i64,
+            suffix: rng.random(),
+        };
+        let rows = listed.get(&u).copied().unwrap_or(1);
+        events_by_lists.push(physical(Some(&by_user), id.row_key(app, &user(u), rows)?));
+        spread_by_lists.push(match rows {
+            1 => physical(None, state_row_key(&user(u), day)),
+            _ => physical(None, sub_row_key(&user(u), day, hot::sub_row(&id, rows))),
+        });
+    }
     println!(
         "with load-based splits (cut between rows on the first half of the day's writes, the second half measured):"
     );
@@ -319,8 +320,9 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
         listed.values().max().copied().unwrap_or(0),
     );
     println!(
-        "| events (salted by app,user) | {:.2} | (unchanged) |",
-        busiest_by_load(&events_by_user, args.ranges)
+        "| events (salted by app,user) | {:.2} | {:.2} |",
+        busiest_by_load(&events_by_user, args.ranges),
+        busiest_by_load(&events_by_lists, args.ranges)
     );
     println!(
         "| profile state | {:.2} | {:.2} |",

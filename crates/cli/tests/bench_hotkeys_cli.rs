@@ -47,12 +47,14 @@ fn hotkeys_prints_the_busiest_range_of_each_layout() {
             assert!(*spread < figures[0], "{out}");
         }
     }
-    // With load-based splits: the events as built; the state without hot
-    // lists and as built with them (the busiest users over sub-rows,
-    // which such splits divide and the single row they replace cannot
-    // be; 100,000 writes, so the busiest users pass the policy's 10,000).
+    // With load-based splits: both tables without hot lists and as
+    // built with them (the busiest users' state over sub-rows and their
+    // events over buckets, which such splits divide and the single row
+    // or range end they replace cannot be; 100,000 writes, so the
+    // busiest users pass the policy's 10,000).
     let events = figures(by_load, "| events (salted by app,user) |");
-    assert_eq!(events.len(), 1, "{out}");
+    assert_eq!(events.len(), 2, "{out}");
+    assert!(events[1] < events[0], "{out}");
     let state = figures(by_load, "| profile state |");
     assert_eq!(state.len(), 2, "{out}");
     assert!(

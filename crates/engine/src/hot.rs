@@ -93,6 +93,26 @@ pub(crate) fn push_sub_row_key(out: &mut impl std::fmt::Write, user: &str, day: 
     let _ = write!(out, "{user},{day:08},{kk:02x}");
 }
 
+/// The hot lists of the days one batch touches, each read once.
+#[derive(Default)]
+pub(crate) struct BatchLists {
+    days: Vec<(i64, Arc<HotList>)>,
+}
+
+impl BatchLists {
+    /// Day `day`'s list of `app`.
+    pub(crate) fn get(&mut self, engine: &Engine, app: &App, day: i64) -> Result<&HotList> {
+        let at = match self.days.iter().position(|(d, _)| *d == day) {
+            Some(at) => at,
+            None => {
+                self.days.push((day, engine.hot_list(app, day)?));
+                self.days.len() - 1
+            }
+        };
+        Ok(&self.days[at].1)
+    }
+}
+
 /// One day's hot list: the users spread, each with its sub-row count.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HotList {

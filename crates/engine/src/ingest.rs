@@ -39,17 +39,16 @@
 
 use std::borrow::Borrow;
 use std::io::BufRead;
-use std::sync::Arc;
 
 use affinity_model::{limits, Mutation, RowMutations};
-use affinity_rowkey::composite::{event_hash, event_key_text, EventKey};
+use affinity_rowkey::composite::{event_hash, EventKey};
 
 use crate::arena::Arena;
 use crate::csv;
 use crate::engine::{App, Engine, DAY_MILLIS};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventType, Limits, MAX_SKEW_MILLIS};
-use crate::hot::{push_sub_row_key, sub_row, HotList};
+use crate::hot::{push_sub_row_key, sub_row, BatchLists};
 use crate::rollup::{day_qualifier, rollup_key, LINKS_FAMILY, MARKS_FAMILY, MEMBERS_FAMILY};
 use crate::scoring::{FacetCounts, ScoredEvent};
 use crate::state::{
@@ -61,7 +60,8 @@ pub const BATCH_EVENTS: usize = 1000;
 /// An event ready to store (or, for a rebuild, stored already).
 #[derive(Debug)]
 pub(crate) struct Prepared {
-    /// The logical key of its event row, `app,user,time,suffix`.
+    /// The logical key of its event row, `app,user,time,suffix` (the
+    /// time with a bucket on a listed user's day).
     key: String,
     /// Where the user token is in `key`.
     user: std::ops::Range<usize>,
@@ -246,6 +246,7 @@ impl Engine {
         // left the window is stored but never counts.
         let oldest = now - app.config.retention_millis();
         let mut out = Vec::with_capacity(events.len());
+        let mut lists = BatchLists::default();
         for e in events {
             if e.timestamp_millis < oldest {
                 return Err(Error::event(
@@ -266,15 +267,17 @@ impl Engine {
                 report.unknown_objects += resolved.unknown;
                 resolved.counts
             };
-            let hash = event_hash(&e.content());
+            let id = EventId {
+                timestamp_millis: e.timestamp_millis,
+                suffix: event_hash(&e.content()),
+            };
             let user = e.identity();
+            // A listed user's event goes to its day's bucket (`hot.rs`).
+            let rows = lists.get(self, app, id.day())?.rows(user);
             out.push(Prepared {
                 user: app.id.len() + 1..app.id.len() + 1 + user.len(),
-                key: event_key_text(&app.id, user, e.timestamp_millis, hash)?,
-                id: EventId {
-                    timestamp_millis: e.timestamp_millis,
-                    suffix: hash,
-                },
+                key: id.row_key(&app.id, user, rows)?,
+                id,
                 event: ScoredEvent {
                     event_type: e.event_type,
                     event_name: e.event_name.clone(),
@@ -432,18 +435,11 @@ impl Engine {
         }
         // A user on the day's hot list: each event's adds to its sub-row
         // (`hot.rs`).
-        let mut lists: Vec<(i64, Arc<HotList>)> = Vec::new();
+        let mut lists = BatchLists::default();
         let mut state: Vec<RowMutations> = Vec::new();
         for day in days() {
             let (user, d) = (day[0].user(), day[0].id.day());
-            let list = match lists.iter().find(|(l, _)| *l == d) {
-                Some((_, list)) => list,
-                None => {
-                    lists.push((d, self.hot_list(app, d)?));
-                    &lists[lists.len() - 1].1
-                }
-            };
-            let rows = list.rows(user);
+            let rows = lists.get(self, app, d)?.rows(user);
             if rows == 1 {
                 let key = arena.take(|out| push_state_row_key(out, user, d));
                 state.push(RowMutations::new(key, state_mutations(day, arrival, arena)));

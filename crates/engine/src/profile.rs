@@ -105,12 +105,16 @@ impl Engine {
         if from >= to_millis {
             return Ok(Vec::new());
         }
+        // The range may hold more of its end days (a listed user's
+        // bucketed keys sort by date alone): kept by time.
         let range = user_time_range(&app.id, user, from, to_millis)?;
         let request = ReadRowsRequest::new(physical(app, &range)).with_filter(since(cutoff));
         let mut out = Vec::new();
         for row in app.events.read_rows(&request)? {
             if let Some(e) = decode_row(&row?)? {
-                out.push(e);
+                if (from..to_millis).contains(&e.timestamp_millis) {
+                    out.push(e);
+                }
             }
         }
         Ok(out)
@@ -125,7 +129,8 @@ impl Engine {
         user: &str,
         id: &EventId,
     ) -> Result<Option<ScoredEvent>> {
-        let key = id.row_key(&app.id, user)?;
+        let rows = self.hot_list(app, id.day())?.rows(user);
+        let key = id.row_key(&app.id, user, rows)?;
         match app.events.read_row(&app.event_key(key.as_bytes()), None)? {
             Some(row) => decode_row(&row),
             None => Ok(None),

@@ -32,7 +32,7 @@
 
 use std::borrow::Cow;
 
-use affinity_rowkey::composite::event_key_text;
+use affinity_rowkey::composite::bucketed_event_key_text;
 
 use crate::csv;
 use crate::engine::DAY_MILLIS;
@@ -84,12 +84,15 @@ impl EventId {
         })
     }
 
-    /// The event's row key in the events table.
-    pub fn row_key(&self, app: &str, user: &str) -> Result<String> {
-        Ok(event_key_text(
+    /// The event's row key in the events table, for a user whose day has
+    /// `rows` sub-rows (1: not spread; else the key has the bucket of the
+    /// event's sub-row, `hot.rs`).
+    pub fn row_key(&self, app: &str, user: &str, rows: u32) -> Result<String> {
+        Ok(bucketed_event_key_text(
             app,
             user,
             self.timestamp_millis,
+            (rows > 1).then(|| crate::hot::sub_row(self, rows)),
             self.suffix,
         )?)
     }

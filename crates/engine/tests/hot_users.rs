@@ -8,9 +8,11 @@ mod common;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use affinity_engine::hot::{list_cutoff_millis, HotPolicy, MAX_SUB_ROWS};
+use affinity_engine::hot::{self, list_cutoff_millis, HotPolicy, MAX_SUB_ROWS};
+use affinity_engine::state::EventId;
 use affinity_engine::{AppConfig, Engine, MaintainOptions, Progress, RebuildOptions, Schema};
 use affinity_model::{ReadRowsRequest, RowRange, RowSet, Store};
+use affinity_rowkey::composite::{user_prefix, EventKey};
 use common::*;
 
 const APP: &str = "hot";
@@ -44,6 +46,27 @@ fn day_row_keys(engine: &Engine, user: &str) -> Vec<String> {
         ))))
         .unwrap()
         .map(|r| String::from_utf8(r.unwrap().key.to_vec()).unwrap())
+        .collect()
+}
+
+/// Every event of `user` in the events table: its id and its key's bucket.
+fn event_buckets(engine: &Engine, user: &str) -> Vec<(EventId, Option<u32>)> {
+    let app = engine.app(APP).unwrap();
+    app.events
+        .read_rows(&ReadRowsRequest::new(RowSet::from_range(
+            user_prefix(APP, user).unwrap(),
+        )))
+        .unwrap()
+        .map(|row| {
+            let key = String::from_utf8(row.unwrap().key.to_vec()).unwrap();
+            let parsed = EventKey::parse(&key).unwrap();
+            let suffix = u64::from_str_radix(parsed.suffix.as_deref().unwrap(), 16).unwrap();
+            let id = EventId {
+                timestamp_millis: parsed.timestamp_millis,
+                suffix,
+            };
+            (id, parsed.bucket)
+        })
         .collect()
 }
 
@@ -112,6 +135,49 @@ fn a_listed_users_days_are_spread_and_read_exactly() {
     };
     check(&one, "live");
     check(&two, "live, other process");
+    // Its events of the listed day are keyed in their sub-row's bucket,
+    // once each despite the retry; its other day and the other user keep
+    // plain keys.
+    let buckets = event_buckets(&one, "user-0");
+    let spread: Vec<_> = buckets
+        .iter()
+        .filter(|(id, _)| id.day() == today + 1)
+        .collect();
+    assert_eq!(spread.len(), tomorrow.len());
+    for (id, bucket) in &spread {
+        assert_eq!(*bucket, Some(hot::sub_row(id, 8)), "{id:?}");
+    }
+    let used: BTreeSet<_> = spread.iter().map(|(_, b)| *b).collect();
+    assert_eq!(used.len(), 8, "{used:?}");
+    assert!(buckets
+        .iter()
+        .all(|(id, b)| id.day() == today + 1 || b.is_none()));
+    assert!(event_buckets(&one, "user-1")
+        .iter()
+        .all(|(_, b)| b.is_none()));
+    // A time range inside the spread day: exactly its events (the 51st
+    // to 100th before the day's last, a second apart).
+    let app = one.app(APP).unwrap();
+    let last = start + DAY;
+    let within = one
+        .user_events(&app, "user-0", last - 100_000, last - 50_000)
+        .unwrap();
+    assert_eq!(within.len(), 50);
+    assert!(within
+        .iter()
+        .all(|e| (last - 100_000..last - 50_000).contains(&e.timestamp_millis)));
+    assert_eq!(
+        exported_profiles(&one, APP),
+        json_texts(&reference_profiles(APP, &kept, clock.now(), 30 * DAY)),
+        "exported"
+    );
+    let explained = one
+        .explain(APP, "user-0", "brand", "Apple")
+        .unwrap()
+        .unwrap();
+    let read = one.profile(APP, "user-0").unwrap().unwrap();
+    assert!(explained.score.is_some());
+    assert_eq!(explained.score, read.scores["brand"].get("Apple").copied());
     // Folded, with a late retry of the spread day after the fold.
     clock.set(start + 2 * DAY + 2 * 3_600_000);
     let report = one

@@ -2,11 +2,19 @@
 //!
 //! The timestamp is ISO-8601 UTC with milliseconds
 //! (`2019-05-28T00:04:34.000Z`): fixed width, so keys of one user sort
-//! chronologically and read well in `cbt`. The optional suffix is 16
+//! chronologically and read well in `cbt`. An event of a day its user is
+//! spread on (a hot user, see the engine's `hot.rs`) has a bucket `~kk`
+//! (two hex digits) after the date: `2019-05-28~0aT00:04:34.000Z`. The
+//! bucket sorts after every time of that date and before the next date,
+//! so a user's keys still sort by day, and within a spread day by bucket,
+//! then time: the day's new events land at the ends of several adjacent
+//! ranges, which load-based splitting can divide. The optional suffix is 16
 //! lowercase hex digits of XXH64 (seed 0) over the event's content bytes:
 //! a retried event maps to the same key (idempotent), and two different
 //! events of one user in the same millisecond get different keys (they
 //! collide only if their 64-bit content hashes do, probability 2^-64).
+
+use std::fmt::Write;
 
 use affinity_model::RowRange;
 
@@ -19,6 +27,14 @@ pub const SEPARATOR: char = ',';
 
 /// Length of an event suffix in hex digits.
 pub const SUFFIX_LEN: usize = 16;
+
+/// The byte that starts a bucket, after the date.
+pub const BUCKET_MARK: u8 = b'~';
+
+/// Buckets are `0..MAX_BUCKETS` (two hex digits).
+pub const MAX_BUCKETS: u32 = 256;
+
+const MILLIS_PER_DAY: i64 = 86_400_000;
 
 /// Check one component: non-empty and free of the separator.
 pub fn validate_component(component: &'static str, value: &str) -> Result<()> {
@@ -59,6 +75,18 @@ pub fn event_key_text(
     timestamp_millis: i64,
     hash: u64,
 ) -> Result<String> {
+    bucketed_event_key_text(app_id, user_token, timestamp_millis, None, hash)
+}
+
+/// [`event_key_text`] of an event in `bucket` of its spread day (`None`:
+/// not spread).
+pub fn bucketed_event_key_text(
+    app_id: &str,
+    user_token: &str,
+    timestamp_millis: i64,
+    bucket: Option<u32>,
+    hash: u64,
+) -> Result<String> {
     validate_component("app_id", app_id)?;
     validate_component("user_token", user_token)?;
     const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -68,26 +96,39 @@ pub fn event_key_text(
     }
     // Hex digits are ASCII.
     let suffix = std::str::from_utf8(&suffix).unwrap_or_default();
-    join_key(app_id, user_token, timestamp_millis, Some(suffix))
+    join_key(app_id, user_token, timestamp_millis, bucket, Some(suffix))
 }
 
-/// `app_id,user_token,timestamp[,suffix]`, the timestamp and suffix
-/// checked (the callers check the other components).
+/// `app_id,user_token,timestamp[,suffix]`, the timestamp (with its
+/// bucket), and suffix checked (the callers check the other components).
 fn join_key(
     app_id: &str,
     user_token: &str,
     timestamp_millis: i64,
+    bucket: Option<u32>,
     suffix: Option<&str>,
 ) -> Result<String> {
     let time = millis_text(timestamp_millis)?;
     let suffix_len = suffix.map_or(0, |s| s.len() + 1);
     let mut key =
-        String::with_capacity(app_id.len() + user_token.len() + time.len() + 2 + suffix_len);
+        String::with_capacity(app_id.len() + user_token.len() + time.len() + 5 + suffix_len);
     key.push_str(app_id);
     key.push(SEPARATOR);
     key.push_str(user_token);
     key.push(SEPARATOR);
-    key.extend(time.iter().copied().map(char::from));
+    let (date, rest) = time.split_at(DATE_LEN);
+    key.extend(date.iter().copied().map(char::from));
+    if let Some(bucket) = bucket {
+        if bucket >= MAX_BUCKETS {
+            return Err(Error::InvalidArgument {
+                name: "bucket",
+                reason: format!("{bucket} is not below {MAX_BUCKETS}"),
+            });
+        }
+        // Writing to memory cannot fail.
+        let _ = write!(key, "{}{bucket:02x}", char::from(BUCKET_MARK));
+    }
+    key.extend(rest.iter().copied().map(char::from));
     if let Some(suffix) = suffix {
         validate_component("suffix", suffix)?;
         key.push(SEPARATOR);
@@ -96,6 +137,9 @@ fn join_key(
     Ok(key)
 }
 
+/// Length of the date that starts a timestamp (`YYYY-MM-DD`).
+const DATE_LEN: usize = 10;
+
 /// A parsed events key.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EventKey {
@@ -103,6 +147,8 @@ pub struct EventKey {
     pub user_token: String,
     /// Milliseconds since the Unix epoch, within years 0000-9999.
     pub timestamp_millis: i64,
+    /// The bucket of an event of a spread day (see the module docs).
+    pub bucket: Option<u32>,
     /// Content-derived disambiguator (see [`event_suffix`]).
     pub suffix: Option<String>,
 }
@@ -117,6 +163,7 @@ impl EventKey {
             app_id: app_id.to_string(),
             user_token: user_token.to_string(),
             timestamp_millis,
+            bucket: None,
             suffix: None,
         })
     }
@@ -140,6 +187,7 @@ impl EventKey {
             &self.app_id,
             &self.user_token,
             self.timestamp_millis,
+            self.bucket,
             self.suffix.as_deref(),
         )
     }
@@ -156,7 +204,7 @@ impl EventKey {
         }
         validate_component("app_id", parts[0])?;
         validate_component("user_token", parts[1])?;
-        let timestamp_millis = parse_millis(parts[2])?;
+        let (timestamp_millis, bucket) = parse_time(parts[2])?;
         let suffix = match parts.get(3) {
             Some(s) => {
                 validate_component("suffix", s)?;
@@ -168,9 +216,30 @@ impl EventKey {
             app_id: parts[0].to_string(),
             user_token: parts[1].to_string(),
             timestamp_millis,
+            bucket,
             suffix,
         })
     }
+}
+
+/// A key's timestamp and bucket: `YYYY-MM-DD[~kk]THH:MM:SS.mmmZ`.
+fn parse_time(text: &str) -> Result<(i64, Option<u32>)> {
+    let b = text.as_bytes();
+    if b.get(DATE_LEN) != Some(&BUCKET_MARK) {
+        return Ok((parse_millis(text)?, None));
+    }
+    let hex = b
+        .get(DATE_LEN + 1..DATE_LEN + 3)
+        .filter(|h| h.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')))
+        .ok_or_else(|| Error::MalformedKey {
+            key: text.to_string(),
+            reason: "a bucket is two lowercase hex digits after the date".to_string(),
+        })?;
+    let bucket = hex
+        .iter()
+        .fold(0, |n, c| n * 16 + char::from(*c).to_digit(16).unwrap_or(0));
+    let plain = format!("{}{}", &text[..DATE_LEN], &text[DATE_LEN + 3..]);
+    Ok((parse_millis(&plain)?, Some(bucket)))
 }
 
 /// Every row of an application: keys starting `app_id,`.
@@ -188,7 +257,10 @@ pub fn user_prefix(app_id: &str, user_token: &str) -> Result<RowRange> {
 }
 
 /// The rows of one user with `from_millis <= timestamp < to_millis`,
-/// suffixed or not.
+/// suffixed or not, bucketed or not. A bucketed row sorts by its date
+/// alone, so when a bound falls inside a day the range also holds that
+/// day's rows on the other side of the bound: callers keep the rows whose
+/// time is within the bounds.
 pub fn user_time_range(
     app_id: &str,
     user_token: &str,
@@ -203,10 +275,19 @@ pub fn user_time_range(
             reason: format!("from {from_millis} is after to {to_millis}"),
         });
     }
+    // A bucketed key of `from`'s day sorts after every plain one of it.
     let start = format!("{app_id},{user_token},{}", format_millis(from_millis)?);
-    // Keys at `to` sort at or after "app,user,TO" (with or without suffix),
-    // so an exclusive end at exactly that string excludes all of them.
-    let end = format!("{app_id},{user_token},{}", format_millis(to_millis)?);
+    let to = format_millis(to_millis)?;
+    let end = if to_millis.rem_euclid(MILLIS_PER_DAY) == 0 {
+        // Keys at `to` sort at or after "app,user,TO" (with or without
+        // suffix or bucket), so an exclusive end at exactly that string
+        // excludes all of them.
+        format!("{app_id},{user_token},{to}")
+    } else {
+        // Past the buckets of `to`'s day ("~~" sorts after "~ff").
+        let mark = char::from(BUCKET_MARK);
+        format!("{app_id},{user_token},{}{mark}{mark}", &to[..DATE_LEN])
+    };
     Ok(RowRange::closed_open(start, end))
 }
 
@@ -260,7 +341,7 @@ mod tests {
 
     #[test]
     fn same_millisecond_events_get_distinct_stable_keys() {
-        let t = 1_559_001_874_000;
+        let t: i64 = 1_559_001_874_000;
         let a = EventKey::for_event("app", "u", t, b"click obj1").unwrap();
         let b = EventKey::for_event("app", "u", t, b"click obj2").unwrap();
         let retry = EventKey::for_event("app", "u", t, b"click obj1").unwrap();
@@ -277,7 +358,7 @@ mod tests {
 
     #[test]
     fn prefixes_select_the_right_rows() {
-        let t = 1_559_001_874_000;
+        let t: i64 = 1_559_001_874_000;
         let key = |user: &str, ms: i64, content: Option<&[u8]>| {
             let k = match content {
                 Some(c) => EventKey::for_event("app", user, ms, c).unwrap(),
@@ -291,12 +372,80 @@ mod tests {
         let app = app_prefix("app").unwrap();
         assert!(app.contains(&key("u10", t, Some(b"x"))));
         assert!(!app.contains(b"app2,u1,2019-05-28T00:04:34.000Z"));
+        // A range ending at a day's start excludes every key from it on.
+        let midnight = t - t.rem_euclid(DAY);
+        let range = user_time_range("app", "u1", midnight - 1000, midnight).unwrap();
+        assert!(range.contains(&key("u1", midnight - 1000, None)));
+        assert!(range.contains(&key("u1", midnight - 1, Some(b"x"))));
+        assert!(!range.contains(&key("u1", midnight, None)));
+        assert!(!range.contains(&key("u1", midnight, Some(b"x"))));
+        assert!(!range.contains(&key("u1", midnight - 1001, Some(b"x"))));
+        // Ending inside a day, it holds the rest of that day too.
         let range = user_time_range("app", "u1", t, t + 1000).unwrap();
         assert!(range.contains(&key("u1", t, None)));
-        assert!(range.contains(&key("u1", t, Some(b"x"))));
         assert!(range.contains(&key("u1", t + 999, Some(b"x"))));
-        assert!(!range.contains(&key("u1", t + 1000, None)));
-        assert!(!range.contains(&key("u1", t + 1000, Some(b"x"))));
+        assert!(range.contains(&key("u1", t + 1000, Some(b"x"))));
         assert!(!range.contains(&key("u1", t - 1, Some(b"x"))));
+        assert!(!range.contains(&key("u1", midnight + DAY, None)));
+    }
+
+    const DAY: i64 = MILLIS_PER_DAY;
+
+    #[test]
+    fn bucketed_keys_round_trip_and_sort_within_their_date() {
+        let t: i64 = 1_559_001_874_000; // 2019-05-28T00:04:34.000Z
+        let plain = event_key_text("app", "u", t, 0xab).unwrap();
+        let bucketed = bucketed_event_key_text("app", "u", t, Some(10), 0xab).unwrap();
+        assert_eq!(
+            bucketed,
+            "app,u,2019-05-28~0aT00:04:34.000Z,00000000000000ab"
+        );
+        let parsed = EventKey::parse(&bucketed).unwrap();
+        assert_eq!(parsed.bucket, Some(10));
+        assert_eq!(parsed.timestamp_millis, t);
+        assert_eq!(parsed.encode().unwrap(), bucketed);
+        assert_eq!(EventKey::parse(&plain).unwrap().bucket, None);
+        // After every plain key of the date, before the next date.
+        let day_end = t - t.rem_euclid(DAY) + DAY;
+        let last = event_key_text("app", "u", day_end - 1, u64::MAX).unwrap();
+        let next = event_key_text("app", "u", day_end, 0).unwrap();
+        let first_bucket = bucketed_event_key_text("app", "u", t, Some(0), 0).unwrap();
+        let last_bucket = bucketed_event_key_text("app", "u", day_end - 1, Some(255), 0).unwrap();
+        assert!(last < first_bucket && last_bucket < next);
+        assert!(bucketed_event_key_text("app", "u", t, Some(256), 0).is_err());
+        for bad in [
+            "app,u,2019-05-28~0AT00:04:34.000Z,00000000000000ab",
+            "app,u,2019-05-28~g0T00:04:34.000Z,00000000000000ab",
+            "app,u,2019-05-28~0T00:04:34.000Z,00000000000000ab",
+            "app,u,2019-05-28~",
+        ] {
+            assert!(EventKey::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn time_ranges_hold_the_buckets_of_their_days() {
+        let t: i64 = 1_559_001_874_000;
+        let midnight = t - t.rem_euclid(DAY);
+        let key = |ms: i64, bucket: u32| {
+            bucketed_event_key_text("app", "u1", ms, Some(bucket), 7)
+                .unwrap()
+                .into_bytes()
+        };
+        // Bounds inside the day: all of the day's buckets, either side.
+        let range = user_time_range("app", "u1", t, t + 1000).unwrap();
+        for ms in [midnight, t, midnight + DAY - 1] {
+            for bucket in [0, 255] {
+                assert!(range.contains(&key(ms, bucket)), "{ms} {bucket}");
+            }
+        }
+        assert!(!range.contains(&key(midnight - 1, 0)));
+        assert!(!range.contains(&key(midnight + DAY, 0)));
+        // Bounds on days: exactly the days between.
+        let range = user_time_range("app", "u1", midnight, midnight + DAY).unwrap();
+        assert!(range.contains(&key(midnight, 0)));
+        assert!(range.contains(&key(midnight + DAY - 1, 255)));
+        assert!(!range.contains(&key(midnight + DAY, 0)));
+        assert!(!range.contains(&key(midnight - 1, 255)));
     }
 }
