@@ -48,8 +48,8 @@ impl<'a> Members<'a> {
 /// once) read as an array of objects: the other members as [`Members`]
 /// (without `field`), and `field`'s objects. `None` when the text is not
 /// such an object (not JSON, not an object, `field` missing or not an
-/// array of objects, a name sent twice): the caller reads it the general
-/// way, which names what is wrong. A re-ranking body's hits are read so,
+/// array of objects, a name sent twice, not UTF-8): the caller reads it
+/// the general way, which names what is wrong. A re-ranking body's hits are read so,
 /// instead of being scanned once as text and again as objects.
 pub(crate) fn with_objects<'a>(
     text: &'a [u8],
@@ -91,7 +91,10 @@ pub(crate) fn with_objects<'a>(
             }
         }
     }
-    let mut de = serde_json::Deserializer::from_slice(text);
+    // Checked as UTF-8 once, here: read from a `str`, serde_json takes
+    // each name, string and raw value as it is instead of checking its
+    // bytes again.
+    let mut de = serde_json::Deserializer::from_str(std::str::from_utf8(text).ok()?);
     let split = SplitSeed(field).deserialize(&mut de).ok()?;
     de.end().ok()?;
     Some((split.0, split.1))
@@ -223,6 +226,7 @@ mod tests {
             br#"{"hits":[]} x"#,
             br#"[{"hits":[]}]"#,
             b"{",
+            b"{\"hits\":[{\"a\":\"\xff\"}]}",
         ] {
             assert!(
                 with_objects(other, "hits").is_none(),

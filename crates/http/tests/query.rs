@@ -347,6 +347,13 @@ async fn bad_rerank_bodies_are_refused_naming_the_field() {
         .admin(Method::POST, "/1/indexes/products/rerank")
         .body("{not json");
     assert_eq!(parts(r.send().await.unwrap()).await.0, 400);
+    // Not UTF-8 inside a hit: a 400 naming the JSON error.
+    let r = server
+        .admin(Method::POST, "/1/indexes/products/rerank")
+        .body(&b"{\"userToken\":\"alice\",\"hits\":[{\"objectID\":\"a\xff\"}]}"[..]);
+    let (status, answer) = parts(r.send().await.unwrap()).await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.to_string().contains("unicode"), "{answer}");
     server.stop().await;
 }
 
