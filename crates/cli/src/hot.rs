@@ -1,5 +1,5 @@
-//! `affinity hot`: the hot lists, whose users' day rows are spread over
-//! sub-rows (`affinity_engine::hot`, `docs/design/profiles.md`).
+//! `affinity hot`: the hot lists, whose users' day rows and events are
+//! spread over sub-rows (`affinity_engine::hot`, `docs/design/profiles.md`).
 
 use anyhow::Context;
 use serde_json::json;
@@ -21,7 +21,7 @@ pub enum HotCommand {
         #[arg(long)]
         day: Option<String>,
     },
-    /// Spread users' day rows over sub-rows: put them on the hot lists of
+    /// Spread users' day rows and events over sub-rows: put them on the hot lists of
     /// `--days` days from `--day` (each refused once it is fixed, 4 hours
     /// before its day).
     Add {

@@ -71,8 +71,8 @@ enum Command {
     Jobs(jobs::JobsCommand),
     /// Print a user's profile.
     Profile(engine_cmds::ProfileArgs),
-    /// Hot users: list or add the users whose day rows are spread over
-    /// sub-rows (ingestion lists the busiest by itself).
+    /// Hot users: list or add the users whose day rows and events are
+    /// spread over sub-rows (ingestion lists the busiest by itself).
     #[command(subcommand)]
     Hot(hot::HotCommand),
     /// Delete a user's events and profile (GDPR), verified by a scan.

@@ -18,6 +18,9 @@
 //! - Readers of a listed user's day read the range
 //!   `[user,D, user,D+1)` instead of the point `user,D`; others pay
 //!   nothing. Ranges of days cover the sub-rows already.
+//! - The user's events of day `D` are keyed in the same sub-row's bucket
+//!   (`EventId::row_key`: `app,user,DATE~kkTIME,suffix`), so their writes
+//!   divide too; a correction finds an event's bucket from its day's list.
 //!
 //! Ingestion lists users by itself ([`HotPolicy`]): each process counts
 //! the adds of the day per user (a bounded heavy-hitters count), and a
