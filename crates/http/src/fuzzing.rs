@@ -50,3 +50,11 @@ pub fn events(
         .map(|(i, v)| Event::from_json(v, limits).map_err(|e| (e.into(), Some(i))))
         .collect()
 }
+
+/// A re-ranking body read as the handler reads it: `None` when it is not
+/// UTF-8, else whether its scanner and serde_json agree on what the
+/// scanner takes (they must).
+pub fn rerank_body(bytes: &[u8]) -> Option<bool> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    Some(crate::members::scan_agrees(text))
+}

@@ -3,6 +3,14 @@
 //! a search engine's hits, most of whose attributes (names, highlights,
 //! images) Affinity only hands back: they are copied as text instead of
 //! being parsed into `Value`s and written again.
+//!
+//! A re-ranking body is read by [`with_objects`]: first by a scanner of
+//! its own ([`Scan`]), which checks the text as JSON while it splits it
+//! and gives up on anything it does not take (a name with escapes,
+//! nesting past [`MAX_DEPTH`], text that is not JSON); then, if it gave
+//! up, by serde_json, which takes what JSON allows and names what is
+//! wrong. What the scanner takes, serde_json takes alike (a property test
+//! and the `rerank_body` fuzz target compare them).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -14,24 +22,25 @@ use serde_json::value::RawValue;
 /// Past this many members, a repeated name is found through a map.
 const LINEAR_LOOKUP: usize = 16;
 
-/// An object's members in the order sent. A name sent twice keeps its
-/// last value, at its first place (as a JSON object reader keeps the
-/// last).
-#[derive(Debug)]
-pub(crate) struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+/// An object's members in the order sent, each value as its JSON text.
+/// A name sent twice keeps its last value, at its first place (as a JSON
+/// object reader keeps the last).
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Members<'a>(Vec<(Cow<'a, str>, &'a str)>);
 
 impl<'a> Members<'a> {
-    /// The members of `value`, `None` when it is not an object.
-    pub(crate) fn of(value: &'a RawValue) -> Option<Members<'a>> {
-        if !value.get().starts_with('{') {
+    /// The members of the JSON text `value`, `None` when it is not an
+    /// object.
+    pub(crate) fn of(value: &'a str) -> Option<Members<'a>> {
+        if !value.starts_with('{') {
             return None;
         }
         // The text was checked as JSON when the body was read.
-        serde_json::from_str(value.get()).ok()
+        serde_json::from_str(value).ok()
     }
 
     /// The value of member `name`.
-    pub(crate) fn get(&self, name: &str) -> Option<&'a RawValue> {
+    pub(crate) fn get(&self, name: &str) -> Option<&'a str> {
         self.0.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
     }
 
@@ -39,8 +48,41 @@ impl<'a> Members<'a> {
         self.0.is_empty()
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &'a RawValue)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &'a str)> {
         self.0.iter().map(|(n, v)| (n.as_ref(), *v))
+    }
+
+    /// Add member `name`: a name already there takes the new value at its
+    /// place. `index` finds names once there are many.
+    fn insert(
+        &mut self,
+        index: &mut Option<HashMap<Cow<'a, str>, usize>>,
+        name: Cow<'a, str>,
+        value: &'a str,
+    ) {
+        let members = &mut self.0;
+        let seen = match index {
+            Some(index) => index.get(&name).copied(),
+            None => members.iter().position(|(n, _)| *n == name),
+        };
+        match seen {
+            Some(i) => members[i].1 = value,
+            None => {
+                if let Some(index) = index {
+                    index.insert(name.clone(), members.len());
+                }
+                members.push((name, value));
+                if index.is_none() && members.len() > LINEAR_LOOKUP {
+                    *index = Some(
+                        members
+                            .iter()
+                            .enumerate()
+                            .map(|(i, (n, _))| (n.clone(), i))
+                            .collect(),
+                    );
+                }
+            }
+        }
     }
 }
 
@@ -49,10 +91,25 @@ impl<'a> Members<'a> {
 /// (without `field`), and `field`'s objects. `None` when the text is not
 /// such an object (not JSON, not an object, `field` missing or not an
 /// array of objects, a name sent twice, not UTF-8): the caller reads it
-/// the general way, which names what is wrong. A re-ranking body's hits are read so,
-/// instead of being scanned once as text and again as objects.
+/// the general way, which names what is wrong. A re-ranking body's hits
+/// are read so, instead of being scanned once as text and again as
+/// objects.
 pub(crate) fn with_objects<'a>(
     text: &'a [u8],
+    field: &'static str,
+) -> Option<(Members<'a>, Vec<Members<'a>>)> {
+    // Checked as UTF-8 once, here: from a `str`, serde_json takes each
+    // name, string and raw value as it is instead of checking its bytes
+    // again.
+    let text = std::str::from_utf8(text).ok()?;
+    Scan::new(text)
+        .with_objects(field)
+        .or_else(|| serde_with_objects(text, field))
+}
+
+/// [`with_objects`] by serde_json alone.
+fn serde_with_objects<'a>(
+    text: &'a str,
     field: &'static str,
 ) -> Option<(Members<'a>, Vec<Members<'a>>)> {
     struct Split<'a>(Members<'a>, Vec<Members<'a>>);
@@ -69,7 +126,7 @@ pub(crate) fn with_objects<'a>(
             f.write_str("a JSON object")
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Split<'de>, A::Error> {
-            let mut members: Vec<(Cow<'de, str>, &'de RawValue)> = Vec::new();
+            let mut members: Vec<(Cow<'de, str>, &'de str)> = Vec::new();
             let mut objects = None;
             let twice = || de::Error::custom("a name sent twice");
             while let Some(Name(name)) = map.next_key()? {
@@ -82,7 +139,7 @@ pub(crate) fn with_objects<'a>(
                     if members.iter().any(|(n, _)| *n == name) {
                         return Err(twice());
                     }
-                    members.push((name, map.next_value()?));
+                    members.push((name, map.next_value::<&'de RawValue>()?.get()));
                 }
             }
             match objects {
@@ -91,10 +148,7 @@ pub(crate) fn with_objects<'a>(
             }
         }
     }
-    // Checked as UTF-8 once, here: read from a `str`, serde_json takes
-    // each name, string and raw value as it is instead of checking its
-    // bytes again.
-    let mut de = serde_json::Deserializer::from_str(std::str::from_utf8(text).ok()?);
+    let mut de = serde_json::Deserializer::from_str(text);
     let split = SplitSeed(field).deserialize(&mut de).ok()?;
     de.end().ok()?;
     Some((split.0, split.1))
@@ -134,37 +188,234 @@ impl<'de> Deserialize<'de> for Members<'de> {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
-                let mut members: Vec<(Cow<'de, str>, &'de RawValue)> = Vec::new();
-                let mut index: Option<HashMap<Cow<'de, str>, usize>> = None;
+                let mut members = Members::default();
+                let mut index = None;
                 while let Some(Name(name)) = map.next_key()? {
                     let value: &'de RawValue = map.next_value()?;
-                    let seen = match &index {
-                        Some(index) => index.get(&name).copied(),
-                        None => members.iter().position(|(n, _)| *n == name),
-                    };
-                    match seen {
-                        Some(i) => members[i].1 = value,
-                        None => {
-                            if let Some(index) = &mut index {
-                                index.insert(name.clone(), members.len());
-                            }
-                            members.push((name, value));
-                            if index.is_none() && members.len() > LINEAR_LOOKUP {
-                                index = Some(
-                                    members
-                                        .iter()
-                                        .enumerate()
-                                        .map(|(i, (n, _))| (n.clone(), i))
-                                        .collect(),
-                                );
-                            }
-                        }
-                    }
+                    members.insert(&mut index, name, value.get());
                 }
-                Ok(Members(members))
+                Ok(members)
             }
         }
         d.deserialize_map(MembersVisitor)
+    }
+}
+
+/// Whether serde_json reads `text` as the scanner does, when the scanner
+/// takes it (for the `rerank_body` fuzz target).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn scan_agrees(text: &str) -> bool {
+    let scanned = Scan::new(text).with_objects("hits");
+    scanned.is_none() || scanned == serde_with_objects(text, "hits")
+}
+
+/// Nesting the scanner takes (serde_json's limit is 128).
+const MAX_DEPTH: usize = 64;
+
+/// A scanner of JSON text: each method takes one piece of the grammar
+/// (RFC 8259) at the scanner's place and moves past it, or gives up
+/// (`None`). It gives up on all text serde_json refuses, and also on a
+/// name with escapes and on nesting past [`MAX_DEPTH`], which serde_json
+/// takes.
+struct Scan<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Scan<'a> {
+    fn new(text: &'a str) -> Scan<'a> {
+        Scan { text, at: 0 }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.at += 1;
+        }
+    }
+
+    /// Byte `c`, after any whitespace.
+    fn eat(&mut self, c: u8) -> Option<()> {
+        self.ws();
+        (self.peek() == Some(c)).then(|| self.at += 1)
+    }
+
+    /// The items of an object or array after its opening byte, up to and
+    /// with `close`, each taken by `item` (after any whitespace).
+    fn items(&mut self, close: u8, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        if self.eat(close).is_some() {
+            return Some(());
+        }
+        loop {
+            self.ws();
+            item(self)?;
+            if self.eat(b',').is_none() {
+                return self.eat(close);
+            }
+        }
+    }
+
+    /// A member name without escapes, and its colon.
+    fn name(&mut self) -> Option<&'a str> {
+        (self.peek() == Some(b'"')).then_some(())?;
+        let start = self.at + 1;
+        self.at = start;
+        loop {
+            match self.peek()? {
+                b'"' => break,
+                b'\\' => return None,
+                c if c < 0x20 => return None,
+                _ => self.at += 1,
+            }
+        }
+        let name = &self.text[start..self.at];
+        self.at += 1;
+        self.eat(b':')?;
+        self.ws();
+        Some(name)
+    }
+
+    /// A string, at its opening quote.
+    fn string(&mut self) -> Option<()> {
+        let bytes = self.text.as_bytes();
+        self.at += 1;
+        loop {
+            match *bytes.get(self.at)? {
+                b'"' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                b'\\' => match *bytes.get(self.at + 1)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.at += 2,
+                    b'u' => {
+                        let hex = bytes.get(self.at + 2..self.at + 6)?;
+                        hex.iter().all(u8::is_ascii_hexdigit).then_some(())?;
+                        self.at += 6;
+                    }
+                    _ => return None,
+                },
+                c if c < 0x20 => return None,
+                _ => self.at += 1,
+            }
+        }
+    }
+
+    /// Digits; how many.
+    fn digits(&mut self) -> usize {
+        let start = self.at;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.at += 1;
+        }
+        self.at - start
+    }
+
+    fn number(&mut self) -> Option<()> {
+        if self.peek() == Some(b'-') {
+            self.at += 1;
+        }
+        match self.peek()? {
+            b'0' => self.at += 1,
+            b'1'..=b'9' => {
+                self.digits();
+            }
+            _ => return None,
+        }
+        if self.peek() == Some(b'.') {
+            self.at += 1;
+            (self.digits() > 0).then_some(())?;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.at += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.at += 1;
+            }
+            (self.digits() > 0).then_some(())?;
+        }
+        Some(())
+    }
+
+    fn word(&mut self, word: &str) -> Option<()> {
+        self.text[self.at..]
+            .starts_with(word)
+            .then(|| self.at += word.len())
+    }
+
+    /// One value, inside `depth` objects and arrays; its text.
+    fn value(&mut self, depth: usize) -> Option<&'a str> {
+        let start = self.at;
+        match self.peek()? {
+            b'"' => self.string()?,
+            b'{' | b'[' if depth >= MAX_DEPTH => return None,
+            b'{' => {
+                self.at += 1;
+                self.items(b'}', |s| {
+                    (s.peek() == Some(b'"')).then_some(())?;
+                    s.string()?;
+                    s.eat(b':')?;
+                    s.ws();
+                    s.value(depth + 1).map(drop)
+                })?
+            }
+            b'[' => {
+                self.at += 1;
+                self.items(b']', |s| s.value(depth + 1).map(drop))?
+            }
+            b't' => self.word("true")?,
+            b'f' => self.word("false")?,
+            b'n' => self.word("null")?,
+            _ => self.number()?,
+        }
+        Some(&self.text[start..self.at])
+    }
+
+    /// An object's members, after its opening brace, inside `depth`
+    /// objects and arrays (itself included).
+    fn members(&mut self, depth: usize) -> Option<Members<'a>> {
+        let mut members = Members::default();
+        let mut index = None;
+        self.items(b'}', |s| {
+            let name = s.name()?;
+            let value = s.value(depth)?;
+            members.insert(&mut index, Cow::Borrowed(name), value);
+            Some(())
+        })?;
+        Some(members)
+    }
+
+    /// The whole text as [`with_objects`] reads it.
+    fn with_objects(mut self, field: &str) -> Option<(Members<'a>, Vec<Members<'a>>)> {
+        self.eat(b'{')?;
+        let mut members = Members::default();
+        let mut objects = None;
+        self.items(b'}', |s| {
+            let name = s.name()?;
+            if name == field {
+                if objects.is_some() {
+                    return None;
+                }
+                s.eat(b'[')?;
+                let mut list = Vec::new();
+                s.items(b']', |s| {
+                    s.eat(b'{')?;
+                    list.push(s.members(3)?);
+                    Some(())
+                })?;
+                objects = Some(list);
+            } else {
+                if members.0.iter().any(|(n, _)| *n == name) {
+                    return None;
+                }
+                let value = s.value(1)?;
+                members.0.push((Cow::Borrowed(name), value));
+            }
+            Some(())
+        })?;
+        self.ws();
+        (self.at == self.text.len()).then_some(())?;
+        Some((members, objects?))
     }
 }
 
@@ -176,11 +427,10 @@ mod tests {
     use super::*;
 
     fn members(text: &str) -> Vec<(String, Value)> {
-        let raw: &RawValue = serde_json::from_str(text).unwrap();
-        Members::of(raw)
+        Members::of(text)
             .unwrap()
             .iter()
-            .map(|(n, v)| (n.to_string(), serde_json::from_str(v.get()).unwrap()))
+            .map(|(n, v)| (n.to_string(), serde_json::from_str(v).unwrap()))
             .collect()
     }
 
@@ -195,10 +445,8 @@ mod tests {
                 ("c".to_string(), Value::Null),
             ]
         );
-        let raw: &RawValue = serde_json::from_str("[1]").unwrap();
-        assert!(Members::of(raw).is_none());
-        let raw: &RawValue = serde_json::from_str("\"{\"").unwrap();
-        assert!(Members::of(raw).is_none());
+        assert!(Members::of("[1]").is_none());
+        assert!(Members::of("\"{\"").is_none());
     }
 
     #[test]
@@ -211,9 +459,9 @@ mod tests {
         let names: Vec<&str> = rest.iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["userToken", "n"]);
         assert_eq!(hits.len(), 2);
-        assert_eq!(hits[0].get("x").unwrap().get(), "[1]");
+        assert_eq!(hits[0].get("x").unwrap(), "[1]");
         assert_eq!(
-            hits[1].get("b").unwrap().get(),
+            hits[1].get("b").unwrap(),
             "3",
             "the last of a name in a hit"
         );
@@ -236,7 +484,172 @@ mod tests {
         }
     }
 
+    type Texts = (Vec<(String, String)>, Vec<Vec<(String, String)>>);
+
+    fn texts(split: Option<(Members, Vec<Members>)>) -> Option<Texts> {
+        let pairs = |m: &Members| -> Vec<(String, String)> {
+            m.iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect()
+        };
+        split.map(|(rest, objects)| (pairs(&rest), objects.iter().map(pairs).collect()))
+    }
+
+    /// What the scanner takes, serde_json takes alike; `Some` when the
+    /// scanner took it.
+    fn compare(text: &str) -> Option<Texts> {
+        let scanned = texts(Scan::new(text).with_objects("hits"));
+        if scanned.is_some() {
+            assert_eq!(scanned, texts(serde_with_objects(text, "hits")), "{text:?}");
+        }
+        scanned
+    }
+
+    #[test]
+    fn the_scanner_takes_what_serde_json_takes_alike() {
+        let taken = [
+            r#" { "userToken" : "u" , "hits" : [ { "objectID" : "a" , "n" : -0.5e+3 } , {} ] } "#,
+            r#"{"hits":[{"a":"\u00e9\n\"","b":[true,false,null,{"x\ty":[[]]}]}],"p":10}"#,
+            r#"{"hits":[],"x":1E9,"y":0,"z":-0.0}"#,
+            r#"{"hits":[{"b":1,"b":2}]}"#,
+        ];
+        for text in taken {
+            assert!(compare(text).is_some(), "{text}");
+        }
+        // Not JSON: both refuse. A name with escapes, or deep nesting:
+        // the scanner leaves it to serde_json.
+        let deep = format!(
+            r#"{{"hits":[{{"a":{}1{}}}]}}"#,
+            "[".repeat(70),
+            "]".repeat(70)
+        );
+        for text in [
+            r#"{"hits":[{"a":01}]}"#,
+            r#"{"hits":[{"a":1.}]}"#,
+            r#"{"hits":[{"a":-}]}"#,
+            r#"{"hits":[{"a":"\x"}]}"#,
+            r#"{"hits":[{"a":"\u12"}]}"#,
+            "{\"hits\":[{\"a\":\"\u{1}\"}]}",
+            r#"{"hits":[{"a":tru}]}"#,
+            r#"{"hits":[{"a":1,}]}"#,
+            r#"{"hits":[{"a":1}],}"#,
+            r#"{"hits":[{"a":1}]} x"#,
+            r#"{"hits":[{"a":1}]"#,
+            r#"{"hits":[{"a\"":1}]}"#,
+            r#"{"hits":[1]}"#,
+            &deep,
+        ] {
+            assert!(compare(text).is_none(), "{text}");
+        }
+        assert!(serde_with_objects(r#"{"hits":[{"a\"":1}]}"#, "hits").is_some());
+        assert!(serde_with_objects(&deep, "hits").is_some());
+    }
+
+    /// A JSON value of up to 4 levels.
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            "\\PC{0,6}|[\"\\\\/\u{0}-\u{1f}é\u{10000}]{0,4}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 24, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                prop::collection::vec(("[a-c]{0,2}|\\PC{0,3}", inner), 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// An object's text from its members (names may repeat), with the
+    /// whitespace `ws` picks.
+    fn object_text(
+        members: &[(String, String)],
+        ws: &mut impl Iterator<Item = &'static str>,
+    ) -> String {
+        let mut text = String::from("{");
+        for (i, (name, value)) in members.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(ws.next().unwrap_or(""));
+            text.push_str(&serde_json::to_string(name).unwrap());
+            text.push_str(ws.next().unwrap_or(""));
+            text.push(':');
+            text.push_str(ws.next().unwrap_or(""));
+            text.push_str(value);
+        }
+        text.push_str(ws.next().unwrap_or(""));
+        text.push('}');
+        text
+    }
+
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// Bodies of hits with any values, whitespace and names, whole or
+        /// with one character changed: what the scanner takes, serde_json
+        /// takes alike, and it takes every whole body whose names have no
+        /// escapes.
+        #[test]
+        fn the_scanner_agrees_with_serde_json(
+            hits in prop::collection::vec(
+                prop::collection::vec(("[a-c]{1,2}|\\PC{0,4}", json_value()), 0..6),
+                0..4,
+            ),
+            rest in prop::collection::vec(("[a-z]{1,3}|\\PC{0,4}", json_value()), 0..3),
+            spaces in prop::collection::vec(prop::sample::select(vec!["", " ", "\n\t ", "\r"]), 0..64),
+            edit in prop::option::of((any::<prop::sample::Index>(), prop::sample::select(
+                vec![None, Some('{'), Some('}'), Some('['), Some(']'), Some(','), Some(':'),
+                     Some('"'), Some('\\'), Some('0'), Some('-'), Some('.'), Some('e'), Some(' '),
+                     Some('\u{1}'), Some('é')],
+            ))),
+        ) {
+            let mut ws = spaces.into_iter().cycle();
+            let as_text = |members: &[(String, Value)]| -> Vec<(String, String)> {
+                members
+                    .iter()
+                    .map(|(n, v)| (n.clone(), serde_json::to_string(v).unwrap()))
+                    .collect()
+            };
+            let mut body: Vec<(String, String)> = as_text(&rest);
+            let hit_texts: Vec<String> = hits
+                .iter()
+                .map(|hit| object_text(&as_text(hit), &mut ws))
+                .collect();
+            body.push(("hits".to_string(), format!("[{}]", hit_texts.join(","))));
+            let mut text = object_text(&body, &mut ws);
+            let plain = |name: &String| !serde_json::to_string(name).unwrap().contains('\\');
+            let names_plain = rest.iter().map(|(n, _)| n).all(plain)
+                && hits.iter().flatten().map(|(n, _)| n).all(plain);
+            let once = rest.iter().all(|(n, _)| n != "hits")
+                && rest.iter().enumerate().all(|(i, (n, _))| rest[..i].iter().all(|(m, _)| m != n));
+            match edit {
+                None => {
+                    let taken = compare(&text);
+                    if names_plain && once {
+                        prop_assert!(taken.is_some(), "{}", text);
+                    }
+                }
+                Some((at, with)) => {
+                    let mut chars: Vec<char> = text.chars().collect();
+                    let i = at.index(chars.len());
+                    match with {
+                        Some(c) => chars[i] = c,
+                        None => {
+                            chars.remove(i);
+                        }
+                    }
+                    text = chars.into_iter().collect();
+                    compare(&text);
+                }
+            }
+        }
+
         /// Any object, names repeated or not, past the linear lookup or
         /// not: the members are what a `Value` reader keeps.
         #[test]

@@ -279,7 +279,7 @@ fn parse_rerank_body(bytes: &[u8]) -> Result<RerankBody<'_>> {
     let value = |name: &str| -> Option<Value> {
         members
             .get(name)
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .and_then(|raw| serde_json::from_str(raw).ok())
     };
     let user = match value("userToken") {
         Some(Value::String(user)) => user,
@@ -361,11 +361,11 @@ enum Hits<'a> {
 
 impl<'a> Hits<'a> {
     /// `None` when `raw` is not an array.
-    fn of(raw: &'a RawValue) -> Option<Hits<'a>> {
-        if let Ok(objects) = serde_json::from_str(raw.get()) {
+    fn of(raw: &'a str) -> Option<Hits<'a>> {
+        if let Ok(objects) = serde_json::from_str(raw) {
             return Some(Hits::Objects(objects));
         }
-        serde_json::from_str(raw.get()).ok().map(Hits::Raw)
+        serde_json::from_str(raw).ok().map(Hits::Raw)
     }
 
     fn len(&self) -> usize {
@@ -387,7 +387,7 @@ fn read_hits<'a>(hits: Hits<'a>, strategy: &'a Strategy) -> Result<Vec<(Members<
             .iter()
             .enumerate()
             .map(|(i, raw)| {
-                Members::of(raw).ok_or_else(|| {
+                Members::of(raw.get()).ok_or_else(|| {
                     Error::unprocessable("hits", format!("Hits[{i}] must be a JSON object"))
                 })
             })
@@ -418,7 +418,7 @@ fn read_hits<'a>(hits: Hits<'a>, strategy: &'a Strategy) -> Result<Vec<(Members<
                     Some(value) => facets.push((facet, value)),
                     // Numbers, booleans, arrays (the body was checked as JSON).
                     None => {
-                        if let Ok(value) = serde_json::from_str::<Value>(raw.get()) {
+                        if let Ok(value) = serde_json::from_str::<Value>(raw) {
                             facets.extend(
                                 rerank::facet_values(&value)
                                     .map(|v| (facet, Cow::Owned(v.into_owned()))),
@@ -432,10 +432,9 @@ fn read_hits<'a>(hits: Hits<'a>, strategy: &'a Strategy) -> Result<Vec<(Members<
         .collect()
 }
 
-/// The string `raw` holds, borrowed when it has no escapes; `None` when
-/// `raw` is not a string.
-fn json_str(raw: &RawValue) -> Option<Cow<'_, str>> {
-    let text = raw.get();
+/// The string the JSON `text` holds, borrowed when it has no escapes;
+/// `None` when `text` is not a string.
+fn json_str(text: &str) -> Option<Cow<'_, str>> {
     let inner = text.strip_prefix('"')?.strip_suffix('"')?;
     if inner.contains('\\') {
         return serde_json::from_str(text).ok().map(Cow::Owned);
@@ -467,7 +466,7 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
         json_string(out, name);
         out.push(b':');
         if name != RANKING_INFO {
-            out.extend_from_slice(raw.get().as_bytes());
+            out.extend_from_slice(raw.as_bytes());
             continue;
         }
         info_written = true;
@@ -476,7 +475,7 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
             if name != "personalization" {
                 json_string(out, name);
                 out.push(b':');
-                out.extend_from_slice(raw.get().as_bytes());
+                out.extend_from_slice(raw.as_bytes());
                 out.push(b',');
             }
         }
@@ -686,7 +685,7 @@ mod tests {
         for (sent, expected) in cases {
             let array = format!("[{sent}]");
             let raw: &RawValue = serde_json::from_str(&array).unwrap();
-            let hits = Hits::of(raw).unwrap();
+            let hits = Hits::of(raw.get()).unwrap();
             assert!(matches!(hits, Hits::Objects(_)), "{sent}");
             let read = read_hits(hits, &strategy).unwrap();
             let mut out = Vec::new();
@@ -696,7 +695,7 @@ mod tests {
         }
         let raw: &RawValue =
             serde_json::from_str(r#"[{"objectID":"a","brand":["X",1,{"z":1}]}]"#).unwrap();
-        let read = read_hits(Hits::of(raw).unwrap(), &strategy).unwrap();
+        let read = read_hits(Hits::of(raw.get()).unwrap(), &strategy).unwrap();
         let pairs = |hit: &Hit| -> Vec<(String, String)> {
             hit.facets
                 .iter()
@@ -710,7 +709,7 @@ mod tests {
             r#"[{"objectID":"a\u0062","brand":"X\"Y\\","n":"brand"},{"objectID":"c","brand":"Z"}]"#,
         )
         .unwrap();
-        let read = read_hits(Hits::of(raw).unwrap(), &strategy).unwrap();
+        let read = read_hits(Hits::of(raw.get()).unwrap(), &strategy).unwrap();
         assert_eq!(read[0].1.object_id, "ab");
         assert_eq!(pairs(&read[0].1), [pair("brand", "X\"Y\\")]);
         assert_eq!(read[1].1.object_id, "c");
@@ -739,13 +738,13 @@ mod tests {
             (r#"[{"objectID":7}]"#, "objectID", "Hits[0].objectID"),
         ] {
             let raw: &RawValue = serde_json::from_str(bad).unwrap();
-            let err = read_hits(Hits::of(raw).unwrap(), &strategy).unwrap_err();
+            let err = read_hits(Hits::of(raw.get()).unwrap(), &strategy).unwrap_err();
             assert_eq!(err.field(), Some(field), "{bad}");
             assert!(err.to_string().contains(message), "{bad}: {err}");
         }
         for not_array in [r#"{"objectID":"a"}"#, "7", "null"] {
             let raw: &RawValue = serde_json::from_str(not_array).unwrap();
-            assert!(Hits::of(raw).is_none(), "{not_array}");
+            assert!(Hits::of(raw.get()).is_none(), "{not_array}");
         }
     }
 }
