@@ -1,5 +1,6 @@
 //! `affinity bench hotkeys`: the share of writes the busiest key range
-//! takes when users are Zipf-distributed, for the events table and the
+//! takes when users (and, with `--apps`, applications on the shared
+//! tables) are Zipf-distributed, for the events table and the
 //! profile-state rows, with the keys the store holds (the engine's key
 //! and salt functions, the shared tables' tenant prefix): unsalted and
 //! salted by `app,user`; and, as models of layouts not built, spread
@@ -33,9 +34,14 @@ use rand::{Rng, SeedableRng};
 /// Flags of `affinity bench hotkeys`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct HotKeysArgs {
-    /// Distinct users.
+    /// Distinct users (of each application).
     #[arg(long, default_value_t = 100_000)]
     pub users: usize,
+    /// Applications on the shared tables, their activity Zipf-distributed
+    /// too (the same exponent); each write is one application's, of one
+    /// of its users.
+    #[arg(long, default_value_t = 1)]
+    pub apps: usize,
     /// Writes per day (events).
     #[arg(long, default_value_t = 1_000_000)]
     pub writes: usize,
@@ -130,31 +136,59 @@ enum Salt {
 
 /// Print the table.
 pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
-    if args.users == 0 || args.writes == 0 || args.ranges < 2 || args.sub_rows == 0 {
-        anyhow::bail!("--users, --writes and --sub-rows must be positive and --ranges at least 2");
+    if args.users == 0
+        || args.apps == 0
+        || args.writes == 0
+        || args.ranges < 2
+        || args.sub_rows == 0
+    {
+        anyhow::bail!(
+            "--users, --apps, --writes and --sub-rows must be positive and --ranges at least 2"
+        );
     }
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
-    let history = zipf_draws(args.users, args.zipf, args.writes, &mut rng);
-    let today = zipf_draws(args.users, args.zipf, args.writes, &mut rng);
-    let user = |u: usize| {
+    // A writer is `app * users + user`, its application and its user each
+    // drawn from Zipf (one application: the users alone, as before).
+    let writers = |rng: &mut rand::rngs::StdRng| -> Vec<usize> {
+        let users = zipf_draws(args.users, args.zipf, args.writes, rng);
+        if args.apps == 1 {
+            return users;
+        }
+        let apps = zipf_draws(args.apps, args.zipf, args.writes, rng);
+        apps.iter()
+            .zip(users)
+            .map(|(a, u)| a * args.users + u)
+            .collect()
+    };
+    let history = writers(&mut rng);
+    let today = writers(&mut rng);
+    let user = |w: usize| {
         format!(
             "u{:08x}",
-            (u as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32
+            ((w % args.users) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32
         )
     };
-    // The keys the store holds: an application on the shared tables
-    // (its tenant prefix), events keys and salts from the engine's own
+    // The keys the store holds: applications on the shared tables (their
+    // tenant prefixes), events keys and salts from the engine's own
     // functions, state rows `user,DAY` from `state_row_key`.
-    let app = "app";
-    let tenant = affinity_model::prefixed::tenant_prefix(app)?;
+    let app_ids: Vec<String> = match args.apps {
+        1 => vec!["app".to_string()],
+        n => (0..n).map(|a| format!("app{a}")).collect(),
+    };
+    let tenants = app_ids
+        .iter()
+        .map(|id| affinity_model::prefixed::tenant_prefix(id))
+        .collect::<Result<Vec<_>, _>>()?;
+    let app_of = |w: usize| w / args.users;
+    let app = |w: usize| app_ids[app_of(w)].as_str();
     let by_user = affinity_engine::events_salter(args.buckets)?;
     let whole_key = Salter::new(args.buckets)?;
-    let physical = |s: Option<&Salter>, logical: String| {
+    let physical = |w: usize, s: Option<&Salter>, logical: String| {
         let salted = match s {
             Some(s) => s.salt(logical.as_bytes()),
             None => logical.into_bytes(),
         };
-        [tenant.as_slice(), &salted].concat()
+        [tenants[app_of(w)].as_slice(), &salted].concat()
     };
     let day = 20_418i64; // 2025-11-26
                          // A day of events keys, each user's salted as `salt(user)` says.
@@ -165,27 +199,29 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
                 .enumerate()
                 .map(|(i, &u)| {
                     let ts = day * DAY_MILLIS + (i as i64 * DAY_MILLIS) / draws.len() as i64;
-                    let logical = event_key_text(app, &user(u), ts, rng.random())?;
+                    let logical = event_key_text(app(u), &user(u), ts, rng.random())?;
                     let salter = match salt(u) {
                         Salt::None => None,
                         Salt::ByUser => Some(&by_user),
                         Salt::WholeKey => Some(&whole_key),
                     };
-                    Ok(physical(salter, logical))
+                    Ok(physical(u, salter, logical))
                 })
                 .collect::<anyhow::Result<Vec<_>>>()
         };
-    // The day before's writes per user.
+    // The day before's writes per user, and per application.
     let mut counts = std::collections::HashMap::<usize, usize>::new();
+    let mut app_writes = vec![0u64; args.apps];
     for &u in &history {
         *counts.entry(u).or_default() += 1;
+        app_writes[app_of(u)] += 1;
     }
     // The users the engine lists (its default policy on the day before's
-    // adds), with their sub-rows.
+    // adds of their application), with their sub-rows.
     let policy = HotPolicy::default();
     let listed: std::collections::HashMap<usize, u32> = counts
         .iter()
-        .filter_map(|(&u, &n)| Some((u, policy.rows_for(n as u64, history.len() as u64)?)))
+        .filter_map(|(&u, &n)| Some((u, policy.rows_for(n as u64, app_writes[app_of(u)])?)))
         .collect();
     // The model's hot users: the most active of the day before.
     let hot: std::collections::HashSet<usize> = {
@@ -198,8 +234,8 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
             .collect()
     };
     println!(
-        "users {} (Zipf {}), {} writes a day, {} ranges, {} salt buckets; busiest range / mean (goal <= 1.5)",
-        args.users, args.zipf, args.writes, args.ranges, args.buckets
+        "{} users (Zipf {}) of each of {} application(s) (Zipf {}), {} writes a day, {} ranges, {} salt buckets; busiest range / mean (goal <= 1.5)",
+        args.users, args.zipf, args.apps, args.zipf, args.writes, args.ranges, args.buckets
     );
     println!(
         "| table | unsalted | salted by app,user | spread (model, not built) | {} hot users spread over {} (model, not built) |\n|---|---|---|---|---|",
@@ -244,11 +280,11 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
     active.dedup();
     let old: Vec<Vec<u8>> = active
         .iter()
-        .map(|&u| physical(None, state_row_key(&user(u), day - 1)))
+        .map(|&u| physical(u, None, state_row_key(&user(u), day - 1)))
         .collect();
     let new: Vec<Vec<u8>> = today
         .iter()
-        .map(|&u| physical(None, state_row_key(&user(u), day)))
+        .map(|&u| physical(u, None, state_row_key(&user(u), day)))
         .collect();
     let unsalted = busiest_over_mean(old, &new, args.ranges);
     // The sub-row of a day's `i`-th write (a stand-in for the event id's
@@ -258,6 +294,7 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
     let sub_of = |u: usize, d: i64, i: usize, subs: u32| {
         let s = sub_row(i, subs);
         physical(
+            u,
             Some(&whole_key),
             format!("{},{s}", state_row_key(&user(u), d)),
         )
@@ -287,7 +324,7 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
         if hot.contains(&u) {
             sub_of(u, d, i, args.sub_rows)
         } else {
-            physical(None, state_row_key(&user(u), d))
+            physical(u, None, state_row_key(&user(u), d))
         }
     });
     println!("| profile state | {unsalted:.2} | (not salted) | {spread:.2} | {hot_spread:.2} |");
@@ -304,10 +341,14 @@ pub fn run(args: HotKeysArgs) -> anyhow::Result<()> {
             suffix: rng.random(),
         };
         let rows = listed.get(&u).copied().unwrap_or(1);
-        events_by_lists.push(physical(Some(&by_user), id.row_key(app, &user(u), rows)?));
+        events_by_lists.push(physical(
+            u,
+            Some(&by_user),
+            id.row_key(app(u), &user(u), rows)?,
+        ));
         spread_by_lists.push(match rows {
-            1 => physical(None, state_row_key(&user(u), day)),
-            _ => physical(None, sub_row_key(&user(u), day, hot::sub_row(&id, rows))),
+            1 => physical(u, None, state_row_key(&user(u), day)),
+            _ => physical(u, None, sub_row_key(&user(u), day, hot::sub_row(&id, rows))),
         });
     }
     println!(

@@ -62,6 +62,28 @@ fn hotkeys_prints_the_busiest_range_of_each_layout() {
         "{out}"
     );
     assert!(state[1] < state[0], "{out}");
+    // Applications Zipf-distributed too: the same tables, each
+    // application's busiest users listed on its own events.
+    let run = bench(&[
+        "hotkeys", "--users", "2000", "--apps", "20", "--writes", "100000", "--ranges", "8",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let out = String::from_utf8(run.stdout).unwrap();
+    assert!(out.contains("of each of 20 application(s)"), "{out}");
+    let (_, by_load) = out.split_once("with load-based splits").unwrap();
+    for row in ["| events (salted by app,user) |", "| profile state |"] {
+        let figures = figures(by_load, row);
+        assert_eq!(figures.len(), 2, "{out}");
+        assert!(figures.iter().all(|f| (1.0..=8.0).contains(f)), "{out}");
+    }
+    let refused = bench(&["hotkeys", "--apps", "0"]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("--apps"), "{err}");
     let refused = bench(&["hotkeys", "--ranges", "1"]);
     assert!(!refused.status.success());
     let err = String::from_utf8_lossy(&refused.stderr);
