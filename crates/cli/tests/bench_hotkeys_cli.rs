@@ -10,17 +10,22 @@ fn bench(args: &[&str]) -> Output {
         .expect("run affinity")
 }
 
-#[test]
-fn hotkeys_prints_the_busiest_range_of_each_layout() {
-    let run = bench(&[
-        "hotkeys", "--users", "2000", "--writes", "100000", "--ranges", "8",
-    ]);
+/// What `affinity bench ARGS` prints, once it succeeded.
+fn printed(args: &[&str]) -> String {
+    let run = bench(args);
     assert!(
         run.status.success(),
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let out = String::from_utf8(run.stdout).unwrap();
+    String::from_utf8(run.stdout).unwrap()
+}
+
+#[test]
+fn hotkeys_prints_the_busiest_range_of_each_layout() {
+    let out = printed(&[
+        "hotkeys", "--users", "2000", "--writes", "100000", "--ranges", "8",
+    ]);
     // The figures of the row starting with `row` in `table`: ranges cut
     // by size, then (after its header) by load.
     let (by_size, by_load) = out
@@ -64,15 +69,9 @@ fn hotkeys_prints_the_busiest_range_of_each_layout() {
     assert!(state[1] < state[0], "{out}");
     // Applications Zipf-distributed too: the same tables, each
     // application's busiest users listed on its own events.
-    let run = bench(&[
+    let out = printed(&[
         "hotkeys", "--users", "2000", "--apps", "20", "--writes", "100000", "--ranges", "8",
     ]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let out = String::from_utf8(run.stdout).unwrap();
     assert!(out.contains("of each of 20 application(s)"), "{out}");
     let (_, by_load) = out.split_once("with load-based splits").unwrap();
     for row in ["| events (salted by app,user) |", "| profile state |"] {

@@ -19,7 +19,7 @@ use std::fmt::Write;
 use affinity_model::RowRange;
 
 use crate::error::{Error, Result};
-use crate::time::{format_millis, millis_text, parse_millis};
+use crate::time::{format_millis, millis_text, parse_millis, MILLIS_PER_DAY};
 use crate::xxh64::xxh64;
 
 /// The separator between components.
@@ -33,8 +33,6 @@ pub const BUCKET_MARK: u8 = b'~';
 
 /// Buckets are `0..MAX_BUCKETS` (two hex digits).
 pub const MAX_BUCKETS: u32 = 256;
-
-const MILLIS_PER_DAY: i64 = 86_400_000;
 
 /// Check one component: non-empty and free of the separator.
 pub fn validate_component(component: &'static str, value: &str) -> Result<()> {

@@ -17,7 +17,8 @@ pub const MIN_MILLIS: i64 = -62_167_219_200_000;
 /// Largest millisecond time that formats (`9999-12-31T23:59:59.999Z`).
 pub const MAX_MILLIS: i64 = 253_402_300_799_999;
 
-const MILLIS_PER_DAY: i64 = 86_400_000;
+/// Milliseconds in a day.
+pub(crate) const MILLIS_PER_DAY: i64 = 86_400_000;
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
 /// `days_from_civil`).
