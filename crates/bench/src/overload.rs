@@ -60,6 +60,9 @@ pub struct OverloadBenchArgs {
     /// The server's `max_in_flight`.
     #[arg(long, default_value_t = ServerLimits::default().max_in_flight)]
     max_in_flight: usize,
+    /// MiB of profile cache, as `affinity serve --profile-cache-mib` (0: none).
+    #[arg(long, default_value_t = affinity_engine::cache::DEFAULT_BUDGET_MIB)]
+    profile_cache_mib: usize,
 }
 
 /// What the requests of a phase got.
@@ -133,26 +136,31 @@ impl Counts {
 pub(crate) struct Running {
     pub endpoint: Endpoint,
     pub store: Arc<affinity_embedded::EmbeddedStore>,
+    pub engine: Arc<Engine>,
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 impl Running {
     /// A server on the embedded store in `dir` with `limits`, maintaining
-    /// every `maintain_every`, its strategy set.
+    /// every `maintain_every`, with a profile cache of `profile_cache_mib`
+    /// (as `affinity serve --profile-cache-mib`), its strategy set.
     pub(crate) async fn start(
         dir: &std::path::Path,
         limits: ServerLimits,
         maintain_every: Option<Duration>,
+        profile_cache_mib: usize,
     ) -> anyhow::Result<Running> {
         let store = affinity_embedded::EmbeddedStore::open(dir)
             .with_context(|| format!("opening the embedded store in {}", dir.display()))?;
         let store = Arc::new(store);
-        let engine = Arc::new(Engine::open(Arc::clone(&store) as _)?);
+        let engine = Arc::new(
+            Engine::open(Arc::clone(&store) as _)?.with_profile_cache(profile_cache_mib << 20),
+        );
         let mut keys = Keys::default();
         keys.add(APP, KEY, [Acl::Admin])?;
         limits.check()?;
-        let state = affinity_http::State::with_inline_reads(engine, keys, true)
+        let state = affinity_http::State::with_inline_reads(Arc::clone(&engine), keys, true)
             .with_limits(Limiter::new(limits))
             .with_maintenance(maintain_every);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -191,6 +199,7 @@ impl Running {
         Ok(Running {
             endpoint,
             store,
+            engine,
             stop,
             server,
         })
@@ -397,7 +406,7 @@ pub fn run(args: OverloadBenchArgs, backend: &BenchBackend) -> anyhow::Result<()
         .build()
         .context("starting the async runtime")?;
     let result = runtime.block_on(async {
-        let server = Running::start(&dir, limits, None).await?;
+        let server = Running::start(&dir, limits, None, args.profile_cache_mib).await?;
         let result = phases(&args, &server).await;
         server.stop().await?;
         result

@@ -55,6 +55,9 @@ pub struct SoakBenchArgs {
     /// Offer this many batches a second instead of calibrating.
     #[arg(long)]
     rate: Option<f64>,
+    /// MiB of profile cache, as `affinity serve --profile-cache-mib` (0: none).
+    #[arg(long, default_value_t = affinity_engine::cache::DEFAULT_BUDGET_MIB)]
+    profile_cache_mib: usize,
 }
 
 /// The C allocator's heap (glibc): bytes in use and bytes it holds free
@@ -103,6 +106,7 @@ pub fn run(args: SoakBenchArgs, backend: &BenchBackend) -> anyhow::Result<()> {
             &dir,
             affinity_http::ServerLimits::default(),
             Some(Duration::from_secs(args.maintain_every)),
+            args.profile_cache_mib,
         )
         .await?;
         let result = minutes(&args, &server).await;
@@ -147,7 +151,7 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
         args.maintain_every
     );
     println!(
-        "{:>6} {:>9} {:>10} {:>9} {:>8} {:>7} {:>7} {:>5} {:>11} {:>9} {:>12} {:>7} {:>6}",
+        "{:>6} {:>9} {:>10} {:>9} {:>8} {:>7} {:>7} {:>5} {:>11} {:>9} {:>12} {:>7} {:>6} {:>7}",
         "minute",
         "RSS MiB",
         "memtables",
@@ -160,10 +164,18 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
         "reads",
         "read p99 ms",
         "shed",
-        "errors"
+        "errors",
+        "cached"
     );
     let mut first_error = None;
     let mut worst_p99: f64 = 0.0;
+    let lookups = || {
+        server
+            .engine
+            .profile_cache_stats()
+            .map_or((0, 0), |c| (c.hits, c.hits + c.misses))
+    };
+    let mut looked = lookups();
     for minute in 1..=args.minutes {
         let deadline = Instant::now() + Duration::from_secs(60);
         let (ingest, mut reads) = tokio::join!(
@@ -183,8 +195,15 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
         let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
         let p99 = reads.ms(0.99);
         worst_p99 = worst_p99.max(p99);
+        // The share of this minute's profile reads the cache answered.
+        let (hits, all) = lookups();
+        let cached = match all - looked.1 {
+            0 => "-".to_string(),
+            n => format!("{:.0}%", 100.0 * (hits - looked.0) as f64 / n as f64),
+        };
+        looked = (hits, all);
         println!(
-            "{minute:>6} {rss:>9.1} {:>10.1} {:>9.1} {:>8.1} {:>7.1} {:>7.1} {fds:>5} {:>11} {:>9} {p99:>12.2} {:>7} {:>6}",
+            "{minute:>6} {rss:>9.1} {:>10.1} {:>9.1} {:>8.1} {:>7.1} {:>7.1} {fds:>5} {:>11} {:>9} {p99:>12.2} {:>7} {:>6} {cached:>7}",
             mib(store.memtables),
             mib(store.block_cache),
             mib(store.table_readers),

@@ -36,6 +36,11 @@ pub struct ServeArgs {
     /// run `affinity maintain` as a separate job.
     #[arg(long, env = "AFFINITY_MAINTAIN_EVERY", default_value = "15m", value_parser = parse_every)]
     maintain_every: Every,
+    /// MiB of profile answers kept between reads, exact (the first write
+    /// to a user's rows drops theirs); 0 for none. On the embedded store
+    /// only: on Cloud Bigtable other processes write too, so there is none.
+    #[arg(long, env = "AFFINITY_PROFILE_CACHE_MIB", default_value_t = affinity_engine::cache::DEFAULT_BUDGET_MIB)]
+    profile_cache_mib: usize,
     /// Events kept per application for the events debugger
     /// (`GET /1/events/debug`, `affinity events tail`); 0 keeps none.
     #[arg(long, env = "AFFINITY_DEBUG_EVENTS", default_value_t = affinity_http::DEFAULT_DEBUG_EVENTS)]
@@ -114,6 +119,9 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
     let hot_policy = config.hot_users.policy()?;
     let store = backend.open()?;
     let mut engine = Engine::open(store)?.with_hot_policy(hot_policy);
+    if backend.is_local() {
+        engine = engine.with_profile_cache(args.profile_cache_mib << 20);
+    }
     if args.key_visualizer_slot.0.is_some() {
         let vis = affinity_model::keyvis::KeyVis::new(KEY_VISUALIZER_SLOTS);
         engine = engine.with_key_vis(Arc::new(vis));

@@ -177,6 +177,8 @@ pub struct Engine {
     pub(crate) hot_policy: crate::hot::HotPolicy,
     /// Users ingestion put on hot lists, and those it failed to.
     pub(crate) hot_listed: crate::hot::ListedCounts,
+    /// Profile answers kept between reads (see `cache.rs`), when set.
+    pub(crate) profile_cache: Option<Arc<crate::cache::ProfileCache>>,
 }
 
 fn create_if_missing(store: &dyn Store, name: &str, spec: &TableSpec) -> Result<Arc<dyn Table>> {
@@ -251,6 +253,7 @@ impl Engine {
             key_vis: None,
             hot_policy: crate::hot::HotPolicy::default(),
             hot_listed: Default::default(),
+            profile_cache: None,
         })
     }
 
@@ -259,6 +262,29 @@ impl Engine {
     pub fn with_hot_policy(mut self, policy: crate::hot::HotPolicy) -> Engine {
         self.hot_policy = policy;
         self
+    }
+
+    /// This engine keeping profile answers between reads, up to about
+    /// `budget_bytes` (0: none), and exact (see `cache.rs`). Only for a
+    /// store no other process writes to: the embedded store or memory,
+    /// not Cloud Bigtable. Set before any application is opened.
+    pub fn with_profile_cache(mut self, budget_bytes: usize) -> Engine {
+        self.profile_cache =
+            (budget_bytes > 0).then(|| Arc::new(crate::cache::ProfileCache::new(budget_bytes)));
+        self
+    }
+
+    /// The profile cache's figures, when there is one.
+    pub fn profile_cache_stats(&self) -> Option<crate::cache::CacheStats> {
+        self.profile_cache.as_ref().map(|c| c.stats())
+    }
+
+    /// Tell the profile cache (if any) that any user's rows may have
+    /// changed.
+    fn profiles_changed(&self) {
+        if let Some(cache) = &self.profile_cache {
+            cache.wrote_all();
+        }
     }
 
     /// This engine with shared tables of another retention than
@@ -435,6 +461,13 @@ impl Engine {
             Some(vis) => vis.wrap(name, table),
             None => table,
         };
+        // A new handle: its settings changed (a migration's step, another
+        // layout), so no profile answer kept before is trusted.
+        self.profiles_changed();
+        let profiles = match &self.profile_cache {
+            Some(cache) => crate::cache::Watched::wrap(profiles, app, cache),
+            None => profiles,
+        };
         let [events, profiles, trends] = [
             counted(&names[0], events),
             counted(&names[1], profiles),
@@ -477,10 +510,11 @@ impl Engine {
     pub(crate) fn drop_shared_rows(&self, app: &str) -> Result<()> {
         let prefix = affinity_model::prefixed::tenant_prefix(app)?;
         self.shared_tables()?;
-        for table in SHARED_TABLES {
-            self.store.drop_row_range(table, &prefix)?;
-        }
-        Ok(())
+        let dropped = SHARED_TABLES
+            .iter()
+            .try_for_each(|table| self.store.drop_row_range(table, &prefix));
+        self.profiles_changed();
+        Ok(dropped?)
     }
 
     /// Delete an application: its settings, strategy and A/B test, its
@@ -504,7 +538,9 @@ impl Engine {
             Tables::Shared => self.drop_shared_rows(app)?,
             Tables::Dedicated => {
                 for name in Self::table_names(app) {
-                    match self.store.delete_table(&name) {
+                    let deleted = self.store.delete_table(&name);
+                    self.profiles_changed();
+                    match deleted {
                         Ok(()) | Err(StoreError::TableNotFound { .. }) => {}
                         Err(e) => return Err(e.into()),
                     }

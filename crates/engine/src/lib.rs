@@ -73,6 +73,7 @@ pub mod api_keys;
 mod arena;
 mod batch;
 pub mod boost;
+pub mod cache;
 pub mod catalog;
 pub mod csv;
 mod engine;

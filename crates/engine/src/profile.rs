@@ -188,18 +188,65 @@ impl Engine {
         user: &str,
         strategy: &Strategy,
     ) -> Result<Option<(i64, SortedScores)>> {
-        let app = self.app(app)?;
-        let weights = strategy.weights();
+        let handle = self.app(app)?;
         let now = self.now_millis();
+        let Some(cache) = &self.profile_cache else {
+            return self.compute_scores(&handle, user, strategy, now, None);
+        };
+        let key = crate::cache::Key {
+            app: app.to_string(),
+            user: user.to_string(),
+            strategy: crate::cache::fingerprint(strategy),
+            window: handle.config.window_start_day(now),
+            newest: newest_day(now),
+        };
+        if let Some(scores) = cache.get(&key) {
+            return Ok(scores);
+        }
+        // Before anything is read (see `cache.rs`).
+        let since = cache.now();
+        let mut read = Vec::new();
+        let scores = self.compute_scores(&handle, user, strategy, now, Some(&mut read))?;
+        let users: Vec<&str> = read.iter().map(String::as_str).collect();
+        cache.put(key, since, &users, &scores);
+        Ok(scores)
+    }
+
+    /// [`Engine::scores_with`] from the store, at `now`; `read` (when
+    /// given) receives every user whose rows it read.
+    fn compute_scores(
+        &self,
+        app: &App,
+        user: &str,
+        strategy: &Strategy,
+        now: i64,
+        read: Option<&mut Vec<String>>,
+    ) -> Result<Option<(i64, SortedScores)>> {
+        let weights = strategy.weights();
         let window = app.config.window_start_day(now);
         let newest = newest_day(now);
         // Read first: the accumulator borrows the rollups' values.
-        let members = self.identity(&app, user, window)?;
+        let members = self.identity(app, user, window)?;
+        if let Some(read) = read {
+            // The token, its identity's owner and every candidate member
+            // the owner's rollup lists (members or not: a link written
+            // to one can make it a member).
+            read.push(user.to_string());
+            if let Some((owner, rollup)) = members.first() {
+                read.push(owner.clone());
+                read.extend(
+                    rollup
+                        .candidates(window * DAY_MICROS)
+                        .into_iter()
+                        .map(str::to_string),
+                );
+            }
+        }
         let mut acc = Accumulator::new(&weights);
         let mut any_state = false;
         for (member, rollup) in &members {
             any_state |=
-                self.add_member(&app, member, rollup, window, newest, &weights, &mut acc)?;
+                self.add_member(app, member, rollup, window, newest, &weights, &mut acc)?;
         }
         if !any_state {
             return Ok(None);

@@ -78,6 +78,30 @@ pub async fn metrics(Shared(state): Shared<Arc<State>>) -> impl IntoResponse {
          sub-rows), and users it failed to (tried again).\n# TYPE {name} counter\n\
          {name}{{result=\"listed\"}} {listed}\n{name}{{result=\"failed\"}} {failed}"
     );
+    if let Some(c) = state.engine.profile_cache_stats() {
+        let name = "affinity_profile_cache_lookups_total";
+        let _ = writeln!(
+            text,
+            "# HELP {name} Profile reads answered from the profile cache (hit) and computed \
+             from the store (miss).\n# TYPE {name} counter\n\
+             {name}{{result=\"hit\"}} {}\n{name}{{result=\"miss\"}} {}",
+            c.hits, c.misses
+        );
+        let name = "affinity_profile_cache_evictions_total";
+        let _ = writeln!(
+            text,
+            "# HELP {name} Profile cache entries dropped to stay within its budget.\n\
+             # TYPE {name} counter\n{name} {}",
+            c.evictions
+        );
+        let name = "affinity_profile_cache_bytes";
+        let _ = writeln!(
+            text,
+            "# HELP {name} Bytes the profile cache holds, and its budget.\n\
+             # TYPE {name} gauge\n{name}{{of=\"entries\"}} {}\n{name}{{of=\"budget\"}} {}",
+            c.bytes, c.budget
+        );
+    }
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         text,

@@ -223,6 +223,18 @@ impl SortedScores {
             + self.facets.iter().map(|(f, _)| f.len() + 6).sum::<usize>()
     }
 
+    /// The bytes its buffers hold (what a cached copy costs).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.text.capacity()
+            + self.values.capacity() * std::mem::size_of::<(u32, u32, u32)>()
+            + self.heads.capacity() * 8
+            + self
+                .facets
+                .iter()
+                .map(|(f, _)| f.capacity() + std::mem::size_of::<(String, usize)>())
+                .sum::<usize>()
+    }
+
     /// `(facet, [(value, score)])`, as owned lists.
     #[cfg(test)]
     pub(crate) fn to_vec(&self) -> Vec<(String, Vec<(String, u32)>)> {
