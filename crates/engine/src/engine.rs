@@ -274,6 +274,13 @@ impl Engine {
         self
     }
 
+    /// This engine sharing `cache` with other engines of the process on
+    /// the same store (each tells it of its writes), as tests run two.
+    pub fn with_shared_profile_cache(mut self, cache: Arc<crate::cache::ProfileCache>) -> Engine {
+        self.profile_cache = Some(cache);
+        self
+    }
+
     /// The profile cache's figures, when there is one.
     pub fn profile_cache_stats(&self) -> Option<crate::cache::CacheStats> {
         self.profile_cache.as_ref().map(|c| c.stats())

@@ -75,8 +75,16 @@ impl Reference {
     }
 }
 
-fn run(store: Arc<dyn Store>, clock: FakeClock, ops: &[Op]) -> Result<(), TestCaseError> {
-    let engine = Engine::with_clock(store, clock.engine_clock()).unwrap();
+/// With `cached`, through a profile cache, every token read twice.
+fn run(
+    store: Arc<dyn Store>,
+    clock: FakeClock,
+    ops: &[Op],
+    cached: bool,
+) -> Result<(), TestCaseError> {
+    let engine = Engine::with_clock(store, clock.engine_clock())
+        .unwrap()
+        .with_profile_cache(if cached { 1 << 20 } else { 0 });
     engine
         .configure_app(
             APP,
@@ -125,7 +133,14 @@ fn run(store: Arc<dyn Store>, clock: FakeClock, ops: &[Op]) -> Result<(), TestCa
             .iter()
             .map(|t| (t.as_str(), reference.profile(t, now)))
             .collect();
-        prop_assert_eq!(got, want, "after step {} ({:?})", step, op);
+        prop_assert_eq!(&got, &want, "after step {} ({:?})", step, op);
+        if cached {
+            let again: BTreeMap<&str, Option<Profile>> = tokens
+                .iter()
+                .map(|t| (t.as_str(), engine.profile(APP, t).unwrap()))
+                .collect();
+            prop_assert_eq!(again, want, "read again after step {} ({:?})", step, op);
+        }
     }
     Ok(())
 }
@@ -140,7 +155,17 @@ proptest! {
     ) {
         let start = 1_700_000_000_000 - 1_700_000_000_000 % DAY + hour * 3_600_000;
         let clock = FakeClock::new(start);
-        run(clock.memory_store(), clock, &ops)?;
+        run(clock.memory_store(), clock, &ops, false)?;
+    }
+
+    #[test]
+    fn memory_store_cached_joined_profiles_equal_the_reference(
+        ops in proptest::collection::vec(op(), 1..30),
+        hour in 0i64..24,
+    ) {
+        let start = 1_700_000_000_000 - 1_700_000_000_000 % DAY + hour * 3_600_000;
+        let clock = FakeClock::new(start);
+        run(clock.memory_store(), clock, &ops, true)?;
     }
 }
 
@@ -155,6 +180,6 @@ proptest! {
     ) {
         let now = real_now();
         let clock = FakeClock::new(now - now % DAY + hour * 3_600_000);
-        run(affinity_bigtable::emulator::test_store(), clock, &ops)?;
+        run(affinity_bigtable::emulator::test_store(), clock, &ops, false)?;
     }
 }

@@ -16,6 +16,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use affinity_engine::cache::ProfileCache;
 use affinity_engine::hot::{list_cutoff_millis, HotPolicy};
 use affinity_engine::{
     AppConfig, Engine, Event, MaintainOptions, Progress, RebuildOptions, Schema,
@@ -116,7 +117,11 @@ impl World {
         let now = self.clock.now();
         let expected = reference_profiles(APP, &self.kept, now, i64::from(RETENTION_DAYS) * DAY);
         let got = streaming_profiles(&self.engine, APP, &users());
-        prop_assert_eq!(got, expected, "after step {} ({:?})", step, op);
+        prop_assert_eq!(&got, &expected, "after step {} ({:?})", step, op);
+        if self.engine.profile_cache_stats().is_some() {
+            let again = streaming_profiles(&self.engine, APP, &users());
+            prop_assert_eq!(again, expected, "read again after step {} ({:?})", step, op);
+        }
         Ok(())
     }
 }
@@ -133,13 +138,26 @@ fn busy() -> HotPolicy {
     }
 }
 
-fn run(store: Arc<dyn Store>, clock: FakeClock, ops: &[Op]) -> Result<(), TestCaseError> {
-    let engine = Engine::with_clock(store.clone(), clock.engine_clock())
+/// With `cached`, both engines share a profile cache (two engines of one
+/// process), and every check reads each profile twice (the second from
+/// the cache when nothing changed).
+fn run(
+    store: Arc<dyn Store>,
+    clock: FakeClock,
+    ops: &[Op],
+    cached: bool,
+) -> Result<(), TestCaseError> {
+    let mut engine = Engine::with_clock(store.clone(), clock.engine_clock())
         .unwrap()
         .with_hot_policy(busy());
-    let other = Engine::with_clock(store, clock.engine_clock())
+    let mut other = Engine::with_clock(store, clock.engine_clock())
         .unwrap()
         .with_hot_policy(busy());
+    if cached {
+        let cache = Arc::new(ProfileCache::new(1 << 20));
+        engine = engine.with_shared_profile_cache(Arc::clone(&cache));
+        other = other.with_shared_profile_cache(cache);
+    }
     engine
         .configure_app(
             APP,
@@ -312,7 +330,14 @@ proptest! {
     fn memory_store_reads_equal_the_reference(ops in ops(), hour in 0i64..24) {
         let start = 1_700_000_000_000 - 1_700_000_000_000 % DAY + hour * 3_600_000;
         let clock = FakeClock::new(start);
-        run(clock.memory_store(), clock, &ops)?;
+        run(clock.memory_store(), clock, &ops, false)?;
+    }
+
+    #[test]
+    fn memory_store_cached_reads_equal_the_reference(ops in ops(), hour in 0i64..24) {
+        let start = 1_700_000_000_000 - 1_700_000_000_000 % DAY + hour * 3_600_000;
+        let clock = FakeClock::new(start);
+        run(clock.memory_store(), clock, &ops, true)?;
     }
 }
 
@@ -324,7 +349,15 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(affinity_embedded::EmbeddedStore::open(dir.path()).unwrap());
         let now = real_now();
-        run(store, FakeClock::new(now - now % DAY + hour * 3_600_000), &ops)?;
+        run(store, FakeClock::new(now - now % DAY + hour * 3_600_000), &ops, false)?;
+    }
+
+    #[test]
+    fn embedded_store_cached_reads_equal_the_reference(ops in ops(), hour in 0i64..24) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(affinity_embedded::EmbeddedStore::open(dir.path()).unwrap());
+        let now = real_now();
+        run(store, FakeClock::new(now - now % DAY + hour * 3_600_000), &ops, true)?;
     }
 
     #[ignore = "needs the Cloud Bigtable emulator (scripts/test runs it)"]
@@ -332,7 +365,7 @@ proptest! {
     fn emulator_reads_equal_the_reference(ops in ops(), hour in 0i64..24) {
         let store = affinity_bigtable::emulator::test_store();
         let now = real_now();
-        run(store, FakeClock::new(now - now % DAY + hour * 3_600_000), &ops)?;
+        run(store, FakeClock::new(now - now % DAY + hour * 3_600_000), &ops, false)?;
     }
 }
 
