@@ -32,7 +32,8 @@
 //! Everything else a profile depends on is in the entry's key: the
 //! strategy's weights (a fingerprint), the retention window's first day
 //! and the newest day (so entries age out at midnight and when retention
-//! changes). Only the embedded and memory stores use it: another process
+//! changes), and the application handle read through (a read through the
+//! handle of settings since replaced never answers for the new one). Only the embedded and memory stores use it: another process
 //! writing to Cloud Bigtable would not tick this clock.
 
 use std::hash::{Hash, Hasher};
@@ -67,6 +68,8 @@ pub(crate) type Scores = Option<(i64, SortedScores)>;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pub app: String,
+    /// The application handle read through (`App::handle`).
+    pub handle: u64,
     pub user: String,
     /// [`fingerprint`] of the strategy's weights.
     pub strategy: u64,
@@ -407,6 +410,7 @@ mod tests {
     fn key(user: &str) -> Key {
         Key {
             app: "shop".into(),
+            handle: 1,
             user: user.into(),
             strategy: 7,
             window: 100,
@@ -464,6 +468,9 @@ mod tests {
         let mut other_strategy = key("u");
         other_strategy.strategy += 1;
         assert_eq!(cache.get(&other_strategy), None, "another strategy");
+        let mut other_handle = key("u");
+        other_handle.handle += 1;
+        assert_eq!(cache.get(&other_handle), None, "another handle");
         cache.wrote_all();
         assert_eq!(cache.get(&key("u")), None);
     }

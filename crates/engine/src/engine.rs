@@ -116,6 +116,11 @@ pub struct App {
     pub(crate) also_write: bool,
     /// Hot lists read, and adds counted to list users (see `hot.rs`).
     pub(crate) hot: Arc<crate::hot::HotLists>,
+    /// This handle's number among the process's handles: the profile
+    /// cache keys answers by it, so a read through a handle of settings
+    /// since replaced (a migration's earlier step) never answers a read
+    /// through the new one.
+    pub(crate) handle: u64,
 }
 
 impl App {
@@ -510,6 +515,10 @@ impl Engine {
                 .salt_move
                 .is_some_and(|m| m.phase != SaltPhase::Clean),
             hot: Arc::default(),
+            handle: {
+                static HANDLES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                HANDLES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            },
         })
     }
 

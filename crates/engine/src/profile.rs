@@ -195,6 +195,7 @@ impl Engine {
         };
         let key = crate::cache::Key {
             app: app.to_string(),
+            handle: handle.handle,
             user: user.to_string(),
             strategy: crate::cache::fingerprint(strategy),
             window: handle.config.window_start_day(now),
