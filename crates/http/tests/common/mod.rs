@@ -59,6 +59,21 @@ impl Server {
         Server::maintaining(store, None).await
     }
 
+    /// A server on a fresh embedded store whose engine keeps profile
+    /// answers between reads (`affinity serve --profile-cache-mib`).
+    pub async fn cached() -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let store = affinity_embedded::EmbeddedStore::open(dir.path()).unwrap();
+        let engine = Engine::open(Arc::new(store))
+            .unwrap()
+            .with_profile_cache(1 << 20);
+        let engine = Arc::new(engine);
+        let state = State::new(Arc::clone(&engine), keys());
+        let mut server = Server::serve(engine, state).await;
+        server._dir = Some(dir);
+        server
+    }
+
     /// A server on a fresh embedded store, with `keys` instead of [`keys`].
     pub async fn with_keys(keys: Keys) -> Server {
         let dir = tempfile::tempdir().unwrap();
