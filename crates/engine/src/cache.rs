@@ -199,31 +199,28 @@ impl ProfileCache {
                 .all(|s| self.stripes[*s as usize].load(Ordering::SeqCst) <= since)
     }
 
-    /// The cached answer for `key`, if one is still exact.
+    /// The cached answer for `key`, if one is still exact (a stale one
+    /// is dropped).
     pub(crate) fn get(&self, key: &Key) -> Option<Scores> {
         let hash = Self::hash(key);
         let mut shard = self.shard(hash).lock().unwrap_or_else(|p| p.into_inner());
-        let found = match shard.entries.get(&hash) {
-            Some(e) if e.key == *key => Some(self.unchanged(e.since, &e.stripes)),
-            _ => None,
-        };
-        match found {
-            Some(true) => {
-                self.hits.fetch_add(1, Ordering::Relaxed);
-                shard.entries.get(&hash).map(|e| e.scores.clone())
-            }
-            Some(false) => {
-                if let Some(e) = shard.entries.remove(&hash) {
-                    shard.bytes -= e.bytes;
+        let stale = match shard.entries.get(&hash) {
+            Some(e) if e.key == *key => {
+                if self.unchanged(e.since, &e.stripes) {
+                    self.hits.fetch_add(1, Ordering::Relaxed);
+                    return Some(e.scores.clone());
                 }
-                self.misses.fetch_add(1, Ordering::Relaxed);
-                None
+                true
             }
-            None => {
-                self.misses.fetch_add(1, Ordering::Relaxed);
-                None
+            _ => false,
+        };
+        if stale {
+            if let Some(e) = shard.entries.remove(&hash) {
+                shard.bytes -= e.bytes;
             }
         }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        None
     }
 
     /// Keep the answer of a read that began at `since` (see
