@@ -94,6 +94,9 @@ fn parse_offset(text: &str, off: &str) -> Result<i64> {
         }
     };
     let rest = &off[1..];
+    if !rest.is_ascii() {
+        return Err(bad(text, "has a bad offset (use Z, +HH:MM, +HHMM or +HH)"));
+    }
     let (h, m) = match rest.len() {
         2 => (two_digits(text, rest)?, 0),
         4 => (two_digits(text, &rest[..2])?, two_digits(text, &rest[2..])?),
@@ -146,5 +149,20 @@ mod tests {
         assert_eq!(parse_time("2014-07-01T13:45:43-02").unwrap(), utc);
         assert_eq!(parse_time("2014-07-01T15:45:43.999Z").unwrap(), utc + 999);
         assert_eq!(parse_time("2014-07-01T15:45:43.1Z").unwrap(), utc + 100);
+    }
+
+    #[test]
+    fn non_ascii_offsets_are_errors_not_panics() {
+        // Each puts a multi-byte character across a slice of the offset.
+        for text in [
+            "2014-07-01T15:45:43+1\u{e9}1",
+            "2014-07-01T15:45:43+\u{e9}12",
+            "2014-07-01T15:45:43+1\u{e9}:1",
+            "2014-07-01T15:45:43-12:\u{e9}",
+            "2014-07-01T15:45:43+\u{1f600}",
+        ] {
+            let err = parse_time(text).unwrap_err().to_string();
+            assert!(err.contains("bad offset"), "{text}: {err}");
+        }
     }
 }
