@@ -4,9 +4,12 @@
 //!
 //! Users are found in `profiles.<app>` itself: its key range is split at
 //! the table's `sample_row_keys`, each cut moved back to the start of its
-//! user, and each range walked user by user (one small read finds the next
-//! user, then only that user's rollup and the rows its fold needs are
-//! read). Ranges go to parallel threads; with `shard = (i, n)` a process
+//! user, and each range walked user by user: one read finds the next
+//! user and its first row, which is its rollup's watermark, late markers
+//! and deletion state (or, without a rollup, its first day row), enough
+//! to tell a user with nothing to fold, as almost every user is at almost
+//! every run; the fold of any other user reads its rollup and the rows it
+//! needs. Ranges go to parallel threads; with `shard = (i, n)` a process
 //! takes ranges `i, i + n, ...`, so `n` processes (an indexed job) cover
 //! the application once. A fold commits per user, so a maintenance cut
 //! short and run again only redoes users it had not reached.
@@ -19,7 +22,7 @@ use affinity_model::{prefix_successor, Bytes, ReadRowsRequest, RowFilter, RowRan
 use crate::batch::{run_ranges, visit_rows, Progress};
 use crate::engine::{App, Engine};
 use crate::error::{Error, Result};
-use crate::rollup::FoldOutcome;
+use crate::rollup::{closed_through, read_rollup_head, rollup_key, row_day, FoldOutcome, Rollup};
 
 /// How to run a maintenance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +100,15 @@ pub(crate) fn next_user(
     range: &RowRange,
     cursor: &std::ops::Bound<Bytes>,
 ) -> Result<Option<String>> {
+    Ok(next_user_row(app, range, cursor)?.map(|(user, _)| user))
+}
+
+/// [`next_user`] and the key of its first row.
+fn next_user_row(
+    app: &App,
+    range: &RowRange,
+    cursor: &std::ops::Bound<Bytes>,
+) -> Result<Option<(String, Vec<u8>)>> {
     let request = ReadRowsRequest::new(RowSet::from_range(RowRange {
         start: cursor.clone(),
         end: range.end.clone(),
@@ -111,12 +123,54 @@ pub(crate) fn next_user(
         found = user_of(row.key)
             .map(|u| {
                 String::from_utf8(u.to_vec())
+                    .map(|u| (u, row.key.to_vec()))
                     .map_err(|_| Error::corrupt("profile row key", format!("{:?}", row.key)))
             })
             .transpose()?;
         Ok(())
     })?;
     Ok(found)
+}
+
+/// The first row of a user, as maintenance reads it.
+struct UserHead {
+    user: String,
+    key: Vec<u8>,
+    /// The rollup's watermark, markers and deletion state
+    /// ([`read_rollup_head`]) when the row is the user's rollup.
+    rollup: Option<Rollup>,
+}
+
+impl UserHead {
+    /// Whether a fold of this user at arrival day `h_new`, window start
+    /// `window`, may have work: the rollup is not [`Rollup::up_to_date`],
+    /// or, without one, the user's first day row (rows sort by day) is of
+    /// a closed day. Unsure (a key it cannot read) is yes: the fold looks.
+    fn fold_due(&self, h_new: i64, window: i64) -> bool {
+        match &self.rollup {
+            Some(rollup) => !rollup.up_to_date(h_new, window),
+            None => row_day(&self.key, &self.user).map_or(true, |day| day <= h_new),
+        }
+    }
+}
+
+/// [`next_user`] with what its first row says about its fold: a user
+/// with nothing to fold costs this read and, with a rollup, a read of its
+/// watermark, markers and deletion state, instead of the fold's reads.
+fn next_user_head(
+    app: &App,
+    range: &RowRange,
+    cursor: &std::ops::Bound<Bytes>,
+) -> Result<Option<UserHead>> {
+    let Some((user, key)) = next_user_row(app, range, cursor)? else {
+        return Ok(None);
+    };
+    let rollup = if key == rollup_key(&user).as_bytes() {
+        Some(read_rollup_head(app, &user)?)
+    } else {
+        None
+    };
+    Ok(Some(UserHead { user, key, rollup }))
 }
 
 impl Engine {
@@ -185,11 +239,19 @@ impl Engine {
     ) -> Result<MaintainReport> {
         let mut local = MaintainReport::default();
         let mut cursor = range.start.clone();
-        while let Some(user) = next_user(app, range, &cursor)? {
+        while let Some(head) = next_user_head(app, range, &cursor)? {
             if progress.stopping() {
                 return Err(Error::Stopped);
             }
-            match self.fold_user(app, &user)? {
+            let user = head.user.as_str();
+            let now = self.now_millis();
+            let due = head.fold_due(closed_through(now), app.config.window_start_day(now));
+            let outcome = if due {
+                self.fold_user(app, user)?
+            } else {
+                FoldOutcome::UpToDate
+            };
+            match outcome {
                 FoldOutcome::UpToDate => {}
                 FoldOutcome::Folded { rows_read } => {
                     local.folded += 1;

@@ -221,6 +221,18 @@ impl Rollup {
         Ok(out)
     }
 
+    /// Whether a fold through arrival day `h_new` with the window starting
+    /// on day `window` has nothing to do: the rollup is folded through
+    /// `h_new` from `window` on, and no late marker of a day up to `h_new`
+    /// waits (a deletion running aside).
+    pub(crate) fn up_to_date(&self, h_new: i64, window: i64) -> bool {
+        let stale_marks = self.marks.iter().any(|(_, a)| *a <= h_new);
+        !stale_marks
+            && self
+                .watermark
+                .is_some_and(|w| w.h >= h_new && w.lo >= window)
+    }
+
     /// The identity this (anonymous) token belongs to at window start
     /// `window_micros`: the first link within the window wins (ties: the
     /// smaller identity).
@@ -264,6 +276,25 @@ impl Rollup {
 pub(crate) fn read_rollup(app: &App, user: &str) -> Result<Rollup> {
     let key = rollup_key(user);
     let request = ReadRowsRequest::new(RowSet::from_keys([key.into_bytes()]));
+    let mut out = Rollup::default();
+    visit_rows(app.profiles.as_ref(), &request, |row| {
+        out = Rollup::decode(&row)?;
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// What [`Rollup::up_to_date`] needs of a user's rollup row: its
+/// watermark, late markers and deletion state, not its counters.
+pub(crate) fn read_rollup_head(app: &App, user: &str) -> Result<Rollup> {
+    let key = rollup_key(user);
+    let request = ReadRowsRequest::new(RowSet::from_keys([key.into_bytes()])).with_filter(
+        RowFilter::Interleave(vec![
+            RowFilter::exact_family(WATERMARK_FAMILY),
+            RowFilter::exact_family(MARKS_FAMILY),
+            RowFilter::exact_family(TOMBSTONE_FAMILY),
+        ]),
+    );
     let mut out = Rollup::default();
     visit_rows(app.profiles.as_ref(), &request, |row| {
         out = Rollup::decode(&row)?;
@@ -400,11 +431,8 @@ impl Engine {
             return Ok(None);
         }
         let current = rollup.watermark;
-        let stale_marks = rollup.marks.iter().any(|(_, a)| *a <= h_new);
-        if let Some(w) = current {
-            if w.h >= h_new && w.lo >= window && !stale_marks {
-                return Ok(None);
-            }
+        if rollup.up_to_date(h_new, window) {
+            return Ok(None);
         }
         // Without a usable rollup, fold every day of the window from
         // scratch (its rows are all still there).

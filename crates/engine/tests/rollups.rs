@@ -233,6 +233,13 @@ fn run(
                     .maintain(APP, MaintainOptions::default(), &Progress::default())
                     .unwrap();
                 prop_assert_eq!(report.conflicts, 0);
+                // Maintenance skips users it judges up to date from their
+                // first row: none of them had anything to fold.
+                let app = world.engine.app(APP).unwrap();
+                for u in 0..4u8 {
+                    let plan = world.engine.prepare_fold(&app, &user(u)).unwrap();
+                    prop_assert!(plan.is_none(), "{} left to fold: {:?}", user(u), plan);
+                }
             }
             Op::FoldSome(mask) => {
                 let app = world.engine.app(APP).unwrap();
