@@ -79,6 +79,13 @@ impl EmbeddedTable {
     /// Write `batch` while the stripes are held, note the write on them,
     /// release them, then make the write durable.
     fn commit(&self, batch: WriteBatch, held: Held<'_>) -> Result<()> {
+        self.commit_as(batch, held, true)
+    }
+
+    /// [`EmbeddedTable::commit`], without the log's sync when `durable`
+    /// is false (it is written to the log, so it survives the process,
+    /// and the next synced write syncs it too).
+    fn commit_as(&self, batch: WriteBatch, held: Held<'_>, durable: bool) -> Result<()> {
         let inner = &*self.inner;
         let written = if batch.is_empty() {
             Ok(())
@@ -96,10 +103,42 @@ impl EmbeddedTable {
         }
         drop(held);
         written?;
-        if inner.options.sync_writes {
+        if durable && inner.options.sync_writes {
             inner.db.flush_wal(true).map_err(storage)?;
         }
         Ok(())
+    }
+
+    /// `check_and_mutate_row`, synced when `durable`.
+    fn check_and_mutate(
+        &self,
+        row_key: &[u8],
+        predicate: Option<&RowFilter>,
+        true_mutations: &[Mutation],
+        false_mutations: &[Mutation],
+        durable: bool,
+    ) -> Result<bool> {
+        // Same order of checks as the reference model.
+        let meta = self.meta()?;
+        check_check_and_mutate(&self.name, row_key, true_mutations, false_mutations, &|f| {
+            meta.family_type(f)
+        })?;
+        let predicate = predicate.map(CompiledFilter::compile).transpose()?;
+        let key = Bytes::copy_from_slice(row_key);
+        let (held, mut pending) = self.begin(&meta, &[&key])?;
+        let now = pending.now_micros();
+        let cells = pending.cells(&key).map_err(|e| in_table(&self.name, e))?;
+        let matched = predicate_matches(predicate.as_ref(), &key, cells);
+        let mutations = if matched {
+            true_mutations
+        } else {
+            false_mutations
+        };
+        if !mutations.is_empty() {
+            apply_mutations(cells, mutations, now);
+            self.commit_as(pending.into_batch()?, held, durable)?;
+        }
+        Ok(matched)
     }
 
     /// Apply validated entries, in order, in one batch. A row whose
@@ -339,27 +378,17 @@ impl Table for EmbeddedTable {
         true_mutations: &[Mutation],
         false_mutations: &[Mutation],
     ) -> Result<bool> {
-        // Same order of checks as the reference model.
-        let meta = self.meta()?;
-        check_check_and_mutate(&self.name, row_key, true_mutations, false_mutations, &|f| {
-            meta.family_type(f)
-        })?;
-        let predicate = predicate.map(CompiledFilter::compile).transpose()?;
-        let key = Bytes::copy_from_slice(row_key);
-        let (held, mut pending) = self.begin(&meta, &[&key])?;
-        let now = pending.now_micros();
-        let cells = pending.cells(&key).map_err(|e| in_table(&self.name, e))?;
-        let matched = predicate_matches(predicate.as_ref(), &key, cells);
-        let mutations = if matched {
-            true_mutations
-        } else {
-            false_mutations
-        };
-        if !mutations.is_empty() {
-            apply_mutations(cells, mutations, now);
-            self.commit(pending.into_batch()?, held)?;
-        }
-        Ok(matched)
+        self.check_and_mutate(row_key, predicate, true_mutations, false_mutations, true)
+    }
+
+    fn check_and_mutate_row_unsynced(
+        &self,
+        row_key: &[u8],
+        predicate: Option<&RowFilter>,
+        true_mutations: &[Mutation],
+        false_mutations: &[Mutation],
+    ) -> Result<bool> {
+        self.check_and_mutate(row_key, predicate, true_mutations, false_mutations, false)
     }
 
     fn read_modify_write_row(&self, row_key: &[u8], rules: &[ReadModifyWriteRule]) -> Result<Row> {

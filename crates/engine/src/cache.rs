@@ -363,6 +363,23 @@ impl Table for Watched {
         out
     }
 
+    fn check_and_mutate_row_unsynced(
+        &self,
+        row_key: &[u8],
+        predicate: Option<&RowFilter>,
+        true_mutations: &[Mutation],
+        false_mutations: &[Mutation],
+    ) -> StoreResult<bool> {
+        let out = self.inner.check_and_mutate_row_unsynced(
+            row_key,
+            predicate,
+            true_mutations,
+            false_mutations,
+        );
+        self.wrote(std::iter::once(row_key));
+        out
+    }
+
     fn read_modify_write_row(
         &self,
         row_key: &[u8],

@@ -669,9 +669,14 @@ impl Engine {
                 time_range: TimestampRange::new(0, (plan.new.h + 1) * DAY_MICROS),
             });
         }
-        let matched =
-            app.profiles
-                .check_and_mutate_row(key.as_bytes(), Some(&predicate), &[], &write)?;
+        // Unsynced: a fold lost in a crash is a fold not yet made, which
+        // reads allow and the next maintenance makes.
+        let matched = app.profiles.check_and_mutate_row_unsynced(
+            key.as_bytes(),
+            Some(&predicate),
+            &[],
+            &write,
+        )?;
         Ok(!matched)
     }
 

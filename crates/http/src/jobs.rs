@@ -40,10 +40,16 @@ pub struct Jobs {
     closing: AtomicBool,
 }
 
+/// Threads of a job this server works on: half its cores (at least one),
+/// so a maintenance leaves the requests the other half.
+fn job_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+}
+
 impl Default for Jobs {
     fn default() -> Jobs {
         Jobs {
-            worker: WorkOptions::this_process(2),
+            worker: WorkOptions::this_process(job_threads()),
             list: Mutex::default(),
             closing: AtomicBool::new(false),
         }

@@ -179,6 +179,21 @@ impl Table for CountingTable {
             .check_and_mutate_row(row_key, predicate, true_mutations, false_mutations)
     }
 
+    fn check_and_mutate_row_unsynced(
+        &self,
+        row_key: &[u8],
+        predicate: Option<&RowFilter>,
+        true_mutations: &[Mutation],
+        false_mutations: &[Mutation],
+    ) -> Result<bool> {
+        self.inner.check_and_mutate_row_unsynced(
+            row_key,
+            predicate,
+            true_mutations,
+            false_mutations,
+        )
+    }
+
     fn read_modify_write_row(&self, row_key: &[u8], rules: &[ReadModifyWriteRule]) -> Result<Row> {
         self.inner.read_modify_write_row(row_key, rules)
     }

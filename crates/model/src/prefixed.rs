@@ -253,6 +253,23 @@ impl Table for PrefixedTable {
             .check_and_mutate_row(&key, predicate.as_ref(), true_mutations, false_mutations)
     }
 
+    fn check_and_mutate_row_unsynced(
+        &self,
+        row_key: &[u8],
+        predicate: Option<&RowFilter>,
+        true_mutations: &[Mutation],
+        false_mutations: &[Mutation],
+    ) -> Result<bool> {
+        let key = self.key(row_key)?;
+        let predicate = self.filter_opt(predicate)?;
+        self.inner.check_and_mutate_row_unsynced(
+            &key,
+            predicate.as_ref(),
+            true_mutations,
+            false_mutations,
+        )
+    }
+
     fn read_modify_write_row(&self, row_key: &[u8], rules: &[ReadModifyWriteRule]) -> Result<Row> {
         let row = self
             .inner

@@ -66,6 +66,25 @@ pub trait Table: Send + Sync {
         false_mutations: &[Mutation],
     ) -> Result<bool>;
 
+    /// [`Table::check_and_mutate_row`] for a write whose loss in a crash
+    /// is the same as its never having run: derived data that whatever
+    /// wrote it redoes when it finds it missing, such as a rollup's fold.
+    /// A store may acknowledge it before it is durable (an Affinity
+    /// extension): the embedded store writes it without syncing its log,
+    /// and since one log holds every table's writes in order, the next
+    /// durable write makes it durable too; a crash loses at most such
+    /// writes made after the last durable one. Other stores: as
+    /// `check_and_mutate_row`.
+    fn check_and_mutate_row_unsynced(
+        &self,
+        row_key: &[u8],
+        predicate: Option<&RowFilter>,
+        true_mutations: &[Mutation],
+        false_mutations: &[Mutation],
+    ) -> Result<bool> {
+        self.check_and_mutate_row(row_key, predicate, true_mutations, false_mutations)
+    }
+
     /// Atomically apply append/increment rules to the latest cells of their
     /// columns; returns the new cells written (one per rule's column).
     fn read_modify_write_row(&self, row_key: &[u8], rules: &[ReadModifyWriteRule]) -> Result<Row>;

@@ -3,7 +3,8 @@
 //!
 //! The last closed arrival day `L` (yesterday, once today's first hour is
 //! past) gets `--events` events over `--users` users, four filters each,
-//! ingested on `L`'s clock (see [`crate::days`]) with unsynced writes;
+//! ingested on `L`'s clock (see [`crate::days`]) with synced writes, as
+//! `affinity serve` makes them (`--no-sync`: unsynced);
 //! with `--days N`, the N days before it are loaded first and folded by a
 //! maintenance on the clock of `L`, so the timed one adds a day to
 //! existing rollups. The store is settled, then `Engine::maintain` runs
@@ -90,7 +91,8 @@ pub fn run(engine: &Engine, store: &EmbeddedStore, args: &EngineBenchArgs) -> an
     let settled = t.elapsed().as_secs_f64();
     let with_events = users_on(day, events, users);
     println!(
-        "loaded {stored} events of {with_events} users on day {day} (their arrival day, unsynced, {clients} threads) in {loaded:.1} s = {:.0} events/s; store settled in {settled:.1} s",
+        "loaded {stored} events of {with_events} users on day {day} (their arrival day, {}, {clients} threads) in {loaded:.1} s = {:.0} events/s; store settled in {settled:.1} s",
+        if args.no_sync { "unsynced" } else { "synced" },
         stored as f64 / loaded
     );
 

@@ -100,8 +100,8 @@ pub struct EngineBenchArgs {
     /// 1000; maintain: threads loading the events.
     #[arg(long, default_value_t = 4)]
     clients: usize,
-    /// ingest: do not sync the log before a batch returns (not durable;
-    /// to see what syncing costs).
+    /// ingest, maintain: do not sync the log before a write returns (not
+    /// durable; to see what syncing costs).
     #[arg(long)]
     no_sync: bool,
     /// ingest: the share of users who log in (0..=1): half of such a
@@ -165,7 +165,9 @@ pub fn run(args: EngineBenchArgs, data: Option<&Path>) -> anyhow::Result<()> {
     );
     let (dir, _tmp) = crate::data_dir(data)?;
     let mut options = EmbeddedOptions::default();
-    options.sync_writes = args.mode == Mode::Ingest && !args.no_sync;
+    // Writes synced as `affinity serve` makes them (a fold's commit is
+    // unsynced by its own choice, see `rollup.rs`).
+    options.sync_writes = matches!(args.mode, Mode::Ingest | Mode::Maintain) && !args.no_sync;
     let store = Arc::new(
         EmbeddedStore::open_with(&dir, options)
             .with_context(|| format!("opening the embedded store in {}", dir.display()))?,

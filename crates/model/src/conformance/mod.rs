@@ -315,6 +315,7 @@ macro_rules! conformance_suite {
             check_and_mutate_false_branch,
             check_and_mutate_without_predicate,
             check_and_mutate_invalid_request_changes_nothing,
+            check_and_mutate_unsynced_is_check_and_mutate,
             read_modify_write_append,
             read_modify_write_increment,
             read_modify_write_missing_cell,

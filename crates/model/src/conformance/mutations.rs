@@ -237,6 +237,44 @@ pub fn check_and_mutate_invalid_request_changes_nothing(ctx: &Ctx) {
     assert_eq!(read_all(&t), before);
 }
 
+/// `check_and_mutate_row_unsynced` answers and writes as
+/// `check_and_mutate_row` does (only its durability may differ), and
+/// refuses the same bad requests.
+pub fn check_and_mutate_unsynced_is_check_and_mutate(ctx: &Ctx) {
+    let (synced, unsynced) = (fixture(ctx), fixture(ctx));
+    let pred = RowFilter::ColumnQualifierRegex(Bytes::from_static(b"y"));
+    let bad_regex = RowFilter::ValueRegex(Bytes::from_static(b"("));
+    let cases: [(&str, Option<&RowFilter>); 5] = [
+        ("r1", Some(&pred)),
+        ("r2", Some(&pred)),
+        ("r3", None),
+        ("new", None),
+        ("r1", Some(&bad_regex)),
+    ];
+    for (key, predicate) in cases {
+        let run = |t: &super::TestTable, unsynced: bool| {
+            let (yes, no) = ([set("a", "t", 9, "T")], [set("a", "f", 9, "F")]);
+            if unsynced {
+                t.check_and_mutate_row_unsynced(key.as_bytes(), predicate, &yes, &no)
+            } else {
+                t.check_and_mutate_row(key.as_bytes(), predicate, &yes, &no)
+            }
+        };
+        let (a, b) = (run(&synced, false), run(&unsynced, true));
+        assert_eq!(
+            format!("{a:?}"),
+            format!("{b:?}"),
+            "check_and_mutate_row_unsynced on {key}"
+        );
+    }
+    expect_err(
+        unsynced.check_and_mutate_row_unsynced(b"r1", None, &[], &[]),
+        "check_and_mutate_row_unsynced without mutations",
+        |e| matches!(e, Error::NoMutations),
+    );
+    assert_eq!(read_all(&unsynced), read_all(&synced));
+}
+
 pub fn read_modify_write_append(ctx: &Ctx) {
     let t = ab(ctx);
     write(
