@@ -5,11 +5,11 @@
 //! Users are found in `profiles.<app>` itself: its key range is split at
 //! the table's `sample_row_keys`, each cut moved back to the start of its
 //! user, and each range walked user by user: one read finds the next
-//! user and its first row, which is its rollup's watermark, late markers
-//! and deletion state (or, without a rollup, its first day row), enough
-//! to tell a user with nothing to fold, as almost every user is at almost
-//! every run; the fold of any other user reads its rollup and the rows it
-//! needs. Ranges go to parallel threads; with `shard = (i, n)` a process
+//! user and the key of its first row; when that row is the rollup, a
+//! second reads its watermark, late markers and deletion state (not its
+//! counters). That tells a user with nothing to fold, as almost every
+//! user is at almost every run; the fold of any other user reads its
+//! rollup and the rows it needs. Ranges go to parallel threads; with `shard = (i, n)` a process
 //! takes ranges `i, i + n, ...`, so `n` processes (an indexed job) cover
 //! the application once. A fold commits per user, so a maintenance cut
 //! short and run again only redoes users it had not reached.
