@@ -190,16 +190,17 @@ impl Engine {
     ) -> Result<Option<(i64, SortedScores)>> {
         let handle = self.app(app)?;
         let now = self.now_millis();
+        let (window, newest) = (handle.config.window_start_day(now), newest_day(now));
         let Some(cache) = &self.profile_cache else {
-            return self.compute_scores(&handle, user, strategy, now, None);
+            return self.compute_scores(&handle, user, strategy, window, newest, None);
         };
         let key = crate::cache::Key {
             app: app.to_string(),
             handle: handle.handle,
             user: user.to_string(),
             strategy: crate::cache::fingerprint(strategy),
-            window: handle.config.window_start_day(now),
-            newest: newest_day(now),
+            window,
+            newest,
         };
         if let Some(scores) = cache.get(&key) {
             return Ok(scores);
@@ -207,25 +208,26 @@ impl Engine {
         // Before anything is read (see `cache.rs`).
         let since = cache.now();
         let mut read = Vec::new();
-        let scores = self.compute_scores(&handle, user, strategy, now, Some(&mut read))?;
+        let scores =
+            self.compute_scores(&handle, user, strategy, window, newest, Some(&mut read))?;
         let users: Vec<&str> = read.iter().map(String::as_str).collect();
         cache.put(key, since, &users, &scores);
         Ok(scores)
     }
 
-    /// [`Engine::scores_with`] from the store, at `now`; `read` (when
-    /// given) receives every user whose rows it read.
+    /// [`Engine::scores_with`] from the store, for the window starting on
+    /// day `window` through day `newest`; `read` (when given) receives
+    /// every user whose rows it read.
     fn compute_scores(
         &self,
         app: &App,
         user: &str,
         strategy: &Strategy,
-        now: i64,
+        window: i64,
+        newest: i64,
         read: Option<&mut Vec<String>>,
     ) -> Result<Option<(i64, SortedScores)>> {
         let weights = strategy.weights();
-        let window = app.config.window_start_day(now);
-        let newest = newest_day(now);
         // Read first: the accumulator borrows the rollups' values.
         let members = self.identity(app, user, window)?;
         if let Some(read) = read {

@@ -274,27 +274,26 @@ impl Rollup {
 
 /// Read a user's rollup row (`Rollup::default()` when there is none).
 pub(crate) fn read_rollup(app: &App, user: &str) -> Result<Rollup> {
-    let key = rollup_key(user);
-    let request = ReadRowsRequest::new(RowSet::from_keys([key.into_bytes()]));
-    let mut out = Rollup::default();
-    visit_rows(app.profiles.as_ref(), &request, |row| {
-        out = Rollup::decode(&row)?;
-        Ok(())
-    })?;
-    Ok(out)
+    read_rollup_cells(app, user, None)
 }
 
 /// What [`Rollup::up_to_date`] needs of a user's rollup row: its
 /// watermark, late markers and deletion state, not its counters.
 pub(crate) fn read_rollup_head(app: &App, user: &str) -> Result<Rollup> {
-    let key = rollup_key(user);
-    let request = ReadRowsRequest::new(RowSet::from_keys([key.into_bytes()])).with_filter(
-        RowFilter::Interleave(vec![
-            RowFilter::exact_family(WATERMARK_FAMILY),
-            RowFilter::exact_family(MARKS_FAMILY),
-            RowFilter::exact_family(TOMBSTONE_FAMILY),
-        ]),
-    );
+    let head = RowFilter::Interleave(vec![
+        RowFilter::exact_family(WATERMARK_FAMILY),
+        RowFilter::exact_family(MARKS_FAMILY),
+        RowFilter::exact_family(TOMBSTONE_FAMILY),
+    ]);
+    read_rollup_cells(app, user, Some(head))
+}
+
+/// A user's rollup row, its cells passed through `filter` when given.
+fn read_rollup_cells(app: &App, user: &str, filter: Option<RowFilter>) -> Result<Rollup> {
+    let mut request = ReadRowsRequest::new(RowSet::from_keys([rollup_key(user).into_bytes()]));
+    if let Some(filter) = filter {
+        request = request.with_filter(filter);
+    }
     let mut out = Rollup::default();
     visit_rows(app.profiles.as_ref(), &request, |row| {
         out = Rollup::decode(&row)?;
