@@ -7,8 +7,9 @@
 //! by RocksDB's account (memtables, block cache, index and filter blocks
 //! outside it), the C allocator's heap (RocksDB allocates through it; the
 //! Rust code through mimalloc): in use and held free, open file
-//! descriptors, the batches acknowledged, the reads and their p99, shed
-//! requests and errors.
+//! descriptors and, of them, the store's table files (RocksDB keeps each
+//! open, up to its `max_open_files`) with their size on disk, the batches
+//! acknowledged, the reads and their p99, shed requests and errors.
 //!
 //! The process holds the server and its clients, so memory and file
 //! descriptors are those of both; the clients' are constant from minute
@@ -151,7 +152,7 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
         args.maintain_every
     );
     println!(
-        "{:>6} {:>9} {:>10} {:>9} {:>8} {:>7} {:>7} {:>5} {:>11} {:>9} {:>12} {:>7} {:>6} {:>7}",
+        "{:>6} {:>9} {:>10} {:>9} {:>8} {:>7} {:>7} {:>5} {:>6} {:>8} {:>11} {:>9} {:>12} {:>7} {:>6} {:>7}",
         "minute",
         "RSS MiB",
         "memtables",
@@ -160,6 +161,8 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
         "C heap",
         "C free",
         "fds",
+        "tables",
+        "disk MiB",
         "batches ok",
         "reads",
         "read p99 ms",
@@ -191,6 +194,7 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
         );
         let (rss, fds) = process_figures();
         let store = server.store.memory_usage()?;
+        let (tables, disk) = server.store.table_files()?;
         let (c_used, c_free) = c_heap();
         let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
         let p99 = reads.ms(0.99);
@@ -203,12 +207,13 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
         };
         looked = (hits, all);
         println!(
-            "{minute:>6} {rss:>9.1} {:>10.1} {:>9.1} {:>8.1} {:>7.1} {:>7.1} {fds:>5} {:>11} {:>9} {p99:>12.2} {:>7} {:>6} {cached:>7}",
+            "{minute:>6} {rss:>9.1} {:>10.1} {:>9.1} {:>8.1} {:>7.1} {:>7.1} {fds:>5} {tables:>6} {:>8.0} {:>11} {:>9} {p99:>12.2} {:>7} {:>6} {cached:>7}",
             mib(store.memtables),
             mib(store.block_cache),
             mib(store.table_readers),
             mib(c_used),
             mib(c_free),
+            mib(disk),
             ingest.ok,
             reads.ok,
             ingest.shed + ingest.limited + reads.shed + reads.limited,

@@ -259,6 +259,14 @@ impl EmbeddedStore {
         Ok(usage)
     }
 
+    /// The store's live table files (SST files, every table and the
+    /// metadata): how many and their bytes. Each one RocksDB keeps open
+    /// holds a file descriptor, up to [`EmbeddedOptions::max_open_files`].
+    pub fn table_files(&self) -> Result<(usize, u64)> {
+        let files = self.inner.db.live_files().map_err(storage)?;
+        Ok((files.len(), files.iter().map(|f| f.size as u64).sum()))
+    }
+
     /// Flush every table's memtable to disk, then wait until background
     /// compactions have finished, so the tree is settled (call it between
     /// a bulk load and reads that should run at steady-state speed).

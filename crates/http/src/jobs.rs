@@ -46,6 +46,30 @@ fn job_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
 
+/// The nice value of a job's threads: under contention the kernel gives
+/// each about a tenth of a request thread's share of a core (weights 110
+/// and 1,024), so a maintenance pass slows down instead of the requests,
+/// and still finishes on a saturated server.
+const JOB_NICE: libc::c_int = 10;
+
+/// Lower the calling thread's CPU priority to [`JOB_NICE`] (Linux: the
+/// nice value is per thread, and threads it starts inherit it). Only an
+/// optimisation: where it fails, the job runs at normal priority.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no preconditions; setpriority changes only
+        // the nice value of the thread it names (this one).
+        let failed = unsafe {
+            let tid = libc::gettid();
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, JOB_NICE) != 0
+        };
+        if failed {
+            tracing::debug!(error = %std::io::Error::last_os_error(), "job threads keep their priority");
+        }
+    }
+}
+
 impl Default for Jobs {
     fn default() -> Jobs {
         Jobs {
@@ -166,7 +190,10 @@ impl Jobs {
             local.progress.release.store(true, Ordering::Relaxed);
         }
         let (engine, jobs) = (Arc::clone(engine), Arc::clone(self));
-        tokio::task::spawn_blocking(move || {
+        let spawned = std::thread::Builder::new().name("affinity-job".into()).spawn(move || {
+            // The job's threads (this one and those it starts, which
+            // inherit it) yield the cores to requests when both want them.
+            lower_priority();
             let result =
                 engine.work_on_job(&local.app, &local.id, prefer, &jobs.worker, &local.progress);
             match result {
@@ -182,6 +209,12 @@ impl Jobs {
             }
             local.running.store(false, Ordering::Relaxed);
         });
+        if let Err(e) = spawned {
+            tracing::error!(job = %id, app, error = %e, "no thread for a job: another worker takes it over when its lease expires");
+            if let Some(job) = self.lock().iter().find(|j| j.app == app && j.id == id) {
+                job.running.store(false, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Job gauges in the Prometheus text format (this server's work).
