@@ -147,9 +147,14 @@ impl EmbeddedTable {
     /// Every other row is locked exclusively, read, changed and written
     /// back whole; a request that only replaces distinct rows whole skips
     /// the reading and applying ([`EmbeddedTable::write_replaced`]).
-    fn write_entries(&self, meta: &TableMeta, entries: &[&RowMutations]) -> Result<()> {
+    fn write_entries(
+        &self,
+        meta: &TableMeta,
+        entries: &[&RowMutations],
+        durable: bool,
+    ) -> Result<()> {
         if let Some(rows) = replaced_rows(entries) {
-            return self.write_replaced(meta, rows);
+            return self.write_replaced(meta, rows, durable);
         }
         let inner = &*self.inner;
         let locks = &inner.locks;
@@ -208,7 +213,7 @@ impl EmbeddedTable {
                 operands.push((&entry.row_key, operand));
             }
         }
-        self.commit(pending.into_batch_with(operands)?, held)
+        self.commit_as(pending.into_batch_with(operands)?, held, durable)
     }
 }
 
@@ -239,7 +244,12 @@ impl EmbeddedTable {
     /// [`replaced_rows`]): nothing to read and nothing to apply, each row
     /// encoded straight from its cells (what `Pending` makes of such an
     /// entry, without its bookkeeping), an emptied one deleted.
-    fn write_replaced(&self, meta: &TableMeta, rows: Vec<(&Bytes, &[Mutation])>) -> Result<()> {
+    fn write_replaced(
+        &self,
+        meta: &TableMeta,
+        rows: Vec<(&Bytes, &[Mutation])>,
+        durable: bool,
+    ) -> Result<()> {
         let held = self.hold_exclusive(rows.iter().map(|(key, _)| key.as_ref()));
         let cf = self.inner.cf(&self.name, meta)?;
         let now = now_micros();
@@ -251,7 +261,7 @@ impl EmbeddedTable {
                 _ => batch.delete_cf(&cf, key),
             }
         }
-        self.commit(batch, held)
+        self.commit_as(batch, held, durable)
     }
 
     /// Lock the stripes of the rows of `keys` exclusively.
@@ -262,6 +272,26 @@ impl EmbeddedTable {
             guards: locks.lock_many(stripes.clone()),
             stripes,
         }
+    }
+
+    /// `mutate_rows`, its log synced before it returns when `durable`.
+    fn mutate_rows_as(&self, entries: &[RowMutations], durable: bool) -> Result<Vec<Result<()>>> {
+        let meta = self.meta()?;
+        check_mutate_rows(entries)?;
+        let mut statuses: Vec<Result<()>> = entries
+            .iter()
+            .map(|e| self.check_mutations(&meta, &e.row_key, &e.mutations))
+            .collect();
+        let valid = passed(&statuses);
+        if valid.is_empty() {
+            return Ok(statuses);
+        }
+        let chosen: Vec<&RowMutations> = valid.iter().map(|&i| &entries[i]).collect();
+        let written = self.write_entries(&meta, &chosen, durable);
+        for &i in &valid {
+            statuses[i] = written.clone();
+        }
+        Ok(statuses)
     }
 }
 
@@ -349,26 +379,15 @@ impl Table for EmbeddedTable {
         let meta = self.meta()?;
         self.check_mutations(&meta, row_key, mutations)?;
         let entry = RowMutations::new(Bytes::copy_from_slice(row_key), mutations.to_vec());
-        self.write_entries(&meta, &[&entry])
+        self.write_entries(&meta, &[&entry], true)
     }
 
     fn mutate_rows(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>> {
-        let meta = self.meta()?;
-        check_mutate_rows(entries)?;
-        let mut statuses: Vec<Result<()>> = entries
-            .iter()
-            .map(|e| self.check_mutations(&meta, &e.row_key, &e.mutations))
-            .collect();
-        let valid = passed(&statuses);
-        if valid.is_empty() {
-            return Ok(statuses);
-        }
-        let chosen: Vec<&RowMutations> = valid.iter().map(|&i| &entries[i]).collect();
-        let written = self.write_entries(&meta, &chosen);
-        for &i in &valid {
-            statuses[i] = written.clone();
-        }
-        Ok(statuses)
+        self.mutate_rows_as(entries, true)
+    }
+
+    fn mutate_rows_unsynced(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>> {
+        self.mutate_rows_as(entries, false)
     }
 
     fn check_and_mutate_row(

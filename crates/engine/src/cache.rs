@@ -349,6 +349,12 @@ impl Table for Watched {
         out
     }
 
+    fn mutate_rows_unsynced(&self, entries: &[RowMutations]) -> StoreResult<Vec<StoreResult<()>>> {
+        let out = self.inner.mutate_rows_unsynced(entries);
+        self.wrote(entries.iter().map(|e| e.row_key.as_ref()));
+        out
+    }
+
     fn check_and_mutate_row(
         &self,
         row_key: &[u8],

@@ -15,7 +15,10 @@
 //! per user and event day on the user's rollup row; (3) one `mutate_rows`
 //! adds, per user-day row, the batch's counts of that day to `n`, 1 per
 //! event to its `i` cell and the events' times to `t`: each row's adds are
-//! one atomic entry.
+//! one atomic entry. Only (3) waits for a durable write; (1), (2) and the
+//! trends rows are written unsynced before it (`mutate_rows_unsynced`), so
+//! on the embedded store, whose one log holds every write in order, a batch
+//! costs one log sync, and a crash keeps a prefix of its writes.
 //!
 //! Invariant, at every instant, because a row's counters and ids change
 //! in the same atomic mutation: for each arrival day, a row's counters
@@ -319,7 +322,10 @@ impl Engine {
             }
             entries.push(RowMutations::new(key, cells));
         }
-        for status in app.events.mutate_rows(&entries)? {
+        // Unsynced, as the trends and late markers: the state write, last
+        // and durable, makes them durable too before the batch is
+        // acknowledged (`Table::mutate_rows_unsynced`).
+        for status in app.events.mutate_rows_unsynced(&entries)? {
             status?;
         }
         drop(entries);
@@ -428,11 +434,6 @@ impl Engine {
                 same
             });
         }
-        for chunk in requests(&marks) {
-            for status in app.profiles.mutate_rows(chunk)? {
-                status?;
-            }
-        }
         // A user on the day's hot list: each event's adds to its sub-row
         // (`hot.rs`).
         let mut lists = BatchLists::default();
@@ -456,6 +457,19 @@ impl Engine {
                     key,
                     state_mutations(&events, arrival, arena),
                 ));
+            }
+        }
+        // The markers (and links) first, unsynced: the state write after
+        // them is durable, and makes them durable too (one log holds both
+        // in order on the embedded store). Without state, they are synced.
+        for chunk in requests(&marks) {
+            let written = if state.is_empty() {
+                app.profiles.mutate_rows(chunk)?
+            } else {
+                app.profiles.mutate_rows_unsynced(chunk)?
+            };
+            for status in written {
+                status?;
             }
         }
         for chunk in requests(&state) {

@@ -283,12 +283,14 @@ fn ranked(values: HashMap<String, u64>, limit: usize) -> Vec<ValueScore> {
 
 impl Engine {
     /// Write the trends rows of a batch of events (idempotent; called by
-    /// [`Engine::ingest`] after the events are stored).
-    pub fn write_trends(&self, app: &App, events: &[Event]) -> Result<()> {
+    /// [`Engine::ingest`] after the events are stored). Unsynced
+    /// (`mutate_rows_unsynced`): the batch's state write, durable, follows
+    /// before the batch is acknowledged.
+    pub(crate) fn write_trends(&self, app: &App, events: &[Event]) -> Result<()> {
         let layout = row::layout()?;
         let entries = rows_of(self, app, events, &layout)?;
         for chunk in entries.chunks(WRITE_CHUNK) {
-            for status in app.trends.mutate_rows(chunk)? {
+            for status in app.trends.mutate_rows_unsynced(chunk)? {
                 status?;
             }
         }

@@ -168,6 +168,10 @@ impl Table for CountingTable {
         self.inner.mutate_rows(entries)
     }
 
+    fn mutate_rows_unsynced(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>> {
+        self.inner.mutate_rows_unsynced(entries)
+    }
+
     fn check_and_mutate_row(
         &self,
         row_key: &[u8],

@@ -489,6 +489,11 @@ impl Table for KeyVisTable {
         self.inner.mutate_rows(entries)
     }
 
+    fn mutate_rows_unsynced(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>> {
+        self.wrote_all(entries.iter().map(|e| e.row_key.as_ref()));
+        self.inner.mutate_rows_unsynced(entries)
+    }
+
     fn check_and_mutate_row(
         &self,
         row_key: &[u8],

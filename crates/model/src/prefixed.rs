@@ -203,19 +203,15 @@ impl PrefixedTable {
             reversed: request.reversed,
         })
     }
-}
 
-impl Table for PrefixedTable {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn mutate_row(&self, row_key: &[u8], mutations: &[Mutation]) -> Result<()> {
-        self.inner.mutate_row(&self.key(row_key)?, mutations)
-    }
-
-    fn mutate_rows(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>> {
-        // A bad key fails its entry only, as the backends do.
+    /// `mutate_rows` by `write` (the inner table's, synced or not) of the
+    /// entries with their keys prefixed: a bad key fails its entry only,
+    /// as the backends do.
+    fn mutate_rows_with(
+        &self,
+        entries: &[RowMutations],
+        write: impl FnOnce(&[RowMutations]) -> Result<Vec<Result<()>>>,
+    ) -> Result<Vec<Result<()>>> {
         let mut statuses: Vec<Option<Result<()>>> = Vec::with_capacity(entries.len());
         let mut physical = Vec::with_capacity(entries.len());
         for entry in entries {
@@ -233,11 +229,31 @@ impl Table for PrefixedTable {
         if physical.is_empty() && !entries.is_empty() {
             return Ok(statuses.into_iter().flatten().collect());
         }
-        let mut results = self.inner.mutate_rows(&physical)?.into_iter();
+        let mut results = write(&physical)?.into_iter();
         Ok(statuses
             .into_iter()
             .map(|s| s.unwrap_or_else(|| results.next().unwrap_or(Ok(()))))
             .collect())
+    }
+}
+
+impl Table for PrefixedTable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn mutate_row(&self, row_key: &[u8], mutations: &[Mutation]) -> Result<()> {
+        self.inner.mutate_row(&self.key(row_key)?, mutations)
+    }
+
+    fn mutate_rows(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>> {
+        self.mutate_rows_with(entries, |physical| self.inner.mutate_rows(physical))
+    }
+
+    fn mutate_rows_unsynced(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>> {
+        self.mutate_rows_with(entries, |physical| {
+            self.inner.mutate_rows_unsynced(physical)
+        })
     }
 
     fn check_and_mutate_row(

@@ -53,6 +53,19 @@ pub trait Table: Send + Sync {
     /// (too many mutations in total, unavailable backend).
     fn mutate_rows(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>>;
 
+    /// [`Table::mutate_rows`] for writes that a durable write to the same
+    /// store follows before anyone is told they were made (an Affinity
+    /// extension): ingestion's event rows, trends and late markers, whose
+    /// batch is acknowledged after its state adds, written last and
+    /// durably. The embedded store writes them without syncing its log;
+    /// one log holds every table's writes in order, so the sync of the
+    /// later write makes them durable too, and a crash before it loses at
+    /// most such writes, of a request not yet answered. Other stores: as
+    /// `mutate_rows`.
+    fn mutate_rows_unsynced(&self, entries: &[RowMutations]) -> Result<Vec<Result<()>>> {
+        self.mutate_rows(entries)
+    }
+
     /// Atomically: evaluate `predicate` on the row (no predicate: "the row
     /// has any cell"), apply `true_mutations` if it output any cell, else
     /// `false_mutations`. Returns whether the predicate matched. The row

@@ -130,6 +130,53 @@ pub fn aggregate_family_type_is_enforced(ctx: &Ctx) {
     assert_eq!(read_sums(&t), ["k/s:q@1=3"]);
 }
 
+/// `mutate_rows_unsynced` answers and writes as `mutate_rows` does (only
+/// its durability may differ): blind adds, writes that read the row, rows
+/// replaced whole, entries that fail alone, and a request refused whole.
+pub fn mutate_rows_unsynced_is_mutate_rows(ctx: &Ctx) {
+    let (synced, unsynced) = (sums(ctx, GcRule::None), sums(ctx, GcRule::None));
+    let requests: Vec<Vec<RowMutations>> = vec![
+        vec![
+            RowMutations::new(&b"k"[..], vec![add("s", "q", 1, 3), add("s", "r", 2, 4)]),
+            RowMutations::new(&b"m"[..], vec![add("s", "q", 1, -2)]),
+            RowMutations::new(&b"k"[..], vec![add("s", "q", 1, 5)]),
+        ],
+        vec![
+            RowMutations::new(&b"k"[..], vec![set("a", "x", 1, "v"), add("s", "q", 3, 1)]),
+            RowMutations::new(&b"m"[..], vec![add("a", "q", 1, 1)]),
+            RowMutations::new(&b"n"[..], vec![set("zz", "q", 1, "v")]),
+            RowMutations::new(&b"n"[..], vec![Mutation::delete_column("a", "x")]),
+        ],
+        vec![
+            RowMutations::new(
+                &b"p"[..],
+                vec![Mutation::DeleteFromRow, set("a", "y", 2, "w")],
+            ),
+            RowMutations::new(
+                &b"k"[..],
+                vec![Mutation::DeleteFromRow, set("a", "z", 4, "u")],
+            ),
+        ],
+        vec![],
+    ];
+    for (i, entries) in requests.iter().enumerate() {
+        // Errors name the table: each its own.
+        let a = format!("{:?}", synced.mutate_rows(entries)).replace(synced.name(), "T");
+        let b =
+            format!("{:?}", unsynced.mutate_rows_unsynced(entries)).replace(unsynced.name(), "T");
+        assert_eq!(a, b, "request {i} answered differently");
+        assert_eq!(
+            read_sums(&unsynced),
+            read_sums(&synced),
+            "request {i} wrote differently"
+        );
+    }
+    assert_eq!(
+        read_sums(&unsynced),
+        ["k/a:z@4=u", "m/s:q@1=-2", "p/a:y@2=w"]
+    );
+}
+
 pub fn aggregate_deletes_and_gc(ctx: &Ctx) {
     let t = sums(ctx, GcRule::MaxVersions(1));
     write(

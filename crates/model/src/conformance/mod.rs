@@ -357,6 +357,7 @@ macro_rules! conformance_suite {
             concurrent_increments,
             aggregate_add_to_cell_sums,
             aggregate_family_type_is_enforced,
+            mutate_rows_unsynced_is_mutate_rows,
             aggregate_deletes_and_gc,
             aggregate_check_and_mutate,
             aggregate_concurrent_adds,
