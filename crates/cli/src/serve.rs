@@ -32,8 +32,9 @@ pub struct ServeArgs {
     #[arg(long, env = "AFFINITY_WORKERS")]
     workers: Option<usize>,
     /// Maintain every application's profile rollups this often (at start,
-    /// then on this period: `30s`, `15m`, `1h`), on half the cores; `off`
-    /// for deployments that run `affinity maintain` as a separate job.
+    /// then on this period: `30s`, `15m`, `1h`), on half the cores at a
+    /// lower CPU priority than requests (nice 10); `off` for deployments
+    /// that run `affinity maintain` as a separate job.
     #[arg(long, env = "AFFINITY_MAINTAIN_EVERY", default_value = "15m", value_parser = parse_every)]
     maintain_every: Every,
     /// MiB of profile answers kept between reads, exact (the first write

@@ -267,6 +267,44 @@ mod tests {
         Arc::new(engine)
     }
 
+    /// The nice value of the calling thread (Linux).
+    #[cfg(target_os = "linux")]
+    fn nice() -> libc::c_int {
+        // SAFETY: getpriority only reads the thread's nice value (-1 is a
+        // valid answer, so errno is cleared first and checked after).
+        unsafe {
+            *libc::__errno_location() = 0;
+            let n = libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t);
+            assert_eq!(*libc::__errno_location(), 0, "getpriority failed");
+            n
+        }
+    }
+
+    /// A job's thread lowers its priority, and the threads it starts (a
+    /// job's range workers) inherit it; other threads keep theirs.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn job_threads_run_at_a_lower_priority() {
+        let before = nice();
+        let (own, child) = std::thread::spawn(|| {
+            lower_priority();
+            (nice(), std::thread::spawn(nice).join().unwrap())
+        })
+        .join()
+        .unwrap();
+        // A process already nicer than JOB_NICE may not be allowed to
+        // come back up to it.
+        assert!(
+            own == JOB_NICE || (before > JOB_NICE && own == before),
+            "the job's thread at nice {own} (the process at {before})"
+        );
+        assert_eq!(
+            child, own,
+            "a thread the job starts inherits its nice value"
+        );
+        assert_eq!(nice(), before, "the caller's thread is unchanged");
+    }
+
     /// A job running here is told to hand back and waited for; once it
     /// stops, `hand_back` returns true. One that never stops is given up
     /// on after the wait.

@@ -40,8 +40,22 @@ fn brand(body: &Value, value: &str) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_change_shows_at_the_next_read() {
-    let server = Server::cached().await;
+    every_change_shows(Server::cached_with(false).await).await;
+}
+
+/// As `affinity serve` on a local store runs: reads on the async workers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_change_shows_at_the_next_read_answered_inline() {
+    every_change_shows(Server::cached_with(true).await).await;
+}
+
+async fn every_change_shows(server: Server) {
     assert_eq!(server.set_strategy().await.status(), 200);
+    // A user without a profile: 404, the repeat from the cache too.
+    assert_eq!(profile(&server, "nobody").await.0, 404);
+    let before = lookups(&server).await;
+    assert_eq!(profile(&server, "nobody").await.0, 404);
+    assert_eq!(lookups(&server).await.0, before.0 + 1, "a hit");
     assert_eq!(server.post_events(&[click("u1", "A")]).await.status(), 200);
 
     let (status, first) = profile(&server, "u1").await;

@@ -60,15 +60,17 @@ impl Server {
     }
 
     /// A server on a fresh embedded store whose engine keeps profile
-    /// answers between reads (`affinity serve --profile-cache-mib`).
-    pub async fn cached() -> Server {
+    /// answers between reads (`affinity serve --profile-cache-mib`),
+    /// reading profiles on the async workers when `inline` (as `affinity
+    /// serve` on a local store does).
+    pub async fn cached_with(inline: bool) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let store = affinity_embedded::EmbeddedStore::open(dir.path()).unwrap();
         let engine = Engine::open(Arc::new(store))
             .unwrap()
             .with_profile_cache(1 << 20);
         let engine = Arc::new(engine);
-        let state = State::new(Arc::clone(&engine), keys());
+        let state = State::with_inline_reads(Arc::clone(&engine), keys(), inline);
         let mut server = Server::serve(engine, state).await;
         server._dir = Some(dir);
         server
