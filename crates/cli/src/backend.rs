@@ -15,8 +15,10 @@ const DEFAULT_DATA: &str = "affinity-data";
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct BackendArgs {
     /// Directory of the embedded store, created if missing (default:
-    /// $AFFINITY_DATA, else ./affinity-data; `demo`: ./affinity-demo-data;
-    /// `bench`: a temporary directory).
+    /// $AFFINITY_DATA, else ./affinity-data; for `affinity demo`:
+    /// ./affinity-demo-data; for `affinity bench`: a new temporary
+    /// directory each run, while a directory given here keeps its data
+    /// from run to run).
     #[arg(long, global = true, value_name = "DIR")]
     pub data: Option<PathBuf>,
     /// Use Cloud Bigtable instead: PROJECT/INSTANCE (default:
