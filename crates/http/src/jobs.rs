@@ -189,7 +189,7 @@ impl Jobs {
         if self.closing.load(Ordering::SeqCst) {
             local.progress.release.store(true, Ordering::Relaxed);
         }
-        let (engine, jobs) = (Arc::clone(engine), Arc::clone(self));
+        let (engine, jobs, this) = (Arc::clone(engine), Arc::clone(self), Arc::clone(&local));
         let spawned = std::thread::Builder::new().name("affinity-job".into()).spawn(move || {
             // The job's threads (this one and those it starts, which
             // inherit it) yield the cores to requests when both want them.
@@ -211,9 +211,7 @@ impl Jobs {
         });
         if let Err(e) = spawned {
             tracing::error!(job = %id, app, error = %e, "no thread for a job: another worker takes it over when its lease expires");
-            if let Some(job) = self.lock().iter().find(|j| j.app == app && j.id == id) {
-                job.running.store(false, Ordering::Relaxed);
-            }
+            this.running.store(false, Ordering::Relaxed);
         }
     }
 
