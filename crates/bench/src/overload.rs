@@ -60,6 +60,9 @@ pub struct OverloadBenchArgs {
     /// The server's `max_in_flight`.
     #[arg(long, default_value_t = ServerLimits::default().max_in_flight)]
     max_in_flight: usize,
+    /// The server's `ingest_nice`.
+    #[arg(long, default_value_t = ServerLimits::default().ingest_nice)]
+    ingest_nice: i32,
     /// MiB of profile cache, as `affinity serve --profile-cache-mib` (0: none).
     #[arg(long, default_value_t = affinity_engine::cache::DEFAULT_BUDGET_MIB)]
     profile_cache_mib: usize,
@@ -399,6 +402,7 @@ pub fn run(args: OverloadBenchArgs, backend: &BenchBackend) -> anyhow::Result<()
     let limits = ServerLimits {
         max_in_flight: args.max_in_flight,
         max_writes_in_flight: args.max_writes_in_flight,
+        ingest_nice: args.ingest_nice,
         ..ServerLimits::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -421,7 +425,7 @@ async fn phases(args: &OverloadBenchArgs, server: &Running) -> anyhow::Result<()
     eprintln!(
         "affinity bench overload: {} s calibration ({} clients, {batch}-event batches), \
          {} s of {} readers alone, {} s of {}x the calibrated ingest with the readers; \
-         limits: max_writes_in_flight {}, max_in_flight {}",
+         limits: max_writes_in_flight {}, max_in_flight {}, ingest_nice {}",
         args.seconds,
         args.clients,
         args.seconds,
@@ -429,7 +433,8 @@ async fn phases(args: &OverloadBenchArgs, server: &Running) -> anyhow::Result<()
         args.seconds,
         args.factor,
         args.max_writes_in_flight,
-        args.max_in_flight
+        args.max_in_flight,
+        args.ingest_nice
     );
     let started = Instant::now();
     let mut calibration = closed_loop(

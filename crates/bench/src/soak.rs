@@ -59,6 +59,9 @@ pub struct SoakBenchArgs {
     /// MiB of profile cache, as `affinity serve --profile-cache-mib` (0: none).
     #[arg(long, default_value_t = affinity_engine::cache::DEFAULT_BUDGET_MIB)]
     profile_cache_mib: usize,
+    /// The server's `ingest_nice` (see docs/api.md, Limits).
+    #[arg(long, default_value_t = affinity_http::ServerLimits::default().ingest_nice)]
+    ingest_nice: i32,
 }
 
 /// The C allocator's heap (glibc): bytes in use and bytes it holds free
@@ -105,7 +108,10 @@ pub fn run(args: SoakBenchArgs, backend: &BenchBackend) -> anyhow::Result<()> {
     let result = runtime.block_on(async {
         let server = Running::start(
             &dir,
-            affinity_http::ServerLimits::default(),
+            affinity_http::ServerLimits {
+                ingest_nice: args.ingest_nice,
+                ..affinity_http::ServerLimits::default()
+            },
             Some(Duration::from_secs(args.maintain_every)),
             args.profile_cache_mib,
         )
@@ -144,12 +150,13 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
     };
     eprintln!(
         "affinity bench soak: {} minutes of {rate:.1} batches/s of {batch} events over {} users \
-         and {} readers of the first {}, maintenance every {} s",
+         and {} readers of the first {}, maintenance every {} s, event batches at nice {}",
         args.minutes,
         args.users + args.visitors,
         args.readers,
         args.users,
-        args.maintain_every
+        args.maintain_every,
+        args.ingest_nice
     );
     println!(
         "{:>6} {:>9} {:>10} {:>9} {:>8} {:>7} {:>7} {:>5} {:>6} {:>8} {:>11} {:>9} {:>12} {:>7} {:>6} {:>7}",

@@ -29,7 +29,7 @@ const KEY: &str = "disk-key";
 const BATCH: usize = 50;
 /// The tmpfs, and the filler taking most of it so that freeing space is
 /// deleting one file. RocksDB resumes writing once the free space is at
-/// least one memtable's worth (the store's 64 MiB write buffer): the
+/// least one memtable's worth (the store's 32 MiB write buffer): the
 /// filler frees more than that, and the disk fills after about 12 MiB of
 /// log.
 const TMPFS_MIB: u64 = 96;

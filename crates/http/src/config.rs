@@ -11,6 +11,7 @@
 //! max_writes_in_flight = 16  # writes served at once; more get 503, reads still pass
 //! header_timeout_secs = 30 # to send a request's headers; the connection closes after
 //! body_timeout_secs = 60   # to send a request's body; 408 after
+//! ingest_nice = 5          # CPU priority of event batches below the reads' (0 to 19)
 //!
 //! [[apps]]
 //! id = "shop"

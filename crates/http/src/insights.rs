@@ -102,19 +102,21 @@ pub async fn post_events(
     let shared = Arc::clone(&state);
     let app = caller.app.clone();
     let restrictions = caller.restrictions.clone();
-    let (outcome, events) = blocking(move || {
-        let mut value = match body.json() {
-            Ok(v) => v,
-            Err(e) => return Ok((Err((e, None)), vec![excerpt(body.raw())])),
-        };
-        let outcome = ingest(&shared, &app, restrictions.as_deref(), &value);
-        let events = match value.get_mut("events").map(Value::take) {
-            Some(Value::Array(events)) => events,
-            _ => vec![value],
-        };
-        Ok((outcome, events))
-    })
-    .await?;
+    let (outcome, events) = state
+        .limiter
+        .ingest(move || {
+            let mut value = match body.json() {
+                Ok(v) => v,
+                Err(e) => return Ok((Err((e, None)), vec![excerpt(body.raw())])),
+            };
+            let outcome = ingest(&shared, &app, restrictions.as_deref(), &value);
+            let events = match value.get_mut("events").map(Value::take) {
+                Some(Value::Array(events)) => events,
+                _ => vec![value],
+            };
+            Ok((outcome, events))
+        })
+        .await?;
     match outcome {
         Ok(()) => {
             state

@@ -52,24 +52,6 @@ fn job_threads() -> usize {
 /// and still finishes on a saturated server.
 const JOB_NICE: libc::c_int = 10;
 
-/// Lower the calling thread's CPU priority to [`JOB_NICE`] (Linux: the
-/// nice value is per thread, and threads it starts inherit it). Only an
-/// optimisation: where it fails, the job runs at normal priority.
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: gettid has no preconditions; setpriority changes only
-        // the nice value of the thread it names (this one).
-        let failed = unsafe {
-            let tid = libc::gettid();
-            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, JOB_NICE) != 0
-        };
-        if failed {
-            tracing::debug!(error = %std::io::Error::last_os_error(), "job threads keep their priority");
-        }
-    }
-}
-
 impl Default for Jobs {
     fn default() -> Jobs {
         Jobs {
@@ -193,7 +175,7 @@ impl Jobs {
         let spawned = std::thread::Builder::new().name("affinity-job".into()).spawn(move || {
             // The job's threads (this one and those it starts, which
             // inherit it) yield the cores to requests when both want them.
-            lower_priority();
+            crate::priority::lower_this_thread(JOB_NICE);
             let result =
                 engine.work_on_job(&local.app, &local.id, prefer, &jobs.worker, &local.progress);
             match result {
@@ -265,18 +247,8 @@ mod tests {
         Arc::new(engine)
     }
 
-    /// The nice value of the calling thread (Linux).
     #[cfg(target_os = "linux")]
-    fn nice() -> libc::c_int {
-        // SAFETY: getpriority only reads the thread's nice value (-1 is a
-        // valid answer, so errno is cleared first and checked after).
-        unsafe {
-            *libc::__errno_location() = 0;
-            let n = libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t);
-            assert_eq!(*libc::__errno_location(), 0, "getpriority failed");
-            n
-        }
-    }
+    use crate::priority::this_thread as nice;
 
     /// A job's thread lowers its priority, and the threads it starts (a
     /// job's range workers) inherit it; other threads keep theirs.
@@ -285,7 +257,7 @@ mod tests {
     fn job_threads_run_at_a_lower_priority() {
         let before = nice();
         let (own, child) = std::thread::spawn(|| {
-            lower_priority();
+            crate::priority::lower_this_thread(JOB_NICE);
             (nice(), std::thread::spawn(nice).join().unwrap())
         })
         .join()

@@ -65,6 +65,7 @@ mod members;
 mod metrics;
 mod ops;
 mod personalization;
+mod priority;
 mod query;
 mod secured;
 mod server;

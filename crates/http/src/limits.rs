@@ -65,6 +65,12 @@ pub struct ServerLimits {
     pub header_timeout_secs: f64,
     /// Seconds a client may take to send a request's body; 408 after.
     pub body_timeout_secs: f64,
+    /// Nice value (0 to 19) of the threads that store event batches. Above
+    /// 0, when reads and batches together want more CPU than there is,
+    /// the threads answering reads go first and the batches wait (and
+    /// past `max_writes_in_flight` are refused with 503); with CPU to
+    /// spare it changes nothing. 0: batches run at the reads' priority.
+    pub ingest_nice: i32,
 }
 
 impl Default for ServerLimits {
@@ -74,9 +80,13 @@ impl Default for ServerLimits {
             max_writes_in_flight: 16,
             header_timeout_secs: 30.0,
             body_timeout_secs: 60.0,
+            ingest_nice: DEFAULT_INGEST_NICE,
         }
     }
 }
+
+/// [`ServerLimits::ingest_nice`]'s default.
+pub const DEFAULT_INGEST_NICE: i32 = 5;
 
 impl ServerLimits {
     /// Refuse limits that would refuse everything or never time out.
@@ -86,6 +96,12 @@ impl ServerLimits {
             return bad(format!(
                 "limits: max_in_flight and max_writes_in_flight must be at least 1, got {} and {}",
                 self.max_in_flight, self.max_writes_in_flight
+            ));
+        }
+        if !(0..=19).contains(&self.ingest_nice) {
+            return bad(format!(
+                "limits: ingest_nice must be from 0 to 19, got {}",
+                self.ingest_nice
             ));
         }
         for (name, secs) in [
@@ -197,6 +213,58 @@ pub struct Limiter {
     /// `(application, "application" | "key" | "client") -> refused`.
     rate_limited: Mutex<std::collections::BTreeMap<(String, &'static str), u64>>,
     shed: [AtomicU64; 3],
+    ingest: IngestPool,
+}
+
+/// The threads that store event batches at [`ServerLimits::ingest_nice`]:
+/// the blocking pool of a runtime of their own (never driven; made on the
+/// first batch), each thread lowering its priority as it starts. At nice
+/// 0, tokio's own blocking pool.
+#[derive(Debug, Default)]
+struct IngestPool {
+    runtime: std::sync::OnceLock<Option<tokio::runtime::Runtime>>,
+}
+
+impl IngestPool {
+    /// The pool's runtime, `None` at nice 0.
+    fn get(&self, limits: &ServerLimits) -> Result<Option<&tokio::runtime::Runtime>> {
+        if let Some(runtime) = self.runtime.get() {
+            return Ok(runtime.as_ref());
+        }
+        let nice = limits.ingest_nice;
+        let runtime = if nice == 0 {
+            None
+        } else {
+            // Every batch admitted can have a thread; more are refused
+            // before they get here.
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .thread_name("affinity-ingest")
+                .max_blocking_threads(limits.max_writes_in_flight.max(1))
+                .on_thread_start(move || crate::priority::lower_this_thread(nice))
+                .build()
+                .map_err(|e| Error::Internal(format!("starting the ingest threads: {e}")))?;
+            Some(runtime)
+        };
+        // Two first batches at once: the runtime one of them made is
+        // kept; the other's is shut down without waiting (this runs in an
+        // async context, where dropping a runtime would panic).
+        let mut made = Some(runtime);
+        let kept = self.runtime.get_or_init(|| made.take().flatten());
+        if let Some(Some(unused)) = made {
+            unused.shutdown_background();
+        }
+        Ok(kept.as_ref())
+    }
+}
+
+impl Drop for IngestPool {
+    fn drop(&mut self) {
+        // Dropping a runtime waits for its threads, which an async
+        // context (a server stopping inside a runtime) must not do.
+        if let Some(Some(runtime)) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 /// A request's place among those in flight, given back when dropped.
@@ -365,6 +433,22 @@ impl Limiter {
         }
     }
 
+    /// Run `work`, storing an event batch, on the ingest threads (see
+    /// [`ServerLimits::ingest_nice`]).
+    pub async fn ingest<T, F>(&self, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Result<T> + Send + 'static,
+    {
+        match self.ingest.get(&self.server)? {
+            None => crate::error::blocking(work).await,
+            Some(runtime) => runtime
+                .spawn_blocking(work)
+                .await
+                .map_err(|e| Error::Internal(format!("ingest task failed: {e}")))?,
+        }
+    }
+
     /// Requests being served now.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
@@ -504,5 +588,87 @@ mod tests {
             burst: None,
         };
         assert!(rate.check("shop").unwrap_err().to_string().contains("shop"));
+        for nice in [-1, 20] {
+            let bad = ServerLimits {
+                ingest_nice: nice,
+                ..ServerLimits::default()
+            };
+            let err = bad.check().unwrap_err().to_string();
+            assert!(
+                err.contains("ingest_nice") && err.contains(&nice.to_string()),
+                "{err}"
+            );
+        }
+    }
+
+    /// Event batches run on threads at `ingest_nice`, made as batches
+    /// come; at 0, on tokio's blocking threads at the caller's priority.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn event_batches_run_at_the_ingest_nice_value() {
+        use crate::priority::this_thread;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let before = runtime.block_on(async { this_thread() });
+        for nice in [0, 7] {
+            let limiter = Limiter::new(ServerLimits {
+                ingest_nice: nice,
+                ..ServerLimits::default()
+            });
+            let (on, name) = runtime.block_on(async {
+                limiter
+                    .ingest(|| {
+                        let name = std::thread::current().name().map(str::to_string);
+                        Ok((this_thread(), name))
+                    })
+                    .await
+                    .unwrap()
+            });
+            // A process already nicer than 7 may not come back up to it.
+            let expected = if nice == 0 { before } else { nice.max(before) };
+            assert_eq!(on, expected, "a batch at ingest_nice {nice}");
+            let pooled = name.as_deref() == Some("affinity-ingest");
+            assert_eq!(pooled, nice != 0, "thread {name:?} at ingest_nice {nice}");
+            // The async threads keep their priority.
+            assert_eq!(runtime.block_on(async { this_thread() }), before);
+            // Dropped inside the runtime, as a stopping server drops its
+            // state: no wait for the pool's threads, no panic.
+            runtime.block_on(async move { drop(limiter) });
+        }
+    }
+
+    /// The first batches of a server arrive together: each may make the
+    /// pool, one is kept, and every batch is stored (the others' pools
+    /// are let go without a panic in the async context).
+    #[test]
+    fn first_batches_at_once_share_one_pool() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .build()
+            .unwrap();
+        for _ in 0..20 {
+            let limiter = std::sync::Arc::new(Limiter::new(ServerLimits::default()));
+            let gate = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let results = runtime.block_on(async {
+                let tasks: Vec<_> = (0..8)
+                    .map(|i| {
+                        let (limiter, gate) = (limiter.clone(), gate.clone());
+                        tokio::task::spawn_blocking(move || {
+                            gate.wait();
+                            tokio::runtime::Handle::current()
+                                .block_on(limiter.ingest(move || Ok(i)))
+                        })
+                    })
+                    .collect();
+                let mut results = Vec::new();
+                for task in tasks {
+                    results.push(task.await.unwrap().unwrap());
+                }
+                results
+            });
+            assert_eq!(results, (0..8).collect::<Vec<_>>());
+        }
     }
 }

@@ -367,3 +367,54 @@ async fn bad_limits_in_the_file_are_refused_naming_them() {
     let unknown = affinity_http::Config::parse(&config("max_in_fligth = 3", "", ""));
     assert!(unknown.unwrap_err().to_string().contains("max_in_fligth"));
 }
+
+/// Event batches are stored on the ingest threads at any `ingest_nice`,
+/// at the reads' priority (0) as at the lowest (19): acknowledged, then
+/// in the profile. A value out of range is refused naming it.
+#[tokio::test]
+async fn event_batches_are_stored_at_any_ingest_nice() {
+    for nice in [0, 19] {
+        let server = Server::configured(&config(&format!("ingest_nice = {nice}"), "", "")).await;
+        let strategy = server
+            .as_key(
+                Method::POST,
+                "/1/strategies/personalization",
+                APP,
+                "admin-key",
+            )
+            .body(common::strategy().to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(strategy.status(), 200, "ingest_nice {nice}");
+        let events: Vec<Value> = (0..20).map(|_| common::click("u1", "nike")).collect();
+        let sent = server
+            .as_key(Method::POST, "/1/events", APP, "browser-key")
+            .body(json!({ "events": events }).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(sent.status(), 200, "ingest_nice {nice}");
+        let profile = server
+            .as_key(
+                Method::GET,
+                "/1/profiles/personalization/u1",
+                APP,
+                "admin-key",
+            )
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = common::parts(profile).await;
+        assert_eq!(status, 200, "ingest_nice {nice}: {body}");
+        assert_eq!(
+            body["scores"]["brand"]["nike"], 20,
+            "ingest_nice {nice}: {body}"
+        );
+        assert_eq!(metric(&server, "affinity_events_ingested_total").await, 20);
+        server.stop().await;
+    }
+    let bad = affinity_http::Config::parse(&config("ingest_nice = 20", "", "")).unwrap();
+    let err = bad.limiter().unwrap_err().to_string();
+    assert!(err.contains("ingest_nice") && err.contains("20"), "{err}");
+}
