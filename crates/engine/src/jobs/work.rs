@@ -347,8 +347,13 @@ impl Engine {
         let mut waits = options.retries.iter();
         loop {
             match self.run_kind(job, index, options.threads, progress) {
+                // Told to stop (handed back, or the lease went elsewhere)
+                // while the run failed: the shard stops, it has not failed.
+                Err(Error::Store(e)) if e.is_retryable() && progress.stopping() => {
+                    return Err(Error::Stopped)
+                }
                 Err(Error::Store(e)) if e.is_retryable() => match waits.next() {
-                    Some(wait) if !progress.stopping() => {
+                    Some(wait) => {
                         warn(
                             &job.id,
                             index,
@@ -361,7 +366,7 @@ impl Engine {
                             return Err(Error::Stopped);
                         }
                     }
-                    _ => return Err(Error::Store(e)),
+                    None => return Err(Error::Store(e)),
                 },
                 outcome => return outcome,
             }
