@@ -63,6 +63,9 @@ pub struct OverloadBenchArgs {
     /// The server's `ingest_nice`.
     #[arg(long, default_value_t = ServerLimits::default().ingest_nice)]
     ingest_nice: i32,
+    /// The server's `ingest_threads` (default: `--max-writes-in-flight`).
+    #[arg(long)]
+    ingest_threads: Option<usize>,
     /// MiB of profile cache, as `affinity serve --profile-cache-mib` (0: none).
     #[arg(long, default_value_t = affinity_engine::cache::DEFAULT_BUDGET_MIB)]
     profile_cache_mib: usize,
@@ -403,6 +406,7 @@ pub fn run(args: OverloadBenchArgs, backend: &BenchBackend) -> anyhow::Result<()
         max_in_flight: args.max_in_flight,
         max_writes_in_flight: args.max_writes_in_flight,
         ingest_nice: args.ingest_nice,
+        ingest_threads: args.ingest_threads,
         ..ServerLimits::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -425,7 +429,7 @@ async fn phases(args: &OverloadBenchArgs, server: &Running) -> anyhow::Result<()
     eprintln!(
         "affinity bench overload: {} s calibration ({} clients, {batch}-event batches), \
          {} s of {} readers alone, {} s of {}x the calibrated ingest with the readers; \
-         limits: max_writes_in_flight {}, max_in_flight {}, ingest_nice {}",
+         limits: max_writes_in_flight {}, max_in_flight {}, ingest_nice {}, ingest_threads {}",
         args.seconds,
         args.clients,
         args.seconds,
@@ -434,7 +438,8 @@ async fn phases(args: &OverloadBenchArgs, server: &Running) -> anyhow::Result<()
         args.factor,
         args.max_writes_in_flight,
         args.max_in_flight,
-        args.ingest_nice
+        args.ingest_nice,
+        args.ingest_threads.unwrap_or(args.max_writes_in_flight)
     );
     let started = Instant::now();
     let mut calibration = closed_loop(

@@ -62,6 +62,9 @@ pub struct SoakBenchArgs {
     /// The server's `ingest_nice` (see docs/api.md, Limits).
     #[arg(long, default_value_t = affinity_http::ServerLimits::default().ingest_nice)]
     ingest_nice: i32,
+    /// The server's `ingest_threads` (default: `max_writes_in_flight`).
+    #[arg(long)]
+    ingest_threads: Option<usize>,
 }
 
 /// The C allocator's heap (glibc): bytes in use and bytes it holds free
@@ -110,6 +113,7 @@ pub fn run(args: SoakBenchArgs, backend: &BenchBackend) -> anyhow::Result<()> {
             &dir,
             affinity_http::ServerLimits {
                 ingest_nice: args.ingest_nice,
+                ingest_threads: args.ingest_threads,
                 ..affinity_http::ServerLimits::default()
             },
             Some(Duration::from_secs(args.maintain_every)),
@@ -150,13 +154,15 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
     };
     eprintln!(
         "affinity bench soak: {} minutes of {rate:.1} batches/s of {batch} events over {} users \
-         and {} readers of the first {}, maintenance every {} s, event batches at nice {}",
+         and {} readers of the first {}, maintenance every {} s, event batches at nice {} on {} threads",
         args.minutes,
         args.users + args.visitors,
         args.readers,
         args.users,
         args.maintain_every,
-        args.ingest_nice
+        args.ingest_nice,
+        args.ingest_threads
+            .unwrap_or(affinity_http::ServerLimits::default().max_writes_in_flight)
     );
     println!(
         "{:>6} {:>9} {:>10} {:>9} {:>8} {:>7} {:>7} {:>5} {:>6} {:>8} {:>11} {:>9} {:>12} {:>7} {:>6} {:>7}",

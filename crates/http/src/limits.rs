@@ -71,6 +71,12 @@ pub struct ServerLimits {
     /// past `max_writes_in_flight` are refused with 503); with CPU to
     /// spare it changes nothing. 0: batches run at the reads' priority.
     pub ingest_nice: i32,
+    /// Threads that store event batches at once (default, `None`:
+    /// `max_writes_in_flight`); admitted batches beyond them wait for one.
+    /// On a saturated CPU the batches' share of it grows with the threads
+    /// running them (each weighs as much as its nice value says): fewer
+    /// threads leave more to the reads, and acknowledge fewer batches.
+    pub ingest_threads: Option<usize>,
 }
 
 impl Default for ServerLimits {
@@ -81,6 +87,7 @@ impl Default for ServerLimits {
             header_timeout_secs: 30.0,
             body_timeout_secs: 60.0,
             ingest_nice: DEFAULT_INGEST_NICE,
+            ingest_threads: None,
         }
     }
 }
@@ -98,6 +105,9 @@ impl ServerLimits {
                 self.max_in_flight, self.max_writes_in_flight
             ));
         }
+        if self.ingest_threads == Some(0) {
+            return bad("limits: ingest_threads must be at least 1, got 0".to_string());
+        }
         if !(0..=19).contains(&self.ingest_nice) {
             return bad(format!(
                 "limits: ingest_nice must be from 0 to 19, got {}",
@@ -111,6 +121,11 @@ impl ServerLimits {
             check_within("limits", name, secs, 86_400.0)?;
         }
         Ok(())
+    }
+
+    /// [`ServerLimits::ingest_threads`], its default filled in.
+    pub fn ingest_threads(&self) -> usize {
+        self.ingest_threads.unwrap_or(self.max_writes_in_flight)
     }
 
     pub fn header_timeout(&self) -> Duration {
@@ -216,44 +231,44 @@ pub struct Limiter {
     ingest: IngestPool,
 }
 
-/// The threads that store event batches at [`ServerLimits::ingest_nice`]:
-/// the blocking pool of a runtime of their own (never driven; made on the
-/// first batch), each thread lowering its priority as it starts. At nice
-/// 0, tokio's own blocking pool.
+/// The threads that store event batches: at most
+/// [`ServerLimits::ingest_threads`], at [`ServerLimits::ingest_nice`]; the
+/// blocking pool of a runtime of their own (never driven; made on the
+/// first batch), each thread lowering its priority as it starts (at nice
+/// 0 it keeps the process's).
 #[derive(Debug, Default)]
 struct IngestPool {
-    runtime: std::sync::OnceLock<Option<tokio::runtime::Runtime>>,
+    runtime: std::sync::OnceLock<tokio::runtime::Runtime>,
 }
 
 impl IngestPool {
-    /// The pool's runtime, `None` at nice 0.
-    fn get(&self, limits: &ServerLimits) -> Result<Option<&tokio::runtime::Runtime>> {
+    /// The pool's runtime.
+    fn get(&self, limits: &ServerLimits) -> Result<&tokio::runtime::Runtime> {
         if let Some(runtime) = self.runtime.get() {
-            return Ok(runtime.as_ref());
+            return Ok(runtime);
         }
         let nice = limits.ingest_nice;
-        let runtime = if nice == 0 {
-            None
-        } else {
-            // Every batch admitted can have a thread; more are refused
-            // before they get here.
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .thread_name("affinity-ingest")
-                .max_blocking_threads(limits.max_writes_in_flight.max(1))
-                .on_thread_start(move || crate::priority::lower_this_thread(nice))
-                .build()
-                .map_err(|e| Error::Internal(format!("starting the ingest threads: {e}")))?;
-            Some(runtime)
-        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .thread_name("affinity-ingest")
+            .max_blocking_threads(limits.ingest_threads().max(1))
+            .on_thread_start(move || {
+                if nice != 0 {
+                    crate::priority::lower_this_thread(nice);
+                }
+            })
+            .build()
+            .map_err(|e| Error::Internal(format!("starting the ingest threads: {e}")))?;
         // Two first batches at once: the runtime one of them made is
         // kept; the other's is shut down without waiting (this runs in an
         // async context, where dropping a runtime would panic).
         let mut made = Some(runtime);
-        let kept = self.runtime.get_or_init(|| made.take().flatten());
-        if let Some(Some(unused)) = made {
+        let kept = self
+            .runtime
+            .get_or_init(|| made.take().expect("made above"));
+        if let Some(unused) = made {
             unused.shutdown_background();
         }
-        Ok(kept.as_ref())
+        Ok(kept)
     }
 }
 
@@ -261,7 +276,7 @@ impl Drop for IngestPool {
     fn drop(&mut self) {
         // Dropping a runtime waits for its threads, which an async
         // context (a server stopping inside a runtime) must not do.
-        if let Some(Some(runtime)) = self.runtime.take() {
+        if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_background();
         }
     }
@@ -434,19 +449,17 @@ impl Limiter {
     }
 
     /// Run `work`, storing an event batch, on the ingest threads (see
-    /// [`ServerLimits::ingest_nice`]).
+    /// [`ServerLimits::ingest_threads`] and [`ServerLimits::ingest_nice`]).
     pub async fn ingest<T, F>(&self, work: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce() -> Result<T> + Send + 'static,
     {
-        match self.ingest.get(&self.server)? {
-            None => crate::error::blocking(work).await,
-            Some(runtime) => runtime
-                .spawn_blocking(work)
-                .await
-                .map_err(|e| Error::Internal(format!("ingest task failed: {e}")))?,
-        }
+        self.ingest
+            .get(&self.server)?
+            .spawn_blocking(work)
+            .await
+            .map_err(|e| Error::Internal(format!("ingest task failed: {e}")))?
     }
 
     /// Requests being served now.
@@ -601,8 +614,8 @@ mod tests {
         }
     }
 
-    /// Event batches run on threads at `ingest_nice`, made as batches
-    /// come; at 0, on tokio's blocking threads at the caller's priority.
+    /// Event batches run on the ingest threads at `ingest_nice`, made as
+    /// batches come; at 0, at the caller's priority.
     #[cfg(target_os = "linux")]
     #[test]
     fn event_batches_run_at_the_ingest_nice_value() {
@@ -629,14 +642,68 @@ mod tests {
             // A process already nicer than 7 may not come back up to it.
             let expected = if nice == 0 { before } else { nice.max(before) };
             assert_eq!(on, expected, "a batch at ingest_nice {nice}");
-            let pooled = name.as_deref() == Some("affinity-ingest");
-            assert_eq!(pooled, nice != 0, "thread {name:?} at ingest_nice {nice}");
+            assert_eq!(
+                name.as_deref(),
+                Some("affinity-ingest"),
+                "at ingest_nice {nice}"
+            );
             // The async threads keep their priority.
             assert_eq!(runtime.block_on(async { this_thread() }), before);
             // Dropped inside the runtime, as a stopping server drops its
             // state: no wait for the pool's threads, no panic.
             runtime.block_on(async move { drop(limiter) });
         }
+    }
+
+    /// At most `ingest_threads` batches are stored at once; the others
+    /// wait for a thread, and every one is stored.
+    #[test]
+    fn batches_beyond_the_ingest_threads_wait_for_one() {
+        use std::sync::Arc;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        let limiter = Arc::new(Limiter::new(ServerLimits {
+            ingest_threads: Some(2),
+            ..ServerLimits::default()
+        }));
+        let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let done = runtime.block_on(async {
+            let tasks: Vec<_> = (0..8)
+                .map(|i| {
+                    let (limiter, now, most) = (limiter.clone(), now.clone(), most.clone());
+                    tokio::spawn(async move {
+                        limiter
+                            .ingest(move || {
+                                let at_once = now.fetch_add(1, Ordering::SeqCst) + 1;
+                                most.fetch_max(at_once, Ordering::SeqCst);
+                                std::thread::sleep(Duration::from_millis(30));
+                                now.fetch_sub(1, Ordering::SeqCst);
+                                Ok(i)
+                            })
+                            .await
+                            .unwrap()
+                    })
+                })
+                .collect();
+            let mut done = Vec::new();
+            for task in tasks {
+                done.push(task.await.unwrap());
+            }
+            done
+        });
+        assert_eq!(done, (0..8).collect::<Vec<_>>());
+        assert_eq!(most.load(Ordering::SeqCst), 2, "batches stored at once");
+        let none = ServerLimits {
+            ingest_threads: Some(0),
+            ..ServerLimits::default()
+        };
+        assert!(none
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("ingest_threads"));
     }
 
     /// The first batches of a server arrive together: each may make the

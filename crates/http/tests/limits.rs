@@ -369,12 +369,14 @@ async fn bad_limits_in_the_file_are_refused_naming_them() {
 }
 
 /// Event batches are stored on the ingest threads at any `ingest_nice`,
-/// at the reads' priority (0) as at the lowest (19): acknowledged, then
-/// in the profile. A value out of range is refused naming it.
+/// at the reads' priority (0) as at the lowest (19), and on one thread as
+/// on the default: acknowledged, then in the profile. A value out of
+/// range is refused naming it.
 #[tokio::test]
 async fn event_batches_are_stored_at_any_ingest_nice() {
-    for nice in [0, 19] {
-        let server = Server::configured(&config(&format!("ingest_nice = {nice}"), "", "")).await;
+    for (nice, threads) in [(0, ""), (19, ""), (5, "ingest_threads = 1")] {
+        let limits = format!("ingest_nice = {nice}\n{threads}");
+        let server = Server::configured(&config(&limits, "", "")).await;
         let strategy = server
             .as_key(
                 Method::POST,
@@ -417,4 +419,7 @@ async fn event_batches_are_stored_at_any_ingest_nice() {
     let bad = affinity_http::Config::parse(&config("ingest_nice = 20", "", "")).unwrap();
     let err = bad.limiter().unwrap_err().to_string();
     assert!(err.contains("ingest_nice") && err.contains("20"), "{err}");
+    let none = affinity_http::Config::parse(&config("ingest_threads = 0", "", "")).unwrap();
+    let err = none.limiter().unwrap_err().to_string();
+    assert!(err.contains("ingest_threads"), "{err}");
 }
