@@ -17,7 +17,7 @@
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use affinity_engine::rollup::{totals_sum, TOTALS_FAMILY};
+use affinity_engine::rollup::{totals_sum, FACET_TOTALS_FAMILY, TOTALS_FAMILY};
 use affinity_engine::{App, Engine, Event, EventType, DAY_MILLIS};
 use affinity_model::{ReadRowsRequest, RowFilter, Store};
 
@@ -182,15 +182,19 @@ pub struct Folded {
     pub events: i64,
 }
 
-/// Scan the rollups' counters (family `r`, only rollup rows have it).
+/// Scan the rollups' counters (families `f` and `r`, only rollup rows
+/// have them).
 pub fn folded(app: &App) -> anyhow::Result<Folded> {
-    let request = ReadRowsRequest::all().with_filter(RowFilter::exact_family(TOTALS_FAMILY));
+    let request = ReadRowsRequest::all().with_filter(RowFilter::interleave(vec![
+        RowFilter::exact_family(FACET_TOTALS_FAMILY),
+        RowFilter::exact_family(TOTALS_FAMILY),
+    ]));
     let (mut rollups, mut sum) = (0u64, 0i64);
     let mut bad = None;
     app.profiles.visit_rows(&request, &mut |row| {
         rollups += 1;
         for cell in row.cells {
-            match totals_sum(cell.qualifier, cell.value) {
+            match totals_sum(cell.family, cell.qualifier, cell.value) {
                 Ok(n) => sum += n,
                 Err(e) => bad = Some(format!("{:?}: {e}", String::from_utf8_lossy(row.key))),
             }

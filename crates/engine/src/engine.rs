@@ -367,6 +367,7 @@ impl Engine {
             .with_sum_family(rollup::MARKS_FAMILY, state.clone())
             .with_family(rollup::LINKS_FAMILY, state.clone())
             .with_family(rollup::MEMBERS_FAMILY, state)
+            .with_family(rollup::FACET_TOTALS_FAMILY, one.clone())
             .with_family(rollup::TOTALS_FAMILY, one.clone())
             .with_family(rollup::LATEST_FAMILY, one.clone())
             .with_family(rollup::WATERMARK_FAMILY, one.clone())

@@ -35,8 +35,8 @@ use crate::error::{Error, Result};
 use crate::event::{EventType, MAX_SKEW_MILLIS};
 use crate::rollup::{
     arrival_day, deletion_value, packed, read_rollup, read_rollups, rollup_key, row_day, Arrivals,
-    Rollup, CLOSE_MARGIN_MILLIS, DELETED, DELETING, LATEST_FAMILY, LINKS_FAMILY, MARKS_FAMILY,
-    MEMBERS_FAMILY, TOMBSTONE_FAMILY, TOTALS_FAMILY, WATERMARK_FAMILY,
+    Rollup, CLOSE_MARGIN_MILLIS, DELETED, DELETING, FACET_TOTALS_FAMILY, LATEST_FAMILY,
+    LINKS_FAMILY, MARKS_FAMILY, MEMBERS_FAMILY, TOMBSTONE_FAMILY, TOTALS_FAMILY, WATERMARK_FAMILY,
 };
 use crate::schema::{decode_row, since};
 use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedScores};
@@ -291,6 +291,36 @@ impl Engine {
             Ok(())
         };
         if folded.is_some() {
+            for (facet, cell) in &rollup.by_facet {
+                let cell = packed::unpack_facet(cell, facet)?;
+                let damaged = || {
+                    Error::corrupt(
+                        "rollup totals",
+                        format!("facet {}", String::from_utf8_lossy(facet)),
+                    )
+                };
+                // One weight per prefix (0 where the strategy does not
+                // score it); every prefix is of the cell's facet.
+                let mut slot = None;
+                let mut weights = Vec::with_capacity(cell.prefixes().len());
+                for prefix in cell.prefixes() {
+                    let (ty, name, of) = parse_last_qualifier(prefix)?;
+                    if of.as_bytes() != facet.as_slice() {
+                        return Err(damaged());
+                    }
+                    weights.push(match counters.resolve(ty, &name, &of) {
+                        Some((s, w)) => {
+                            slot = Some(s);
+                            w
+                        }
+                        None => 0,
+                    });
+                }
+                let Some(slot) = slot else {
+                    continue;
+                };
+                acc.add_borrowed_sorted_at(slot, 1, cell.weighted(&weights), |_| damaged())?;
+            }
             for (prefix, cell) in &rollup.totals {
                 let (ty, name, facet) = parse_last_qualifier(prefix)?;
                 let Some((slot, weight)) = counters.resolve(ty, &name, &facet) else {
@@ -543,12 +573,17 @@ impl Engine {
         let rollup = rollup_key(user);
         let started = self.now_millis();
         let nonce: u64 = rand::random();
-        let mut tombstone: Vec<Mutation> = [TOTALS_FAMILY, LATEST_FAMILY, WATERMARK_FAMILY]
-            .into_iter()
-            .map(|family| Mutation::DeleteFromFamily {
-                family: family.into(),
-            })
-            .collect();
+        let mut tombstone: Vec<Mutation> = [
+            FACET_TOTALS_FAMILY,
+            TOTALS_FAMILY,
+            LATEST_FAMILY,
+            WATERMARK_FAMILY,
+        ]
+        .into_iter()
+        .map(|family| Mutation::DeleteFromFamily {
+            family: family.into(),
+        })
+        .collect();
         tombstone.push(Mutation::set_cell(
             TOMBSTONE_FAMILY,
             "deletion",

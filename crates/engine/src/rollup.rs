@@ -4,10 +4,12 @@
 //! `docs/design/profiles.md`).
 //!
 //! Row `user,!` of `profiles.<app>`:
-//! - `r`: one cell per counter prefix CSV(type, name, facet), its value
-//!   every folded counter of that prefix, sorted by value, with the exact
-//!   sum over the folded events, each event once (the packing is
+//! - `f`: one cell per facet, its value every folded value of the facet,
+//!   sorted, with its exact sum over the folded events (each event once)
+//!   per counter prefix CSV(type, name, facet) (the packing is
 //!   [`packed`]'s);
+//! - `r`: the same sums one cell per counter prefix, as folds wrote them
+//!   before `f`; read as well, and replaced by `f` at the next fold;
 //! - `s`: CSV(type, name, facet), the newest folded event's time as the
 //!   cell's timestamp;
 //! - `w`: `h` (the arrival day folded through) and `lo` (the first event
@@ -38,13 +40,16 @@ use crate::batch::visit_rows;
 use crate::engine::{App, Engine, DAY_MILLIS, SLACK_DAYS};
 use crate::error::{Error, Result};
 use crate::state::{
-    last_qualifier, split_counter_qualifier, state_row_key, EventId, COUNTERS_FAMILY, IDS_FAMILY,
-    LAST_FAMILY,
+    last_qualifier, parse_last_qualifier, split_counter_qualifier, state_row_key, EventId,
+    COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY,
 };
 
 pub(crate) mod packed;
 
-/// Folded counters.
+/// Folded counters, one cell per facet.
+pub const FACET_TOTALS_FAMILY: &str = "f";
+/// Folded counters, one cell per counter prefix (written before
+/// [`FACET_TOTALS_FAMILY`]; still read).
 pub const TOTALS_FAMILY: &str = "r";
 /// Folded latest times.
 pub const LATEST_FAMILY: &str = "s";
@@ -113,8 +118,10 @@ pub struct Watermark {
 pub struct Rollup {
     /// `None` when nothing was ever folded (or a deletion cleared it).
     pub watermark: Option<Watermark>,
-    /// Counter prefix `type,name,facet` -> its packed counters (see
-    /// [`packed`]).
+    /// Facet -> its packed counters per prefix (`f`, see [`packed`]).
+    pub by_facet: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Counter prefix `type,name,facet` -> its packed counters (`r`, an
+    /// older fold's; see [`packed`]).
     pub totals: Vec<(Vec<u8>, Vec<u8>)>,
     /// Latest-time qualifier -> the newest folded event's time (µs).
     pub latest: Vec<(Vec<u8>, i64)>,
@@ -176,6 +183,9 @@ impl Rollup {
         let (mut h, mut lo) = (None, None);
         for cell in row.cells {
             match cell.family {
+                FACET_TOTALS_FAMILY => out
+                    .by_facet
+                    .push((cell.qualifier.to_vec(), cell.value.to_vec())),
                 TOTALS_FAMILY => out
                     .totals
                     .push((cell.qualifier.to_vec(), cell.value.to_vec())),
@@ -324,12 +334,21 @@ pub(crate) fn read_rollups(app: &App, users: &[&str]) -> Result<Vec<Rollup>> {
     Ok(out)
 }
 
-/// The sum of every counter of a rollup's totals cell (qualifier
-/// `prefix`, value `cell`), for checks and benchmarks.
-pub fn totals_sum(prefix: &[u8], cell: &[u8]) -> Result<i64> {
-    packed::unpack(cell, prefix)
-        .map(|c| c.map(|(_, n)| n))
-        .sum()
+/// The sum of every counter of a rollup's totals cell of `family`
+/// ([`FACET_TOTALS_FAMILY`] or [`TOTALS_FAMILY`]; qualifier `qualifier`,
+/// value `cell`), for checks and benchmarks; 0 for another family.
+pub fn totals_sum(family: &str, qualifier: &[u8], cell: &[u8]) -> Result<i64> {
+    match family {
+        FACET_TOTALS_FAMILY => {
+            let mut sum = 0;
+            packed::unpack_facet(cell, qualifier)?.for_each(|_, _, n| sum += n)?;
+            Ok(sum)
+        }
+        TOTALS_FAMILY => packed::unpack(cell, qualifier)
+            .map(|c| c.map(|(_, n)| n))
+            .sum(),
+        _ => Ok(0),
+    }
 }
 
 /// The day of a day row's key: `user,DDDDDDDD`, or a hot user's sub-row
@@ -382,6 +401,40 @@ fn add_total(totals: &mut Totals, prefix: &[u8], value: &[u8], n: i64) {
             values.insert(value.to_vec(), n);
         }
     }
+}
+
+/// The by-facet cells of `totals`: facet -> packed cell.
+fn facet_cells(totals: &Totals) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+    // Facet -> its prefixes and their sums.
+    type Sums = BTreeMap<Vec<u8>, i64>;
+    let mut facets: BTreeMap<Vec<u8>, Vec<(&[u8], &Sums)>> = BTreeMap::new();
+    for (prefix, values) in totals {
+        let (_, _, facet) = parse_last_qualifier(prefix)?;
+        facets
+            .entry(facet.as_bytes().to_vec())
+            .or_default()
+            .push((prefix, values));
+    }
+    let mut out = BTreeMap::new();
+    for (facet, prefixes) in facets {
+        let k = prefixes.len();
+        // Value -> its sum per prefix.
+        let mut rows: BTreeMap<&[u8], Vec<i64>> = BTreeMap::new();
+        for (j, (_, values)) in prefixes.iter().enumerate() {
+            for (value, n) in values.iter() {
+                rows.entry(value.as_slice()).or_insert_with(|| vec![0; k])[j] = *n;
+            }
+        }
+        let names: Vec<&[u8]> = prefixes.iter().map(|(p, _)| *p).collect();
+        let mut cell = Vec::with_capacity(rows.len() * (8 + 2 * k));
+        packed::pack_facet(
+            &mut cell,
+            &names,
+            rows.iter().map(|(v, counts)| (*v, counts.as_slice())),
+        );
+        out.insert(facet, cell);
+    }
+    Ok(out)
 }
 
 /// A fold computed and ready to commit.
@@ -452,6 +505,13 @@ impl Engine {
         };
         let old_h = match base {
             Some(w) => {
+                for (facet, cell) in &rollup.by_facet {
+                    let cell = packed::unpack_facet(cell, facet)?;
+                    let prefixes = cell.prefixes();
+                    cell.for_each(|value, j, n| {
+                        add_total(&mut plan.totals, prefixes[j], value, n)
+                    })?;
+                }
                 for (prefix, cell) in &rollup.totals {
                     for counter in packed::unpack(cell, prefix) {
                         let (value, n) = counter?;
@@ -625,6 +685,9 @@ impl Engine {
         let stamp = plan.new.h.max(0) * DAY_MICROS;
         let mut write = vec![
             Mutation::DeleteFromFamily {
+                family: FACET_TOTALS_FAMILY.into(),
+            },
+            Mutation::DeleteFromFamily {
                 family: TOTALS_FAMILY.into(),
             },
             Mutation::DeleteFromFamily {
@@ -646,15 +709,8 @@ impl Engine {
                 plan.new.lo.to_be_bytes().to_vec(),
             ),
         ];
-        for (prefix, values) in &plan.totals {
-            let mut cell = Vec::with_capacity(values.len() * 12);
-            packed::pack(&mut cell, values.iter().map(|(v, n)| (v.as_slice(), *n)));
-            write.push(Mutation::set_cell(
-                TOTALS_FAMILY,
-                prefix.clone(),
-                stamp,
-                cell,
-            ));
+        for (facet, cell) in facet_cells(&plan.totals)? {
+            write.push(Mutation::set_cell(FACET_TOTALS_FAMILY, facet, stamp, cell));
         }
         for (q, t) in &plan.latest {
             // Timestamps have millisecond granularity.

@@ -2,7 +2,8 @@
 //! sequences of ingestion (late events, retries on the same and on later
 //! days), clock moves (days leaving the window), maintenance (whole, cut
 //! short, two maintainers racing), deletions and rebuilds (after state was
-//! lost, or not), with every user's profile compared with the naive
+//! lost, or not), rollups rewritten as older folds wrote them (by counter
+//! prefix, not by facet), with every user's profile compared with the naive
 //! reference after every step. Some users' days are spread over sub-rows
 //! (hot lists published by hand, and by ingestion under a policy that
 //! lists any busy user), and retries go through a second engine (another
@@ -18,10 +19,11 @@ use std::sync::Arc;
 
 use affinity_engine::cache::ProfileCache;
 use affinity_engine::hot::{list_cutoff_millis, HotPolicy};
+use affinity_engine::rollup::{rollup_key, FACET_TOTALS_FAMILY, TOTALS_FAMILY};
 use affinity_engine::{
     AppConfig, Engine, Event, MaintainOptions, Progress, RebuildOptions, Schema,
 };
-use affinity_model::Store;
+use affinity_model::{Mutation, ReadRowsRequest, RowFilter, RowSet, Store};
 use common::*;
 use proptest::prelude::*;
 
@@ -59,6 +61,9 @@ enum Op {
     /// the rollup row alone), then rebuild; a second rebuild writes
     /// nothing.
     LoseAndRebuild { mask: u8, rollup_only: bool },
+    /// Rewrite the rollups of the users in the mask as folds wrote them
+    /// before the by-facet cells: one `r` cell per counter prefix.
+    OlderRollups(u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -82,7 +87,88 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..4).prop_map(Op::Delete),
         1 => (any::<u8>(), any::<bool>())
             .prop_map(|(mask, rollup_only)| Op::LoseAndRebuild { mask, rollup_only }),
+        1 => any::<u8>().prop_map(Op::OlderRollups),
     ]
+}
+
+/// The rollup of `u` rewritten by prefix, as folds wrote it before the
+/// by-facet cells, read and written as `docs/design/profiles.md` lays
+/// the two out (so this also pins both layouts): each `f` cell (`k`
+/// prefixes, then per value its count per prefix) becomes one `r` cell
+/// per prefix (per value its count, zero counts left out).
+fn write_older_rollup(engine: &Engine, u: &str) {
+    fn varint(rest: &mut &[u8]) -> u64 {
+        let mut n = 0;
+        for i in 0.. {
+            let b = rest[0];
+            *rest = &rest[1..];
+            n |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                break;
+            }
+        }
+        n
+    }
+    fn put(out: &mut Vec<u8>, mut n: u64) {
+        while n >= 0x80 {
+            out.push(n as u8 | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+    }
+    fn bytes<'a>(rest: &mut &'a [u8]) -> &'a [u8] {
+        let len = varint(rest) as usize;
+        let (b, tail) = rest.split_at(len);
+        *rest = tail;
+        b
+    }
+    let app = engine.app(APP).unwrap();
+    let key = rollup_key(u);
+    let request = ReadRowsRequest::new(RowSet::from_keys([key.clone().into_bytes()]))
+        .with_filter(RowFilter::exact_family(FACET_TOTALS_FAMILY));
+    let mut cells: Vec<(i64, Vec<u8>)> = Vec::new();
+    app.profiles
+        .visit_rows(&request, &mut |row| {
+            for cell in row.cells {
+                cells.push((cell.timestamp_micros, cell.value.to_vec()));
+            }
+            Ok(true)
+        })
+        .unwrap();
+    if cells.is_empty() {
+        return;
+    }
+    let mut write = vec![Mutation::DeleteFromFamily {
+        family: FACET_TOTALS_FAMILY.into(),
+    }];
+    for (stamp, cell) in cells {
+        let mut rest = cell.as_slice();
+        let k = varint(&mut rest) as usize;
+        let prefixes: Vec<&[u8]> = (0..k).map(|_| bytes(&mut rest)).collect();
+        let mut older = vec![Vec::new(); k];
+        while !rest.is_empty() {
+            let value = bytes(&mut rest);
+            for out in older.iter_mut() {
+                let z = varint(&mut rest);
+                if z != 0 {
+                    put(out, value.len() as u64);
+                    out.extend_from_slice(value);
+                    put(out, z);
+                }
+            }
+        }
+        for (prefix, value) in prefixes.iter().zip(older) {
+            if !value.is_empty() {
+                write.push(Mutation::set_cell(
+                    TOTALS_FAMILY,
+                    prefix.to_vec(),
+                    stamp,
+                    value,
+                ));
+            }
+        }
+    }
+    app.profiles.mutate_row(key.as_bytes(), &write).unwrap();
 }
 
 fn user(n: u8) -> String {
@@ -305,6 +391,11 @@ fn run(
                     .rebuild(APP, options, &Progress::default())
                     .unwrap();
                 prop_assert_eq!((again.restored, again.markers), (0, 0));
+            }
+            Op::OlderRollups(mask) => {
+                for u in (0..4u8).filter(|u| mask & (1 << u) != 0) {
+                    write_older_rollup(&world.engine, &user(u));
+                }
             }
         }
         world.check(step, op)?;

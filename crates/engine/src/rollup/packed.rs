@@ -1,19 +1,36 @@
-//! A rollup's packed totals: one `r` cell per counter prefix
-//! `type,name,facet` (the qualifier, CSV as in the `t` family), whose
-//! value lists that prefix's counters, sorted by value:
+//! A rollup's packed totals (see `docs/design/profiles.md`).
+//!
+//! **By facet** (`f`, what folds write): one cell per facet, the
+//! qualifier the facet's name, listing every folded value of the facet
+//! once with its counts per counter prefix `type,name,facet` (CSV, as in
+//! the `t` family):
+//!
+//! ```text
+//! value = k varint | ( len varint | prefix bytes ){k}
+//!         ( len varint | value bytes (UTF-8, unquoted) | ( count zigzag varint ){k} )*
+//! ```
+//!
+//! values strictly increasing (bytewise), each with a non-zero count in
+//! at least one of the `k` prefixes. A read weighs each value's counts
+//! with the strategy's weights in one pass: a heavy user's rollup is one
+//! cell and one sorted run per facet.
+//!
+//! **By prefix** (`r`, written before; still read until the next fold
+//! rewrites the rollup): one cell per counter prefix, the qualifier the
+//! prefix, listing its counters:
 //!
 //! ```text
 //! value = ( len varint | value bytes (UTF-8, unquoted) | count zigzag varint )*
 //! ```
 //!
-//! values strictly increasing (bytewise), counts non-zero. A read then
-//! walks one cell per scored prefix and no qualifier per counter: a heavy
-//! user's rollup is a dozen cells, not thousands.
+//! values strictly increasing (bytewise), counts non-zero.
 
 use crate::error::{Error, Result};
 
-/// Append the packed form of `entries` (sorted by value, distinct) to
-/// `out`; zero counts are left out.
+/// Append the by-prefix form of `entries` (sorted by value, distinct) to
+/// `out`; zero counts are left out. Folds no longer write it: tests make
+/// the rollups of older folds with it.
+#[cfg(test)]
 pub(crate) fn pack<'a>(out: &mut Vec<u8>, entries: impl IntoIterator<Item = (&'a [u8], i64)>) {
     for (value, count) in entries {
         if count == 0 {
@@ -69,6 +86,195 @@ impl<'v> Iterator for Unpack<'v> {
             None => return Some(Err(self.corrupt("truncated count"))),
         };
         Some(Ok((value, count)))
+    }
+}
+
+/// Append the by-facet cell of one facet to `out`: `prefixes` its
+/// counter prefixes, `rows` its values (sorted, distinct) each with one
+/// count per prefix; a row whose counts are all zero is left out.
+pub(crate) fn pack_facet<'a>(
+    out: &mut Vec<u8>,
+    prefixes: &[&[u8]],
+    rows: impl IntoIterator<Item = (&'a [u8], &'a [i64])>,
+) {
+    put_varint(out, prefixes.len() as u64);
+    for prefix in prefixes {
+        put_varint(out, prefix.len() as u64);
+        out.extend_from_slice(prefix);
+    }
+    for (value, counts) in rows {
+        debug_assert_eq!(counts.len(), prefixes.len());
+        if counts.iter().all(|n| *n == 0) {
+            continue;
+        }
+        put_varint(out, value.len() as u64);
+        out.extend_from_slice(value);
+        for n in counts {
+            put_varint(out, zigzag(*n));
+        }
+    }
+}
+
+/// A by-facet cell read: its counter prefixes, and its rows still packed.
+#[derive(Debug)]
+pub(crate) struct FacetCell<'v> {
+    prefixes: Vec<&'v [u8]>,
+    rows: &'v [u8],
+    what: &'v [u8],
+}
+
+/// Read the head of a by-facet cell (`what`, its facet, names it in
+/// errors); its rows are decoded as they are walked.
+pub(crate) fn unpack_facet<'v>(value: &'v [u8], what: &'v [u8]) -> Result<FacetCell<'v>> {
+    let corrupt = |why: &str| {
+        Error::corrupt(
+            "rollup totals",
+            format!("facet {} ({why})", String::from_utf8_lossy(what)),
+        )
+    };
+    let mut rest = value;
+    let k = take_varint(&mut rest).ok_or_else(|| corrupt("truncated prefix count"))?;
+    // Each prefix takes at least its length byte.
+    if k == 0 || k > rest.len() as u64 {
+        return Err(corrupt("a bad prefix count"));
+    }
+    let mut prefixes = Vec::with_capacity(k as usize);
+    for _ in 0..k {
+        let len = take_varint(&mut rest).ok_or_else(|| corrupt("truncated prefix"))?;
+        let prefix = usize::try_from(len)
+            .ok()
+            .and_then(|l| rest.get(..l))
+            .ok_or_else(|| corrupt("truncated prefix"))?;
+        rest = &rest[prefix.len()..];
+        prefixes.push(prefix);
+    }
+    Ok(FacetCell {
+        prefixes,
+        rows: rest,
+        what,
+    })
+}
+
+impl<'v> FacetCell<'v> {
+    /// The counter prefixes, in the order of each row's counts.
+    pub(crate) fn prefixes(&self) -> &[&'v [u8]] {
+        &self.prefixes
+    }
+
+    /// Each value with `sum(weights[j] * count[j])` over the prefixes
+    /// (`weights` one per prefix), in order; values whose sum is 0 are
+    /// passed over (a profile counts nothing for them).
+    pub(crate) fn weighted<'w>(&self, weights: &'w [i64]) -> Weighted<'v, 'w> {
+        debug_assert_eq!(weights.len(), self.prefixes.len());
+        Weighted {
+            rows: Rows {
+                rest: self.rows,
+                what: self.what,
+            },
+            weights,
+        }
+    }
+
+    /// Call `each(value, j, count)` for every non-zero count, in order of
+    /// value then prefix.
+    pub(crate) fn for_each(&self, mut each: impl FnMut(&'v [u8], usize, i64)) -> Result<()> {
+        let mut rows = Rows {
+            rest: self.rows,
+            what: self.what,
+        };
+        while let Some(value) = rows.value()? {
+            let mut any = false;
+            for j in 0..self.prefixes.len() {
+                let n = rows.count()?;
+                if n != 0 {
+                    any = true;
+                    each(value, j, n);
+                }
+            }
+            if !any {
+                return Err(rows.corrupt("a value without counts"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The rows of a by-facet cell, decoded field by field.
+struct Rows<'v> {
+    rest: &'v [u8],
+    what: &'v [u8],
+}
+
+impl<'v> Rows<'v> {
+    fn corrupt(&mut self, why: &str) -> Error {
+        self.rest = &[];
+        Error::corrupt(
+            "rollup totals",
+            format!("facet {} ({why})", String::from_utf8_lossy(self.what)),
+        )
+    }
+
+    /// The next row's value, `None` at the end.
+    #[inline]
+    fn value(&mut self) -> Result<Option<&'v [u8]>> {
+        if self.rest.is_empty() {
+            return Ok(None);
+        }
+        let Some(len) = take_varint(&mut self.rest) else {
+            return Err(self.corrupt("truncated length"));
+        };
+        let Some(value) = usize::try_from(len).ok().and_then(|l| self.rest.get(..l)) else {
+            return Err(self.corrupt("truncated value"));
+        };
+        self.rest = &self.rest[value.len()..];
+        Ok(Some(value))
+    }
+
+    /// The row's next count.
+    #[inline]
+    fn count(&mut self) -> Result<i64> {
+        match take_varint(&mut self.rest) {
+            Some(z) => Ok(unzigzag(z)),
+            None => Err(self.corrupt("truncated count")),
+        }
+    }
+}
+
+/// [`FacetCell::weighted`].
+pub(crate) struct Weighted<'v, 'w> {
+    rows: Rows<'v>,
+    weights: &'w [i64],
+}
+
+impl<'v> Iterator for Weighted<'v, '_> {
+    type Item = Result<(&'v [u8], i64)>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let value = match self.rows.value() {
+                Ok(Some(value)) => value,
+                Ok(None) => return None,
+                Err(e) => return Some(Err(e)),
+            };
+            let (mut sum, mut any) = (0i64, false);
+            for w in self.weights {
+                match self.rows.count() {
+                    Ok(n) => {
+                        any |= n != 0;
+                        // Wrapping: a damaged cell's counts must not panic.
+                        sum = sum.wrapping_add(w.wrapping_mul(n));
+                    }
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            if !any {
+                return Some(Err(self.rows.corrupt("a value without counts")));
+            }
+            if sum != 0 {
+                return Some(Ok((value, sum)));
+            }
+        }
     }
 }
 
@@ -133,6 +339,93 @@ mod tests {
                 }
             }
         }
+    }
+
+    proptest! {
+        #[test]
+        fn a_facet_cell_gives_back_what_was_packed(
+            rows in proptest::collection::btree_map(
+                proptest::collection::vec(any::<u8>(), 0..12),
+                proptest::collection::vec(-1000i64..1000, 3),
+                0..40,
+            ),
+            weights in proptest::collection::vec(-50i64..50, 3),
+        ) {
+            let prefixes: [&[u8]; 3] = [b"click,Clicked,brand", b"view,Viewed,brand", b"x"];
+            let mut cell = Vec::new();
+            pack_facet(&mut cell, &prefixes, rows.iter().map(|(v, c)| (v.as_slice(), c.as_slice())));
+            let read = unpack_facet(&cell, b"brand").unwrap();
+            prop_assert_eq!(read.prefixes(), &prefixes[..]);
+            let mut counts = Vec::new();
+            read.for_each(|v, j, n| counts.push((v.to_vec(), j, n))).unwrap();
+            let expected: Vec<(Vec<u8>, usize, i64)> = rows
+                .iter()
+                .flat_map(|(v, c)| {
+                    c.iter().enumerate().filter(|(_, n)| **n != 0).map(|(j, n)| (v.clone(), j, *n))
+                })
+                .collect();
+            prop_assert_eq!(counts, expected);
+            let weighted: Vec<(Vec<u8>, i64)> = read
+                .weighted(&weights)
+                .map(|r| r.map(|(v, n)| (v.to_vec(), n)))
+                .collect::<Result<_>>()
+                .unwrap();
+            let expected: Vec<(Vec<u8>, i64)> = rows
+                .iter()
+                .map(|(v, c)| (v.clone(), c.iter().zip(&weights).map(|(n, w)| n * w).sum::<i64>()))
+                .filter(|(_, n)| *n != 0)
+                .collect();
+            prop_assert_eq!(weighted, expected);
+        }
+
+        #[test]
+        fn damaged_facet_cells_are_errors_never_panics(
+            bytes in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            if let Ok(read) = unpack_facet(&bytes, b"f") {
+                let weights = vec![7; read.prefixes().len()];
+                for item in read.weighted(&weights) {
+                    if item.is_err() {
+                        break;
+                    }
+                }
+                let _ = read.for_each(|_, _, _| {});
+            }
+        }
+    }
+
+    #[test]
+    fn damaged_facet_cells_are_named() {
+        let mut cell = Vec::new();
+        pack_facet(
+            &mut cell,
+            &[b"a", b"b"],
+            [(&b"v"[..], &[0, 3][..]), (b"w", &[0, 0])],
+        );
+        let read = unpack_facet(&cell, b"color").unwrap();
+        let mut seen = Vec::new();
+        read.for_each(|v, j, n| seen.push((v, j, n))).unwrap();
+        assert_eq!(seen, vec![(&b"v"[..], 1, 3)], "a row of zeros is left out");
+        cell.pop();
+        let err = unpack_facet(&cell, b"color")
+            .unwrap()
+            .for_each(|_, _, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("color") && err.contains("truncated count"),
+            "{err}"
+        );
+        // A row with every count zero (not what a fold writes).
+        let mut zeros = Vec::new();
+        put_varint(&mut zeros, 1);
+        put_varint(&mut zeros, 1);
+        zeros.push(b'a');
+        zeros.extend_from_slice(&[1, b'v', 0]);
+        let read = unpack_facet(&zeros, b"size").unwrap();
+        let err = read.weighted(&[1]).next().unwrap().unwrap_err().to_string();
+        assert!(err.contains("without counts"), "{err}");
+        assert!(unpack_facet(&[0], b"size").is_err(), "no prefix");
     }
 
     #[test]
