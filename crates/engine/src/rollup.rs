@@ -417,21 +417,30 @@ fn facet_cells(totals: &Totals) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
     }
     let mut out = BTreeMap::new();
     for (facet, prefixes) in facets {
-        let k = prefixes.len();
-        // Value -> its sum per prefix.
-        let mut rows: BTreeMap<&[u8], Vec<i64>> = BTreeMap::new();
-        for (j, (_, values)) in prefixes.iter().enumerate() {
-            for (value, n) in values.iter() {
-                rows.entry(value.as_slice()).or_insert_with(|| vec![0; k])[j] = *n;
-            }
-        }
         let names: Vec<&[u8]> = prefixes.iter().map(|(p, _)| *p).collect();
-        let mut cell = Vec::with_capacity(rows.len() * (8 + 2 * k));
-        packed::pack_facet(
-            &mut cell,
-            &names,
-            rows.iter().map(|(v, counts)| (*v, counts.as_slice())),
-        );
+        let rows: usize = prefixes.iter().map(|(_, sums)| sums.len()).sum();
+        let mut cell = Vec::with_capacity(16 * names.len() + rows * 8);
+        let mut packer = packed::FacetPacker::new(&mut cell, &names);
+        // The prefixes' sums, each sorted by value, merged: each value
+        // once with its sum per prefix.
+        let mut runs: Vec<_> = prefixes.iter().map(|(_, s)| s.iter().peekable()).collect();
+        let mut counts = vec![0i64; runs.len()];
+        loop {
+            let next = runs
+                .iter_mut()
+                .filter_map(|run| run.peek().map(|&(value, _)| value.as_slice()))
+                .min();
+            let Some(value) = next else {
+                break;
+            };
+            for (run, count) in runs.iter_mut().zip(counts.iter_mut()) {
+                *count = match run.next_if(|&(v, _)| v.as_slice() == value) {
+                    Some((_, n)) => *n,
+                    None => 0,
+                };
+            }
+            packer.row(value, &counts);
+        }
         out.insert(facet, cell);
     }
     Ok(out)

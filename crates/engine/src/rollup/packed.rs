@@ -89,28 +89,39 @@ impl<'v> Iterator for Unpack<'v> {
     }
 }
 
-/// Append the by-facet cell of one facet to `out`: `prefixes` its
-/// counter prefixes, `rows` its values (sorted, distinct) each with one
-/// count per prefix; a row whose counts are all zero is left out.
-pub(crate) fn pack_facet<'a>(
-    out: &mut Vec<u8>,
-    prefixes: &[&[u8]],
-    rows: impl IntoIterator<Item = (&'a [u8], &'a [i64])>,
-) {
-    put_varint(out, prefixes.len() as u64);
-    for prefix in prefixes {
-        put_varint(out, prefix.len() as u64);
-        out.extend_from_slice(prefix);
-    }
-    for (value, counts) in rows {
-        debug_assert_eq!(counts.len(), prefixes.len());
-        if counts.iter().all(|n| *n == 0) {
-            continue;
+/// Writes the by-facet cell of one facet: its counter prefixes first
+/// ([`FacetPacker::new`]), then its values in order ([`FacetPacker::row`]).
+pub(crate) struct FacetPacker<'o> {
+    out: &'o mut Vec<u8>,
+    k: usize,
+}
+
+impl<'o> FacetPacker<'o> {
+    /// Start the cell of a facet with counter prefixes `prefixes` in
+    /// `out`.
+    pub(crate) fn new(out: &'o mut Vec<u8>, prefixes: &[&[u8]]) -> FacetPacker<'o> {
+        put_varint(out, prefixes.len() as u64);
+        for prefix in prefixes {
+            put_varint(out, prefix.len() as u64);
+            out.extend_from_slice(prefix);
         }
-        put_varint(out, value.len() as u64);
-        out.extend_from_slice(value);
+        FacetPacker {
+            out,
+            k: prefixes.len(),
+        }
+    }
+
+    /// Add `value` (after the values added before, bytewise) with one
+    /// count per prefix; left out when they are all zero.
+    pub(crate) fn row(&mut self, value: &[u8], counts: &[i64]) {
+        debug_assert_eq!(counts.len(), self.k);
+        if counts.iter().all(|n| *n == 0) {
+            return;
+        }
+        put_varint(self.out, value.len() as u64);
+        self.out.extend_from_slice(value);
         for n in counts {
-            put_varint(out, zigzag(*n));
+            put_varint(self.out, zigzag(*n));
         }
     }
 }
@@ -353,7 +364,10 @@ mod tests {
         ) {
             let prefixes: [&[u8]; 3] = [b"click,Clicked,brand", b"view,Viewed,brand", b"x"];
             let mut cell = Vec::new();
-            pack_facet(&mut cell, &prefixes, rows.iter().map(|(v, c)| (v.as_slice(), c.as_slice())));
+            let mut packer = FacetPacker::new(&mut cell, &prefixes);
+            for (v, c) in &rows {
+                packer.row(v, c);
+            }
             let read = unpack_facet(&cell, b"brand").unwrap();
             prop_assert_eq!(read.prefixes(), &prefixes[..]);
             let mut counts = Vec::new();
@@ -397,11 +411,9 @@ mod tests {
     #[test]
     fn damaged_facet_cells_are_named() {
         let mut cell = Vec::new();
-        pack_facet(
-            &mut cell,
-            &[b"a", b"b"],
-            [(&b"v"[..], &[0, 3][..]), (b"w", &[0, 0])],
-        );
+        let mut packer = FacetPacker::new(&mut cell, &[b"a", b"b"]);
+        packer.row(b"v", &[0, 3]);
+        packer.row(b"w", &[0, 0]);
         let read = unpack_facet(&cell, b"color").unwrap();
         let mut seen = Vec::new();
         read.for_each(|v, j, n| seen.push((v, j, n))).unwrap();
