@@ -47,45 +47,30 @@ pub(crate) fn pack<'a>(out: &mut Vec<u8>, entries: impl IntoIterator<Item = (&'a
 /// order is not checked here: the profile read checks it as it merges
 /// (`Accumulator::add_sorted_at`), and a fold does not need it.
 pub(crate) fn unpack<'v>(value: &'v [u8], what: &'v [u8]) -> Unpack<'v> {
-    Unpack { rest: value, what }
+    Unpack(Rows {
+        rest: value,
+        what,
+        facet: false,
+    })
 }
 
-pub(crate) struct Unpack<'v> {
-    rest: &'v [u8],
-    what: &'v [u8],
-}
-
-impl<'v> Unpack<'v> {
-    fn corrupt(&mut self, why: &str) -> Error {
-        self.rest = &[];
-        Error::corrupt(
-            "rollup totals",
-            format!("{} ({why})", String::from_utf8_lossy(self.what)),
-        )
-    }
-}
+pub(crate) struct Unpack<'v>(Rows<'v>);
 
 impl<'v> Iterator for Unpack<'v> {
     type Item = Result<(&'v [u8], i64)>;
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        if self.rest.is_empty() {
-            return None;
-        }
-        let Some(len) = take_varint(&mut self.rest) else {
-            return Some(Err(self.corrupt("truncated length")));
+        let rows = &mut self.0;
+        let value = match rows.value() {
+            Ok(Some(value)) => value,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
         };
-        let Some(value) = usize::try_from(len).ok().and_then(|l| self.rest.get(..l)) else {
-            return Some(Err(self.corrupt("truncated value")));
-        };
-        self.rest = &self.rest[value.len()..];
-        let count = match take_varint(&mut self.rest) {
-            Some(z) if z != 0 => unzigzag(z),
-            Some(_) => return Some(Err(self.corrupt("a zero count"))),
-            None => return Some(Err(self.corrupt("truncated count"))),
-        };
-        Some(Ok((value, count)))
+        Some(match rows.count() {
+            Ok(0) => Err(rows.corrupt("a zero count")),
+            count => count.map(|n| (value, n)),
+        })
     }
 }
 
@@ -181,6 +166,7 @@ impl<'v> FacetCell<'v> {
             rows: Rows {
                 rest: self.rows,
                 what: self.what,
+                facet: true,
             },
             weights,
         }
@@ -192,6 +178,7 @@ impl<'v> FacetCell<'v> {
         let mut rows = Rows {
             rest: self.rows,
             what: self.what,
+            facet: true,
         };
         while let Some(value) = rows.value()? {
             let mut any = false;
@@ -210,19 +197,24 @@ impl<'v> FacetCell<'v> {
     }
 }
 
-/// The rows of a by-facet cell, decoded field by field.
+/// The rows of a packed cell, decoded field by field.
 struct Rows<'v> {
     rest: &'v [u8],
+    /// The cell's qualifier, for messages: a facet, or a counter prefix.
     what: &'v [u8],
+    facet: bool,
 }
 
 impl<'v> Rows<'v> {
     fn corrupt(&mut self, why: &str) -> Error {
         self.rest = &[];
-        Error::corrupt(
-            "rollup totals",
-            format!("facet {} ({why})", String::from_utf8_lossy(self.what)),
-        )
+        let what = String::from_utf8_lossy(self.what);
+        let what = if self.facet {
+            format!("facet {what} ({why})")
+        } else {
+            format!("{what} ({why})")
+        };
+        Error::corrupt("rollup totals", what)
     }
 
     /// The next row's value, `None` at the end.
