@@ -143,6 +143,8 @@ pub(crate) struct Running {
     pub endpoint: Endpoint,
     pub store: Arc<affinity_embedded::EmbeddedStore>,
     pub engine: Arc<Engine>,
+    /// The server's `[limits]`.
+    pub limits: ServerLimits,
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
 }
@@ -206,6 +208,7 @@ impl Running {
             endpoint,
             store,
             engine,
+            limits,
             stop,
             server,
         })
@@ -438,8 +441,8 @@ async fn phases(args: &OverloadBenchArgs, server: &Running) -> anyhow::Result<()
         args.factor,
         args.max_writes_in_flight,
         args.max_in_flight,
-        args.ingest_nice,
-        args.ingest_threads.unwrap_or(args.max_writes_in_flight)
+        server.limits.ingest_nice,
+        server.limits.ingest_threads()
     );
     let started = Instant::now();
     let mut calibration = closed_loop(

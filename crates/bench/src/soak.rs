@@ -160,9 +160,8 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
         args.readers,
         args.users,
         args.maintain_every,
-        args.ingest_nice,
-        args.ingest_threads
-            .unwrap_or(affinity_http::ServerLimits::default().max_writes_in_flight)
+        server.limits.ingest_nice,
+        server.limits.ingest_threads()
     );
     println!(
         "{:>6} {:>9} {:>10} {:>9} {:>8} {:>7} {:>7} {:>5} {:>6} {:>8} {:>11} {:>9} {:>12} {:>7} {:>6} {:>7}",

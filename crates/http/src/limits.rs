@@ -587,6 +587,15 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("max_writes_in_flight"));
+        let no_threads = ServerLimits {
+            ingest_threads: Some(0),
+            ..ServerLimits::default()
+        };
+        assert!(no_threads
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("ingest_threads"));
         let never = ServerLimits {
             body_timeout_secs: 0.0,
             ..ServerLimits::default()
@@ -695,15 +704,6 @@ mod tests {
         });
         assert_eq!(done, (0..8).collect::<Vec<_>>());
         assert_eq!(most.load(Ordering::SeqCst), 2, "batches stored at once");
-        let none = ServerLimits {
-            ingest_threads: Some(0),
-            ..ServerLimits::default()
-        };
-        assert!(none
-            .check()
-            .unwrap_err()
-            .to_string()
-            .contains("ingest_threads"));
     }
 
     /// The first batches of a server arrive together: each may make the

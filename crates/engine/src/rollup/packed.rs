@@ -122,31 +122,29 @@ pub(crate) struct FacetCell<'v> {
 /// Read the head of a by-facet cell (`what`, its facet, names it in
 /// errors); its rows are decoded as they are walked.
 pub(crate) fn unpack_facet<'v>(value: &'v [u8], what: &'v [u8]) -> Result<FacetCell<'v>> {
-    let corrupt = |why: &str| {
-        Error::corrupt(
-            "rollup totals",
-            format!("facet {} ({why})", String::from_utf8_lossy(what)),
-        )
+    // A prefix is laid out as a row's value is: length, then bytes.
+    let mut head = Rows {
+        rest: value,
+        what,
+        facet: true,
     };
-    let mut rest = value;
-    let k = take_varint(&mut rest).ok_or_else(|| corrupt("truncated prefix count"))?;
+    let Some(k) = take_varint(&mut head.rest) else {
+        return Err(head.corrupt("truncated prefix count"));
+    };
     // Each prefix takes at least its length byte.
-    if k == 0 || k > rest.len() as u64 {
-        return Err(corrupt("a bad prefix count"));
+    if k == 0 || k > head.rest.len() as u64 {
+        return Err(head.corrupt("a bad prefix count"));
     }
     let mut prefixes = Vec::with_capacity(k as usize);
     for _ in 0..k {
-        let len = take_varint(&mut rest).ok_or_else(|| corrupt("truncated prefix"))?;
-        let prefix = usize::try_from(len)
-            .ok()
-            .and_then(|l| rest.get(..l))
-            .ok_or_else(|| corrupt("truncated prefix"))?;
-        rest = &rest[prefix.len()..];
-        prefixes.push(prefix);
+        match head.value() {
+            Ok(Some(prefix)) => prefixes.push(prefix),
+            _ => return Err(head.corrupt("truncated prefix")),
+        }
     }
     Ok(FacetCell {
         prefixes,
-        rows: rest,
+        rows: head.rest,
         what,
     })
 }
@@ -163,11 +161,7 @@ impl<'v> FacetCell<'v> {
     pub(crate) fn weighted<'w>(&self, weights: &'w [i64]) -> Weighted<'v, 'w> {
         debug_assert_eq!(weights.len(), self.prefixes.len());
         Weighted {
-            rows: Rows {
-                rest: self.rows,
-                what: self.what,
-                facet: true,
-            },
+            rows: self.rows(),
             weights,
         }
     }
@@ -175,25 +169,23 @@ impl<'v> FacetCell<'v> {
     /// Call `each(value, j, count)` for every non-zero count, in order of
     /// value then prefix.
     pub(crate) fn for_each(&self, mut each: impl FnMut(&'v [u8], usize, i64)) -> Result<()> {
-        let mut rows = Rows {
+        let mut rows = self.rows();
+        while let Some(value) = rows.value()? {
+            rows.counts(self.prefixes.len(), |j, n| {
+                if n != 0 {
+                    each(value, j, n);
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    fn rows(&self) -> Rows<'v> {
+        Rows {
             rest: self.rows,
             what: self.what,
             facet: true,
-        };
-        while let Some(value) = rows.value()? {
-            let mut any = false;
-            for j in 0..self.prefixes.len() {
-                let n = rows.count()?;
-                if n != 0 {
-                    any = true;
-                    each(value, j, n);
-                }
-            }
-            if !any {
-                return Err(rows.corrupt("a value without counts"));
-            }
         }
-        Ok(())
     }
 }
 
@@ -241,6 +233,23 @@ impl<'v> Rows<'v> {
             None => Err(self.corrupt("truncated count")),
         }
     }
+
+    /// A by-facet row's `k` counts, each given to `each(j, count)`; an
+    /// error when they are all zero (a fold never writes such a row).
+    #[inline]
+    fn counts(&mut self, k: usize, mut each: impl FnMut(usize, i64)) -> Result<()> {
+        let mut any = false;
+        for j in 0..k {
+            let n = self.count()?;
+            any |= n != 0;
+            each(j, n);
+        }
+        if any {
+            Ok(())
+        } else {
+            Err(self.corrupt("a value without counts"))
+        }
+    }
 }
 
 /// [`FacetCell::weighted`].
@@ -260,19 +269,13 @@ impl<'v> Iterator for Weighted<'v, '_> {
                 Ok(None) => return None,
                 Err(e) => return Some(Err(e)),
             };
-            let (mut sum, mut any) = (0i64, false);
-            for w in self.weights {
-                match self.rows.count() {
-                    Ok(n) => {
-                        any |= n != 0;
-                        // Wrapping: a damaged cell's counts must not panic.
-                        sum = sum.wrapping_add(w.wrapping_mul(n));
-                    }
-                    Err(e) => return Some(Err(e)),
-                }
-            }
-            if !any {
-                return Some(Err(self.rows.corrupt("a value without counts")));
+            let (weights, mut sum) = (self.weights, 0i64);
+            let counted = self.rows.counts(weights.len(), |j, n| {
+                // Wrapping: a damaged cell's counts must not panic.
+                sum = sum.wrapping_add(weights[j].wrapping_mul(n));
+            });
+            if let Err(e) = counted {
+                return Some(Err(e));
             }
             if sum != 0 {
                 return Some(Ok((value, sum)));
