@@ -145,8 +145,10 @@ pub(crate) fn read_refs<'v>(
 ) -> Result<()> {
     out.clear();
     // Cells whose qualifier is in the arena: their index in `out` and
-    // where in the arena, filled in once the arena stops growing.
-    let mut rebuilt: Vec<(usize, usize, usize)> = Vec::new();
+    // where in the arena, filled in once the arena stops growing. The
+    // thread's list is kept between rows.
+    let mut rebuilt = REBUILT.with(|r| std::mem::take(&mut *r.borrow_mut()));
+    rebuilt.clear();
     decode_kept(
         meta,
         key,
@@ -172,10 +174,20 @@ pub(crate) fn read_refs<'v>(
         },
     )?;
     let arena: &'v [u8] = arena;
-    for (i, start, end) in rebuilt {
+    for &(i, start, end) in &rebuilt {
         out[i].qualifier = &arena[start..end];
     }
+    if rebuilt.capacity() <= 1 << 16 {
+        REBUILT.with(|r| *r.borrow_mut() = rebuilt);
+    }
     Ok(())
+}
+
+thread_local! {
+    /// [`read_refs`]'s list of rebuilt qualifiers, kept between rows.
+    static REBUILT: std::cell::RefCell<Vec<(usize, usize, usize)>> = const {
+        std::cell::RefCell::new(Vec::new())
+    };
 }
 
 /// What one read keeps of a row, cell by cell: the part of the decoding

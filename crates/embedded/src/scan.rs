@@ -50,6 +50,42 @@ pub(crate) fn open_range<'a>(
 /// one stores it merged.
 pub(crate) const REPAIR_BYTES: u64 = 1024;
 
+/// A thread's buffers for decoding rows as views ([`Scan::visit`]), kept
+/// between reads: a profile read's day row (hundreds of cells, most with a
+/// rebuilt qualifier) would otherwise grow them from nothing every time.
+#[derive(Default)]
+pub(crate) struct Buffers {
+    cells: Vec<CellRef<'static>>,
+    arena: Vec<u8>,
+}
+
+thread_local! {
+    static SPARE_BUFFERS: std::cell::RefCell<Buffers> = std::cell::RefCell::default();
+}
+
+impl Buffers {
+    /// Larger buffers (a scan of huge rows) are not kept.
+    const KEPT_BYTES: usize = 1 << 20;
+
+    /// This thread's spare buffers (empty ones when a read on this thread
+    /// holds them: a visit inside a visit).
+    fn take() -> Buffers {
+        SPARE_BUFFERS.with(|spare| std::mem::take(&mut *spare.borrow_mut()))
+    }
+
+    /// Give the buffers back for the thread's next read.
+    fn keep(mut self) {
+        if self.arena.capacity() + self.cells.capacity() * size_of::<CellRef<'static>>()
+            > Self::KEPT_BYTES
+        {
+            return;
+        }
+        self.cells.clear();
+        self.arena.clear();
+        SPARE_BUFFERS.with(|spare| *spare.borrow_mut() = self);
+    }
+}
+
 /// How a [`Scan`] reads.
 pub(crate) struct ScanOptions {
     pub reversed: bool,
@@ -198,22 +234,33 @@ impl Scan<'_> {
     /// [`REPAIR_BYTES`] of blind-write operands, with the values they
     /// merged to, for the table to store them merged (so the next read of
     /// a busy row does not merge again).
-    pub fn visit(
-        mut self,
-        visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>,
-    ) -> Result<Vec<Repair>> {
+    pub fn visit(self, visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>) -> Result<Vec<Repair>> {
         if !self.filter_is_redundant {
             return self.visit_built(visit).map(|()| Vec::new());
         }
+        let mut buffers = Buffers::take();
+        let visited = self.visit_refs(visit, &mut buffers);
+        buffers.keep();
+        visited
+    }
+
+    /// [`Scan::visit`] over rows shown as views, decoded into `buffers`.
+    fn visit_refs(
+        mut self,
+        visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>,
+        buffers: &mut Buffers,
+    ) -> Result<Vec<Repair>> {
         let meta = Arc::clone(&self.meta);
-        let mut buffer: Vec<CellRef<'static>> = Vec::new();
-        let mut arena_slot: Vec<u8> = Vec::new();
+        let Buffers {
+            cells: buffer,
+            arena: arena_slot,
+        } = buffers;
         let mut verdicts = std::mem::take(&mut self.verdicts);
         let mut repairs: Vec<Repair> = Vec::new();
         // One row: `Ok(false)` when the scan is to stop.
         let mut show = |key: &[u8], value: &[u8], remaining: &mut Option<u64>| -> Result<bool> {
-            let mut cells = recycle_cells(std::mem::take(&mut buffer));
-            let mut arena = std::mem::take(&mut arena_slot);
+            let mut cells = recycle_cells(std::mem::take(buffer));
+            let mut arena = std::mem::take(arena_slot);
             decode::read_refs(
                 &meta,
                 key,
@@ -232,8 +279,8 @@ impl Scan<'_> {
                 }
                 visit(RowRef { key, cells: &cells })? && *remaining != Some(0)
             };
-            buffer = recycle_cells(cells);
-            arena_slot = arena;
+            *buffer = recycle_cells(cells);
+            *arena_slot = arena;
             Ok(go_on)
         };
         let mut remaining = self.remaining;

@@ -282,7 +282,7 @@ impl Engine {
         let mut any_state = folded.is_some();
         let mut counters = CounterColumns::new(weights);
         let note_latest = |acc: &mut Accumulator<'_>, q: &[u8], micros: i64| -> Result<()> {
-            if micros >= window * DAY_MICROS {
+            if micros >= window * DAY_MICROS && acc.later_than_noted(micros.div_euclid(1000)) {
                 let (ty, name, facet) = parse_last_qualifier(q)?;
                 if weights.event(ty, &name).is_some() && weights.facet(&facet).is_some() {
                     acc.note_event_time(micros.div_euclid(1000));

@@ -44,6 +44,10 @@ impl<'a> Members<'a> {
         self.0.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
     }
 
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -374,7 +378,8 @@ impl<'a> Scan<'a> {
     /// An object's members, after its opening brace, inside `depth`
     /// objects and arrays (itself included).
     fn members(&mut self, depth: usize) -> Option<Members<'a>> {
-        let mut members = Members::default();
+        // Room for a typical hit's members (its id and a few attributes).
+        let mut members = Members(Vec::with_capacity(8));
         let mut index = None;
         self.items(b'}', |s| {
             let name = s.name()?;

@@ -406,7 +406,7 @@ fn read_hits<'a>(hits: Hits<'a>, strategy: &'a Strategy) -> Result<Vec<(Members<
                         format!("Hits[{i}].objectID must be a non-empty string"),
                     )
                 })?;
-            let mut facets = Vec::new();
+            let mut facets = Vec::with_capacity(members.len());
             for (name, raw) in members.iter() {
                 if name == "objectID" {
                     continue;

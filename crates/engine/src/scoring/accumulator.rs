@@ -225,6 +225,13 @@ impl<'a> Accumulator<'a> {
         &mut self.raw[slot]
     }
 
+    /// Whether a scoring event at `millis` would be the latest noted so
+    /// far (a reader skips parsing what could not change the answer).
+    #[inline]
+    pub(crate) fn later_than_noted(&self, millis: i64) -> bool {
+        self.last_event_millis.is_none_or(|l| millis > l)
+    }
+
     /// Note that a scoring event happened at `millis`.
     pub(crate) fn note_event_time(&mut self, millis: i64) {
         self.last_event_millis = Some(self.last_event_millis.map_or(millis, |l| l.max(millis)));
