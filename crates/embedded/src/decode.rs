@@ -177,7 +177,8 @@ pub(crate) fn read_refs<'v>(
     for &(i, start, end) in &rebuilt {
         out[i].qualifier = &arena[start..end];
     }
-    if rebuilt.capacity() <= 1 << 16 {
+    // Kept unless a huge row grew it (every reading thread keeps one).
+    if rebuilt.capacity() <= 1 << 13 {
         REBUILT.with(|r| *r.borrow_mut() = rebuilt);
     }
     Ok(())

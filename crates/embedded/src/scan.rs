@@ -64,8 +64,10 @@ thread_local! {
 }
 
 impl Buffers {
-    /// Larger buffers (a scan of huge rows) are not kept.
-    const KEPT_BYTES: usize = 1 << 20;
+    /// Larger buffers (from a scan of huge rows) are not kept: every
+    /// thread that reads keeps its own (a heavy user's day row needs
+    /// about 30 KiB).
+    const KEPT_BYTES: usize = 256 << 10;
 
     /// This thread's spare buffers (empty ones when a read on this thread
     /// holds them: a visit inside a visit).
