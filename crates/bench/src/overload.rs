@@ -439,8 +439,8 @@ async fn phases(args: &OverloadBenchArgs, server: &Running) -> anyhow::Result<()
         args.readers,
         args.seconds,
         args.factor,
-        args.max_writes_in_flight,
-        args.max_in_flight,
+        server.limits.max_writes_in_flight,
+        server.limits.max_in_flight,
         server.limits.ingest_nice,
         server.limits.ingest_threads()
     );

@@ -578,33 +578,32 @@ mod tests {
 
     #[test]
     fn bad_limits_are_refused_naming_them() {
-        let zero = ServerLimits {
-            max_writes_in_flight: 0,
-            ..ServerLimits::default()
-        };
-        assert!(zero
-            .check()
-            .unwrap_err()
-            .to_string()
-            .contains("max_writes_in_flight"));
-        let no_threads = ServerLimits {
-            ingest_threads: Some(0),
-            ..ServerLimits::default()
-        };
-        assert!(no_threads
-            .check()
-            .unwrap_err()
-            .to_string()
-            .contains("ingest_threads"));
-        let never = ServerLimits {
-            body_timeout_secs: 0.0,
-            ..ServerLimits::default()
-        };
-        assert!(never
-            .check()
-            .unwrap_err()
-            .to_string()
-            .contains("body_timeout_secs"));
+        for (bad, field) in [
+            (
+                ServerLimits {
+                    max_writes_in_flight: 0,
+                    ..ServerLimits::default()
+                },
+                "max_writes_in_flight",
+            ),
+            (
+                ServerLimits {
+                    ingest_threads: Some(0),
+                    ..ServerLimits::default()
+                },
+                "ingest_threads",
+            ),
+            (
+                ServerLimits {
+                    body_timeout_secs: 0.0,
+                    ..ServerLimits::default()
+                },
+                "body_timeout_secs",
+            ),
+        ] {
+            let err = bad.check().unwrap_err().to_string();
+            assert!(err.contains(field), "{field}: {err}");
+        }
         let rate = RateLimit {
             per_second: -1.0,
             burst: None,
