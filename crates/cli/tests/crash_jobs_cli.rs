@@ -333,7 +333,12 @@ fn sigterm_of_maintain_hands_its_shard_back() {
         assert!(stderr.contains("stopped: job t handed back"), "{stderr}");
         let shown: serde_json::Value =
             serde_json::from_str(&ok(&data, &["jobs", "show", "--app", APP, "t"])).unwrap();
-        assert_eq!(shown["shards"][0]["status"], "stalled", "{shown}");
+        let shard = &shown["shards"][0];
+        // A signal that comes before the shard is claimed (at share 0 on
+        // a slow machine) leaves it pending and never leased; a claimed
+        // one is given up at once.
+        let never_claimed = shard["status"] == "pending" && shard["worker"].is_null();
+        assert!(shard["status"] == "stalled" || never_claimed, "{shown}");
         assert!(export(&data, &dir.path().join("during.jsonl")) == before);
         handed += 1;
     }
