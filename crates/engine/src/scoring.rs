@@ -43,6 +43,7 @@ use serde_json::Value;
 use crate::event::EventType;
 use crate::strategy::Weights;
 
+pub use accumulator::eq_bytes;
 pub(crate) use accumulator::{cmp_bytes, Accumulator};
 pub use facets::FacetCounts;
 pub use sorted::{json_string, FacetIndex, FacetScores, SortedScores};

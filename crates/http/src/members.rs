@@ -16,6 +16,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
+use affinity_engine::scoring::eq_bytes;
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
@@ -41,7 +42,10 @@ impl<'a> Members<'a> {
 
     /// The value of member `name`.
     pub(crate) fn get(&self, name: &str) -> Option<&'a str> {
-        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+        self.0
+            .iter()
+            .find(|(n, _)| eq_bytes(n.as_bytes(), name.as_bytes()))
+            .map(|(_, v)| *v)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -56,6 +60,13 @@ impl<'a> Members<'a> {
         self.0.iter().map(|(n, v)| (n.as_ref(), *v))
     }
 
+    /// Each member's name as read and its value's text: a borrowed name
+    /// is the text between its quotes, which had no escapes (the scanner
+    /// and serde_json borrow only those), so it is written back as is.
+    pub(crate) fn iter_read(&self) -> impl Iterator<Item = (&Cow<'a, str>, &'a str)> {
+        self.0.iter().map(|(n, v)| (n, *v))
+    }
+
     /// Add member `name`: a name already there takes the new value at its
     /// place. `index` finds names once there are many.
     fn insert(
@@ -67,7 +78,9 @@ impl<'a> Members<'a> {
         let members = &mut self.0;
         let seen = match index {
             Some(index) => index.get(&name).copied(),
-            None => members.iter().position(|(n, _)| *n == name),
+            None => members
+                .iter()
+                .position(|(n, _)| eq_bytes(n.as_bytes(), name.as_bytes())),
         };
         match seen {
             Some(i) => members[i].1 = value,

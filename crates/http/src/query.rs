@@ -449,21 +449,30 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
     let why = |out: &mut Vec<u8>| {
         out.extend_from_slice(b"\"personalization\":{\"affinity\":");
         out.extend_from_slice(itoa::Buffer::new().format(ranked.affinity).as_bytes());
-        out.extend_from_slice(b",\"facetsFrom\":");
-        json_string(out, ranked.source.as_str());
-        out.extend_from_slice(b",\"previousPosition\":");
+        out.extend_from_slice(b",\"facetsFrom\":\"");
+        // The sources' names need no escaping.
+        out.extend_from_slice(ranked.source.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"previousPosition\":");
         out.extend_from_slice(itoa::Buffer::new().format(ranked.input + 1).as_bytes());
         out.extend_from_slice(b",\"score\":");
-        let _ = serde_json::to_writer(&mut *out, &ranked.score);
+        write_score(out, ranked.score);
         out.push(b'}');
     };
     out.push(b'{');
     let mut info_written = false;
-    for (i, (name, raw)) in hit.iter().enumerate() {
+    for (i, (name, raw)) in hit.iter_read().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        json_string(out, name);
+        match name {
+            // As it was sent: it needed no escapes then.
+            Cow::Borrowed(name) => {
+                out.push(b'"');
+                out.extend_from_slice(name.as_bytes());
+                out.push(b'"');
+            }
+            Cow::Owned(name) => json_string(out, name),
+        }
         out.push(b':');
         if name != RANKING_INFO {
             out.extend_from_slice(raw.as_bytes());
@@ -492,6 +501,29 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
         out.push(b'}');
     }
     out.push(b'}');
+}
+
+/// A re-ranked hit's score (0 to 1, rounded to 6 decimals by
+/// [`rerank::rerank`]) as serde_json writes it: from 0.001 below 1, as
+/// `0.` and its digits without trailing zeros, without the float
+/// formatting (a re-ranking writes one per hit); the rest through
+/// serde_json.
+fn write_score(out: &mut Vec<u8>, score: f64) {
+    let micros = (score * 1e6).round();
+    if (1e3..1e6).contains(&micros) && micros / 1e6 == score {
+        let mut text = *b"0.000000";
+        let mut rest = micros as u32;
+        for digit in text[2..].iter_mut().rev() {
+            *digit = b'0' + (rest % 10) as u8;
+            rest /= 10;
+        }
+        // Not all zeros: at least 1,000 millionths.
+        let end = text.iter().rposition(|b| *b != b'0').unwrap_or(0) + 1;
+        out.extend_from_slice(&text[..end]);
+    } else {
+        // Writing into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, &score);
+    }
 }
 
 /// The member of a hit where search engines say how it ranked.
@@ -651,6 +683,22 @@ mod tests {
             parse_rerank_body(b"{\"userToken\": \"u1\", \"hits\": [}"),
             Err(Error::InvalidJson { .. })
         ));
+    }
+
+    #[test]
+    fn scores_are_written_as_serde_json_writes_them() {
+        // Every score a re-ranking gives (millionths from 0 to 1), and a
+        // few it does not.
+        let mut scores: Vec<f64> = (0..=1_000_000).map(|m| f64::from(m) / 1e6).collect();
+        scores.extend([0.1 + 0.2, 1.5, 1e-9, 0.999_999_5, 0.000_999]);
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for score in scores {
+            ours.clear();
+            theirs.clear();
+            write_score(&mut ours, score);
+            serde_json::to_writer(&mut theirs, &score).unwrap();
+            assert_eq!(ours, theirs, "{score}");
+        }
     }
 
     #[test]

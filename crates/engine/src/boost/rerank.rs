@@ -34,7 +34,7 @@ use serde_json::Value;
 
 use crate::catalog::{scalar, Catalog};
 use crate::error::{Error, Result};
-use crate::scoring::{cmp_bytes, FacetIndex, FacetScores, SortedScores};
+use crate::scoring::{cmp_bytes, eq_bytes, FacetIndex, FacetScores, SortedScores};
 use crate::strategy::Strategy;
 
 use super::check_impact;
@@ -187,12 +187,15 @@ fn affinity<'x, 'p>(
         cmp_bytes(a.0.as_bytes(), b.0.as_bytes())
             .then_with(|| cmp_bytes(a.1.as_bytes(), b.1.as_bytes()))
     });
-    pairs.dedup();
+    pairs.dedup_by(|a, b| {
+        (std::ptr::eq(a.0, b.0) || eq_bytes(a.0.as_bytes(), b.0.as_bytes()))
+            && eq_bytes(a.1.as_bytes(), b.1.as_bytes())
+    });
     let mut sum = 0;
     for &(f, v) in pairs.iter() {
         let known = facets
             .iter()
-            .find(|(name, _)| std::ptr::eq(*name, f) || *name == f);
+            .find(|(name, _)| std::ptr::eq(*name, f) || eq_bytes(name.as_bytes(), f.as_bytes()));
         let scores = match known {
             Some((_, scores)) => scores,
             None => {

@@ -396,6 +396,14 @@ pub(crate) fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
     cmp_headed(head(a), a, head(b), b)
 }
 
+/// Whether `a` and `b` are the same bytes, without a call into `memcmp`
+/// when they are at most eight bytes long (as most names and facet
+/// values are).
+#[inline]
+pub fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && head(a) == head(b) && (a.len() <= 8 || a[8..] == b[8..])
+}
+
 /// [`cmp_bytes`] of `a` and `b` whose heads are `ha` and `hb`.
 #[inline]
 fn cmp_headed(ha: u64, a: &[u8], hb: u64, b: &[u8]) -> Ordering {
@@ -639,14 +647,16 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The quick comparison is the bytewise one, zero bytes and
-        /// shared eight-byte heads included.
+        /// The quick comparison and equality are the bytewise ones, zero
+        /// bytes and shared eight-byte heads included.
         #[test]
         fn cmp_bytes_is_bytewise_order(
             a in proptest::collection::vec(proptest::prop_oneof![proptest::strategy::Just(0u8), proptest::strategy::Just(b'a'), proptest::prelude::any::<u8>()], 0..14),
             b in proptest::collection::vec(proptest::prop_oneof![proptest::strategy::Just(0u8), proptest::strategy::Just(b'a'), proptest::prelude::any::<u8>()], 0..14),
         ) {
             proptest::prop_assert_eq!(cmp_bytes(&a, &b), a.cmp(&b));
+            proptest::prop_assert_eq!(eq_bytes(&a, &b), a == b);
+            proptest::prop_assert!(eq_bytes(&a, &a.clone()));
             let mut c = a.clone();
             c.extend_from_slice(&b);
             proptest::prop_assert_eq!(cmp_bytes(&a, &c), a.as_slice().cmp(&c));
