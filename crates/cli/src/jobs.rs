@@ -72,11 +72,28 @@ pub fn run(
         worked
     });
     let job = match worked {
-        Err(affinity_engine::Error::Stopped) => bail!(
-            "stopped: job {id} handed back (shard {index} given up at once, its finished ranges kept); \
-             any worker resumes it: `affinity {} --app {app} --job {id}`, or a server",
-            kind.as_str()
-        ),
+        Err(affinity_engine::Error::Stopped) => {
+            // Stopped before this process took a shard (the signal came
+            // first, or other workers held them): nothing ran here, and
+            // nothing was handed back.
+            let never_taken = engine.job(app, &id).ok().flatten().is_some_and(|job| {
+                job.shards
+                    .iter()
+                    .all(|s| s.worker.as_deref() != Some(options.worker.as_str()))
+            });
+            if never_taken {
+                bail!(
+                    "stopped: job {id} left as it was (this process had not taken shard {index} yet: \
+                     nothing ran here); any worker runs it: `affinity {} --app {app} --job {id}`, or a server",
+                    kind.as_str()
+                )
+            }
+            bail!(
+                "stopped: job {id} handed back (shard {index} given up at once, its finished ranges kept); \
+                 any worker resumes it: `affinity {} --app {app} --job {id}`, or a server",
+                kind.as_str()
+            )
+        }
         other => other?,
     };
     if job.state() == "failed" {
