@@ -81,16 +81,19 @@ pub fn run(
                     .iter()
                     .all(|s| s.worker.as_deref() != Some(options.worker.as_str()))
             });
-            if never_taken {
-                bail!(
-                    "stopped: job {id} left as it was (this process had not taken shard {index} yet: \
-                     nothing ran here); any worker runs it: `affinity {} --app {app} --job {id}`, or a server",
-                    kind.as_str()
+            let what = if never_taken {
+                format!(
+                    "left as it was (this process had not taken shard {index} yet: nothing ran here); \
+                     any worker runs it"
                 )
-            }
+            } else {
+                format!(
+                    "handed back (shard {index} given up at once, its finished ranges kept); \
+                     any worker resumes it"
+                )
+            };
             bail!(
-                "stopped: job {id} handed back (shard {index} given up at once, its finished ranges kept); \
-                 any worker resumes it: `affinity {} --app {app} --job {id}`, or a server",
+                "stopped: job {id} {what}: `affinity {} --app {app} --job {id}`, or a server",
                 kind.as_str()
             )
         }

@@ -464,15 +464,7 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
         if i > 0 {
             out.push(b',');
         }
-        match name {
-            // As it was sent: it needed no escapes then.
-            Cow::Borrowed(name) => {
-                out.push(b'"');
-                out.extend_from_slice(name.as_bytes());
-                out.push(b'"');
-            }
-            Cow::Owned(name) => json_string(out, name),
-        }
+        write_name(out, name);
         out.push(b':');
         if name != RANKING_INFO {
             out.extend_from_slice(raw.as_bytes());
@@ -480,9 +472,10 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
         }
         info_written = true;
         out.push(b'{');
-        for (name, raw) in Members::of(raw).iter().flat_map(Members::iter) {
+        let info = Members::of(raw);
+        for (name, raw) in info.iter().flat_map(Members::iter_read) {
             if name != "personalization" {
-                json_string(out, name);
+                write_name(out, name);
                 out.push(b':');
                 out.extend_from_slice(raw.as_bytes());
                 out.push(b',');
@@ -501,6 +494,22 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
         out.push(b'}');
     }
     out.push(b'}');
+}
+
+/// A member's name as JSON: a borrowed one as it was sent (it had no
+/// escapes then), one read from escapes escaped again.
+// The `Cow` itself, not its text: its variant says whether the name had
+// escapes.
+#[allow(clippy::ptr_arg)]
+fn write_name(out: &mut Vec<u8>, name: &Cow<str>) {
+    match name {
+        Cow::Borrowed(name) => {
+            out.push(b'"');
+            out.extend_from_slice(name.as_bytes());
+            out.push(b'"');
+        }
+        Cow::Owned(name) => json_string(out, name),
+    }
 }
 
 /// A re-ranked hit's score (0 to 1, rounded to 6 decimals by
