@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use affinity_engine::boost::rerank::{self, Hit, MAX_HITS};
 use affinity_engine::boost::{self, BoostOptions, MAX_IMPACT};
-use affinity_engine::scoring::json_string;
+use affinity_engine::scoring::{eq_bytes, json_string};
 use affinity_engine::{Error as EngineError, Strategy};
 use axum::extract::{Path, Query, State as Shared};
 use axum::http::header::CONTENT_TYPE;
@@ -393,6 +393,9 @@ fn read_hits<'a>(hits: Hits<'a>, strategy: &'a Strategy) -> Result<Vec<(Members<
             })
             .collect::<Result<_>>()?,
     };
+    // Hits of one engine repeat their attribute names: each name sent
+    // without escapes is looked up in the strategy once per re-ranking.
+    let mut known: Vec<(&'a str, Option<&'a str>)> = Vec::new();
     hits.into_iter()
         .enumerate()
         .map(|(i, members)| {
@@ -407,11 +410,15 @@ fn read_hits<'a>(hits: Hits<'a>, strategy: &'a Strategy) -> Result<Vec<(Members<
                     )
                 })?;
             let mut facets = Vec::with_capacity(members.len());
-            for (name, raw) in members.iter() {
+            for (name, raw) in members.iter_read() {
                 if name == "objectID" {
                     continue;
                 }
-                let Some(facet) = rerank::scored_facet(strategy, name) else {
+                let facet = match name {
+                    Cow::Borrowed(name) => scored_once(&mut known, strategy, name),
+                    Cow::Owned(name) => rerank::scored_facet(strategy, name),
+                };
+                let Some(facet) = facet else {
                     continue;
                 };
                 match json_str(raw) {
@@ -430,6 +437,27 @@ fn read_hits<'a>(hits: Hits<'a>, strategy: &'a Strategy) -> Result<Vec<(Members<
             Ok((members, Hit { object_id, facets }))
         })
         .collect()
+}
+
+/// [`rerank::scored_facet`] of `name`, remembered in `known` (a few
+/// dozen names at most: a hit list's attribute names repeat).
+fn scored_once<'a>(
+    known: &mut Vec<(&'a str, Option<&'a str>)>,
+    strategy: &'a Strategy,
+    name: &'a str,
+) -> Option<&'a str> {
+    const REMEMBERED: usize = 32;
+    if let Some((_, facet)) = known
+        .iter()
+        .find(|(n, _)| eq_bytes(n.as_bytes(), name.as_bytes()))
+    {
+        return *facet;
+    }
+    let facet = rerank::scored_facet(strategy, name);
+    if known.len() < REMEMBERED {
+        known.push((name, facet));
+    }
+    facet
 }
 
 /// The string the JSON `text` holds, borrowed when it has no escapes;
@@ -488,8 +516,10 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
         if !hit.is_empty() {
             out.push(b',');
         }
-        json_string(out, RANKING_INFO);
-        out.extend_from_slice(b":{");
+        // The name needs no escaping.
+        out.push(b'"');
+        out.extend_from_slice(RANKING_INFO.as_bytes());
+        out.extend_from_slice(b"\":{");
         why(out);
         out.push(b'}');
     }
