@@ -382,6 +382,32 @@ mod tests {
     }
 
     #[test]
+    fn a_value_sent_twice_counts_once() {
+        let p = profile(&[
+            ("brand", "Apple", 20),
+            ("color", "red", 5),
+            ("color", "blue", 3),
+        ]);
+        let s = strategy(100);
+        let few = json!({"objectID": "a", "brand": "Apple", "color": ["red", "red"]});
+        let mut colors: Vec<Value> = ["red", "blue", "green"]
+            .iter()
+            .cycle()
+            .take(11)
+            .map(|c| json!(c))
+            .collect();
+        colors.push(json!("red"));
+        let many = json!({"objectID": "b", "brand": "Apple", "color": colors});
+        let list = [few, many];
+        let h = hits(&list, &s);
+        assert_eq!(h[1].facets.len(), 13);
+        let r = rerank(Some(&p), &s, 100, &h, None).unwrap();
+        let affinity = |input| r.iter().find(|x| x.input == input).unwrap().affinity;
+        assert_eq!(affinity(0), 25);
+        assert_eq!(affinity(1), 28);
+    }
+
+    #[test]
     fn affinities_are_the_same_hashed_or_searched() {
         // 120 brands scored 1..=20; a few hits search, many hash.
         let names: Vec<String> = (0..120).map(|i| format!("brand-{i:03}")).collect();
