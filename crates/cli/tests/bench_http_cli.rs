@@ -100,6 +100,34 @@ fn assert_consistent(report: &Value, stdout: &str) {
     assert_eq!(sum("reads"), reads, "{report}");
     assert_eq!(sum("over_goal"), number(&profiles["over_goal"]), "{report}");
     assert_eq!(printed(stdout, "profiles:", "reads"), reads, "{stdout}");
+
+    for (phase, prefix) in [
+        ("optional_filters", "optionalFilters ("),
+        ("rerank", "rerank of 100 hits ("),
+    ] {
+        let q = &report["query_time"][phase];
+        if q.is_null() {
+            // A run without heavy users has no query-time phases.
+            continue;
+        }
+        let requests = number(&q["requests"]);
+        assert!(requests > 0.0, "{phase}: {report}");
+        assert!(close(number(&q["per_s"]), requests / number(&q["seconds"])));
+        let (p50, p90, p99) = (
+            number(&q["p50_ms"]),
+            number(&q["p90_ms"]),
+            number(&q["p99_ms"]),
+        );
+        assert!(p50 <= p90 && p90 <= p99, "{phase}: {report}");
+        // The top 1% are at least the p99, so the mean is at least a
+        // hundredth of it.
+        let mean = number(&q["mean_ms"]);
+        assert!(
+            mean >= 0.01 * p99 * 0.999 && mean > 0.0,
+            "{phase}: {report}"
+        );
+        assert_eq!(printed(stdout, prefix, "requests"), requests, "{stdout}");
+    }
 }
 
 #[test]

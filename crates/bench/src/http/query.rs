@@ -35,7 +35,11 @@ pub struct QueryReads {
     pub seconds: f64,
     pub per_s: f64,
     pub p50_ms: f64,
+    pub p90_ms: f64,
     pub p99_ms: f64,
+    /// With 50 closed-loop clients, the mean is clients over the rate; the
+    /// p99 over the mean shows how evenly the requests were served.
+    pub mean_ms: f64,
 }
 
 impl QueryReads {
@@ -59,7 +63,9 @@ impl QueryReads {
             seconds: phase.seconds,
             per_s: requests as f64 / phase.seconds,
             p50_ms: phase.tally.ms(0.5),
+            p90_ms: phase.tally.ms(0.9),
             p99_ms: phase.tally.ms(0.99),
+            mean_ms: phase.tally.mean_ms(),
         }
     }
 
@@ -69,15 +75,16 @@ impl QueryReads {
 
     pub fn line(&self) -> String {
         format!(
-            "{} ({} {}): {} clients, {} requests in {:.1} s = {:.0} requests/s; p50 {:.2} ms, p99 {:.2} ms; {} errors (goal: p99 <= {GOAL_READ_P99_MS} ms at {GOAL_READERS} clients)",
+            "{} ({} {}): {} clients, {} requests in {:.1} s = {:.0} requests/s; p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, mean {:.2} ms; {} errors (goal: p99 <= {GOAL_READ_P99_MS} ms at {GOAL_READERS} clients)",
             self.what, self.users, self.who, self.readers, self.requests, self.seconds, self.per_s,
-            self.p50_ms, self.p99_ms, self.errors
+            self.p50_ms, self.p90_ms, self.p99_ms, self.mean_ms, self.errors
         )
     }
 
     pub fn json(&self) -> Value {
         json!({"who": self.who, "users": self.users, "readers": self.readers, "requests": self.requests,
-               "per_s": self.per_s, "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
+               "per_s": self.per_s, "p50_ms": self.p50_ms, "p90_ms": self.p90_ms,
+               "p99_ms": self.p99_ms, "mean_ms": self.mean_ms,
                "errors": self.errors, "seconds": self.seconds, "met": self.met()})
     }
 }
