@@ -516,10 +516,9 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
         if !hit.is_empty() {
             out.push(b',');
         }
-        // The name needs no escaping.
-        out.push(b'"');
-        out.extend_from_slice(RANKING_INFO.as_bytes());
-        out.extend_from_slice(b"\":{");
+        // Borrowed: the name needs no escaping.
+        write_name(out, &Cow::Borrowed(RANKING_INFO));
+        out.extend_from_slice(b":{");
         why(out);
         out.push(b'}');
     }

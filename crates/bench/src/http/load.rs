@@ -87,15 +87,6 @@ impl Tally {
         self.latencies.sort_unstable();
         quantile(&self.latencies, q).map_or(0.0, |d| d.as_secs_f64() * 1e3)
     }
-
-    /// The mean latency in ms (0 without answers).
-    pub fn mean_ms(&self) -> f64 {
-        if self.latencies.is_empty() {
-            return 0.0;
-        }
-        let total: Duration = self.latencies.iter().sum();
-        total.as_secs_f64() * 1e3 / self.latencies.len() as f64
-    }
 }
 
 /// A phase's tally and its wall time.

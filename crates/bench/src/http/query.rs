@@ -65,7 +65,7 @@ impl QueryReads {
             p50_ms: phase.tally.ms(0.5),
             p90_ms: phase.tally.ms(0.9),
             p99_ms: phase.tally.ms(0.99),
-            mean_ms: phase.tally.mean_ms(),
+            mean_ms: phase.tally.mean().as_secs_f64() * 1e3,
         }
     }
 
