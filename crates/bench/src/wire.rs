@@ -104,12 +104,12 @@ impl Conn {
     }
 
     async fn fill(&mut self) -> anyhow::Result<()> {
-        let mut chunk = [0u8; 16 * 1024];
-        let n = self.stream.read(&mut chunk).await?;
+        // Into the buffer's spare room: no bytes zeroed or copied.
+        self.buf.reserve(16 * 1024);
+        let n = self.stream.read_buf(&mut self.buf).await?;
         if n == 0 {
             bail!("the server closed the connection");
         }
-        self.buf.extend_from_slice(&chunk[..n]);
         Ok(())
     }
 
@@ -149,7 +149,9 @@ impl Conn {
                 while self.buf.len() < n {
                     self.fill().await?;
                 }
-                self.buf.drain(..n).collect()
+                let body = self.buf[..n].to_vec();
+                self.buf.drain(..n);
+                body
             }
             (None, false) => bail!("an answer without content-length"),
         };

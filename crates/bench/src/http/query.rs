@@ -8,6 +8,7 @@
 //! search front end adds per query.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -109,8 +110,10 @@ fn hit_list(seed: u64) -> String {
     out
 }
 
-/// What request `n` of a phase sends for `user`: method, path, body.
-type Request = Arc<dyn Fn(u32, usize) -> (&'static str, String, String) + Send + Sync>;
+/// What request `n` of a phase sends for `user`: method and path, its
+/// body written into the buffer given (cleared; kept from request to
+/// request, as a load generator's should be).
+type Request = Arc<dyn Fn(u32, usize, &mut Vec<u8>) -> (&'static str, String) + Send + Sync>;
 
 /// `readers` clients sending `request` for `users` for `seconds`; only
 /// 200 counts as an answer.
@@ -137,12 +140,14 @@ async fn drive(
                     }
                 };
                 let mut n = r;
+                let mut body = Vec::new();
                 while Instant::now() < deadline {
                     let user = users[(n * 31) % users.len()];
-                    let (method, path, body) = request(user, n);
+                    body.clear();
+                    let (method, path) = request(user, n, &mut body);
                     n += readers;
                     let t = Instant::now();
-                    match conn.send(method, &path, body.as_bytes()).await {
+                    match conn.send(method, &path, &body).await {
                         Ok(answer) if answer.status == 200 => {
                             tally.answered(started, t);
                             tally.ok += 1;
@@ -173,17 +178,17 @@ pub async fn query_phases(
     users: Arc<[u32]>,
     who: &'static str,
 ) -> Vec<QueryReads> {
-    let filters: Request = Arc::new(|user, _| {
+    let filters: Request = Arc::new(|user, _, _| {
         let path = format!("/1/profiles/personalization/user{user}/optionalFilters");
-        ("GET", path, String::new())
+        ("GET", path)
     });
     let phase = drive(target, readers, seconds, Arc::clone(&users), filters).await;
     let optional = QueryReads::new("optionalFilters", who, users.len(), readers, phase);
     let lists: Arc<[String]> = (0..HIT_LISTS as u64).map(hit_list).collect();
-    let rerank: Request = Arc::new(move |user, n| {
+    let rerank: Request = Arc::new(move |user, n, body| {
         let hits = &lists[n % lists.len()];
-        let body = format!(r#"{{"userToken":"user{user}","hits":{hits}}}"#);
-        ("POST", "/1/indexes/products/rerank".to_string(), body)
+        let _ = write!(body, r#"{{"userToken":"user{user}","hits":{hits}}}"#);
+        ("POST", "/1/indexes/products/rerank".to_string())
     });
     let phase = drive(target, readers, seconds, Arc::clone(&users), rerank).await;
     let reranked = QueryReads::new("rerank of 100 hits", who, users.len(), readers, phase);
