@@ -74,6 +74,20 @@ impl RowLocks {
         self.lock_mixed(wanted.into_iter().map(|s| (s, true)).collect())
     }
 
+    /// Lock several stripes (each once) exclusively if none of them is
+    /// held now; `None` (and nothing held) when one is. For work that is
+    /// only worth doing when it waits for no one.
+    pub fn try_lock_many(&self, mut wanted: Vec<usize>) -> Option<Vec<Guard<'_>>> {
+        let mask = STRIPES - 1;
+        wanted.iter_mut().for_each(|s| *s &= mask);
+        wanted.sort_unstable();
+        wanted.dedup();
+        wanted
+            .into_iter()
+            .map(|s| self.stripes[s].try_write().map(Guard::Exclusive))
+            .collect()
+    }
+
     /// Lock several stripes in ascending order, each exclusively when any
     /// of its requests `(stripe, exclusive)` asks so, else shared.
     pub fn lock_mixed(&self, mut wanted: Vec<(usize, bool)>) -> Vec<Guard<'_>> {
@@ -131,6 +145,23 @@ mod tests {
         assert!(locks.stripes[4].try_read().is_none());
         assert!(locks.stripes[1].try_read().is_some());
         assert!(locks.stripes[1].try_write().is_none());
+    }
+
+    #[test]
+    fn trying_takes_all_stripes_or_none() {
+        let locks = RowLocks::new();
+        let held = locks.try_lock_many(vec![8, 3, 8]).expect("free stripes");
+        assert_eq!(held.len(), 2);
+        assert!(locks.try_lock_many(vec![1, 3]).is_none(), "3 is held");
+        assert!(
+            locks.stripes[1].try_write().is_some(),
+            "1 was let go when 3 was not free"
+        );
+        drop(held);
+        let shared = locks.lock_mixed(vec![(5, false)]);
+        assert!(locks.try_lock_many(vec![5]).is_none(), "a shared holder");
+        drop(shared);
+        assert!(locks.try_lock_many(vec![5, 3]).is_some());
     }
 
     #[test]

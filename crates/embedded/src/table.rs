@@ -310,7 +310,10 @@ impl EmbeddedTable {
     /// (its sequence number `seen`) is stored as the read merged it; one
     /// that may have changed is read, and merged, again. Nothing is stored
     /// when the table is no longer the one read (`cf_name`: deleted and
-    /// created again since). Not logged (see below).
+    /// created again since), nor when a stripe is held: a read does not
+    /// wait for writes (a batch holds its rows' stripes until it is in
+    /// the memtable, at ingestion's lower priority), and the next read of
+    /// the row tries again. Not logged (see below).
     fn store_merged(&self, cf_name: &str, repairs: &[Repair]) -> Result<()> {
         let inner = &*self.inner;
         let meta = self.meta()?;
@@ -318,7 +321,14 @@ impl EmbeddedTable {
             return Ok(());
         }
         let locks = &inner.locks;
-        let held = self.hold_exclusive(repairs.iter().map(|r| r.key.as_slice()));
+        let stripes: Vec<usize> = repairs
+            .iter()
+            .map(|r| locks.stripe(&self.name, &r.key))
+            .collect();
+        let Some(guards) = locks.try_lock_many(stripes.clone()) else {
+            return Ok(());
+        };
+        let held = Held { guards, stripes };
         let cf = inner.cf(&self.name, &meta)?;
         let mut batch = WriteBatch::default();
         let mut stale: Vec<&[u8]> = Vec::new();
@@ -593,14 +603,25 @@ mod tests {
         };
         embedded.store_merged(&cf_name, &[repair]).expect("repairs");
         assert_eq!(read(table.as_ref()).0, vec![11i64.to_be_bytes().to_vec()]);
-        // Unchanged since: stored as the read merged it.
+        // Unchanged since: stored as the read merged it, unless a write
+        // holds the row's stripe (a blind write in flight): then nothing
+        // is stored, and the read does not wait.
         let seen = store.inner.db.latest_sequence_number();
-        let repair = Repair {
+        let repair = || Repair {
             key: b"row".to_vec(),
             merged: b"not what a merge gives".to_vec(),
             seen,
         };
-        embedded.store_merged(&cf_name, &[repair]).expect("repairs");
+        let stripe = store.inner.locks.stripe("t", b"row");
+        let writing = store.inner.locks.lock_mixed(vec![(stripe, false)]);
+        embedded
+            .store_merged(&cf_name, &[repair()])
+            .expect("repairs");
+        assert_eq!(read(table.as_ref()).0, vec![11i64.to_be_bytes().to_vec()]);
+        drop(writing);
+        embedded
+            .store_merged(&cf_name, &[repair()])
+            .expect("repairs");
         assert_eq!(stored().as_deref(), Some(&b"not what a merge gives"[..]));
         // A table created again under the name is left alone.
         store.delete_table("t").expect("deletes");
