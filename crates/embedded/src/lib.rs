@@ -111,6 +111,7 @@ mod merge;
 mod meta;
 mod options;
 mod ranges;
+mod repairer;
 mod row;
 mod scan;
 mod shapes;

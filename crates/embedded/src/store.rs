@@ -17,6 +17,7 @@ use crate::gc::GcSlot;
 use crate::locks::RowLocks;
 use crate::meta::{FamilyMeta, TableMeta};
 use crate::options::{db_options, meta_cf_options, table_cf_options, EmbeddedOptions};
+use crate::repairer::{RepairQueue, Repairer};
 use crate::sweeper::{SweepSignal, Sweeper};
 use crate::table::EmbeddedTable;
 
@@ -79,6 +80,8 @@ pub(crate) struct Inner {
     pub to_compact: Mutex<HashSet<String>>,
     /// Wakes the sweeper (when there is one).
     pub sweep_signal: Arc<SweepSignal>,
+    /// Rows reads merged, for the repair thread to store.
+    pub repairs: Arc<RepairQueue>,
 }
 
 impl Inner {
@@ -138,6 +141,7 @@ pub struct EmbeddedStore {
     pub(crate) inner: Arc<Inner>,
     path: PathBuf,
     sweeper: Option<Sweeper>,
+    repairer: Option<Repairer>,
 }
 
 impl std::fmt::Debug for EmbeddedStore {
@@ -219,6 +223,7 @@ impl EmbeddedStore {
             next_cf: AtomicU64::new(0),
             to_compact: Mutex::new(HashSet::new()),
             sweep_signal: Arc::default(),
+            repairs: Arc::default(),
         };
         load_tables(&inner, &mut slots)?;
         let inner = Arc::new(inner);
@@ -226,10 +231,12 @@ impl EmbeddedStore {
             .options
             .gc_interval
             .map(|every| Sweeper::start(&inner, every));
+        let repairer = Some(Repairer::start(&inner));
         Ok(EmbeddedStore {
             inner,
             path,
             sweeper,
+            repairer,
         })
     }
 
@@ -319,6 +326,9 @@ impl Drop for EmbeddedStore {
     fn drop(&mut self) {
         if let Some(sweeper) = self.sweeper.take() {
             sweeper.stop();
+        }
+        if let Some(repairer) = self.repairer.take() {
+            repairer.stop();
         }
     }
 }

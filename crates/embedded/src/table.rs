@@ -31,6 +31,7 @@ use crate::locks::Guard;
 use crate::merge::encode_operand;
 use crate::meta::TableMeta;
 use crate::ranges::plan;
+use crate::repairer::RepairJob;
 use crate::row::encode_created_row;
 use crate::scan::{Repair, Scan, ScanOptions};
 use crate::store::Inner;
@@ -314,7 +315,7 @@ impl EmbeddedTable {
     /// wait for writes (a batch holds its rows' stripes until it is in
     /// the memtable, at ingestion's lower priority), and the next read of
     /// the row tries again. Not logged (see below).
-    fn store_merged(&self, cf_name: &str, repairs: &[Repair]) -> Result<()> {
+    pub(crate) fn store_merged(&self, cf_name: &str, repairs: &[Repair]) -> Result<()> {
         let inner = &*self.inner;
         let meta = self.meta()?;
         if meta.cf_name != cf_name {
@@ -498,9 +499,12 @@ impl Table for EmbeddedTable {
         let cf_name = scan.cf_name().to_string();
         let repairs = scan.visit(visit).map_err(|e| in_table(&self.name, e))?;
         if !repairs.is_empty() {
-            // Only an optimisation: a failure leaves the operands, which
-            // the next read merges again.
-            let _ = self.store_merged(&cf_name, &repairs);
+            // Stored by the repair thread: a read never writes.
+            self.inner.repairs.offer(RepairJob {
+                table: self.name.clone(),
+                cf_name,
+                repairs,
+            });
         }
         Ok(())
     }
@@ -574,6 +578,7 @@ mod tests {
         let (sums, merged) = read(table.as_ref());
         assert_eq!(sums, vec![19900i64.to_be_bytes().to_vec()]);
         assert!(merged >= REPAIR_BYTES, "{merged} bytes of operands merged");
+        store.inner.repairs.settle();
         let (again, merged) = read(table.as_ref());
         assert_eq!(again, sums);
         assert_eq!(merged, 0, "the row was stored merged");
@@ -618,6 +623,7 @@ mod tests {
             .store_merged(&cf_name, &[repair()])
             .expect("repairs");
         assert_eq!(read(table.as_ref()).0, vec![11i64.to_be_bytes().to_vec()]);
+        store.inner.repairs.settle();
         drop(writing);
         embedded
             .store_merged(&cf_name, &[repair()])
@@ -656,6 +662,7 @@ mod tests {
         let (cells, merged) = read(table.as_ref());
         assert_eq!(cells.len(), 201);
         assert!(merged >= REPAIR_BYTES, "{merged} bytes of operands merged");
+        store.inner.repairs.settle();
         let (again, merged) = read(table.as_ref());
         assert_eq!(again, cells);
         assert_eq!(merged, 0, "the row was stored merged");
