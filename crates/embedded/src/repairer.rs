@@ -8,9 +8,10 @@
 //! So a read only hands its repairs over, and never waits to do that: the
 //! queue is tried, not locked, and bounded. A repair left out costs
 //! nothing but the merge the next read of the row does again. The thread
-//! takes what is queued every [`TICK`] rather than being woken by each
-//! read: a thread woken thousands of times a second takes the core from
-//! the readers each time.
+//! sleeps while nothing is queued; woken by the first repair, it waits a
+//! [`TICK`] and takes all that came meanwhile, rather than being woken by
+//! each read: a thread woken thousands of times a second takes the core
+//! from the readers each time.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -27,7 +28,7 @@ use crate::table::EmbeddedTable;
 /// repairs are left out.
 const MAX_QUEUED_BYTES: usize = 16 << 20;
 
-/// How often the repair thread takes the queued repairs.
+/// How long the repair thread gathers repairs before it stores them.
 const TICK: Duration = Duration::from_millis(20);
 
 /// The repairs of one read of one table.
@@ -74,25 +75,31 @@ impl RepairQueue {
         }
         state.bytes += bytes;
         state.jobs.push_back(job);
+        let first = state.jobs.len() == 1;
+        drop(state);
+        if first {
+            self.changed.notify_all();
+        }
         true
     }
 
-    /// The jobs queued by the next tick (or a [`RepairQueue::settle`]);
-    /// `None` once stopped. They are being stored until
-    /// [`RepairQueue::done`].
+    /// The jobs queued a [`TICK`] after the first (sooner for a
+    /// [`RepairQueue::settle`]); `None` once stopped. They are being
+    /// stored until [`RepairQueue::done`].
     fn next(&self) -> Option<Vec<RepairJob>> {
         let mut state = self.state.lock();
-        loop {
-            if state.stopped {
-                return None;
-            }
-            if !state.jobs.is_empty() {
-                state.bytes = 0;
-                state.busy = true;
-                return Some(state.jobs.drain(..).collect());
-            }
+        while state.jobs.is_empty() && !state.stopped {
+            self.changed.wait(&mut state);
+        }
+        if !state.stopped {
             self.changed.wait_for(&mut state, TICK);
         }
+        if state.stopped {
+            return None;
+        }
+        state.bytes = 0;
+        state.busy = true;
+        Some(state.jobs.drain(..).collect())
     }
 
     fn done(&self) {
