@@ -171,8 +171,8 @@ pub(crate) fn table_cf_options(options: &EmbeddedOptions, cache: &Cache, gc: GcS
     // merges.
     opts.set_level_zero_file_num_compaction_trigger(2);
     // Writes never merge a row's operands (that would read the row on the
-    // write path): flushes and compactions combine them, and a read that
-    // merged many stores the merged row (`EmbeddedTable::store_merged`).
+    // write path): flushes and compactions combine them, and the row a
+    // read merged from many is stored by the repair thread (`repairer.rs`).
     opts.set_max_successive_merges(0);
     opts.set_merge_operator(
         "affinity-row-writes",
