@@ -267,12 +267,27 @@ impl EmbeddedTable {
 
     /// Lock the stripes of the rows of `keys` exclusively.
     fn hold_exclusive<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> Held<'_> {
-        let locks = &self.inner.locks;
-        let stripes: Vec<usize> = keys.map(|k| locks.stripe(&self.name, k)).collect();
+        let stripes = self.stripes(keys);
         Held {
-            guards: locks.lock_many(stripes.clone()),
+            guards: self.inner.locks.lock_many(stripes.clone()),
             stripes,
         }
+    }
+
+    /// [`EmbeddedTable::hold_exclusive`] if no stripe of `keys` is held
+    /// now; `None`, without waiting, when one is.
+    fn try_hold_exclusive<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> Option<Held<'_>> {
+        let stripes = self.stripes(keys);
+        Some(Held {
+            guards: self.inner.locks.try_lock_many(stripes.clone())?,
+            stripes,
+        })
+    }
+
+    /// The stripes of the rows of `keys`.
+    fn stripes<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> Vec<usize> {
+        let locks = &self.inner.locks;
+        keys.map(|k| locks.stripe(&self.name, k)).collect()
     }
 
     /// `mutate_rows`, its log synced before it returns when `durable`.
@@ -311,10 +326,11 @@ impl EmbeddedTable {
     /// (its sequence number `seen`) is stored as the read merged it; one
     /// that may have changed is read, and merged, again. Nothing is stored
     /// when the table is no longer the one read (`cf_name`: deleted and
-    /// created again since), nor when a stripe is held: a read does not
-    /// wait for writes (a batch holds its rows' stripes until it is in
-    /// the memtable, at ingestion's lower priority), and the next read of
-    /// the row tries again. Not logged (see below).
+    /// created again since), nor when a stripe is held (a batch holds its
+    /// rows' stripes until it is in the memtable, at ingestion's lower
+    /// priority; an exclusive request waiting for it would hold back the
+    /// next batches too), and the next read of the row tries again. Run
+    /// by the repair thread (`repairer.rs`). Not logged (see below).
     pub(crate) fn store_merged(&self, cf_name: &str, repairs: &[Repair]) -> Result<()> {
         let inner = &*self.inner;
         let meta = self.meta()?;
@@ -322,14 +338,9 @@ impl EmbeddedTable {
             return Ok(());
         }
         let locks = &inner.locks;
-        let stripes: Vec<usize> = repairs
-            .iter()
-            .map(|r| locks.stripe(&self.name, &r.key))
-            .collect();
-        let Some(guards) = locks.try_lock_many(stripes.clone()) else {
+        let Some(held) = self.try_hold_exclusive(repairs.iter().map(|r| r.key.as_slice())) else {
             return Ok(());
         };
-        let held = Held { guards, stripes };
         let cf = inner.cf(&self.name, &meta)?;
         let mut batch = WriteBatch::default();
         let mut stale: Vec<&[u8]> = Vec::new();
