@@ -32,16 +32,24 @@ impl Histogram {
     }
 }
 
+/// The requests of one method on one route.
+#[derive(Debug, Default)]
+struct RouteRequests {
+    /// `status -> count`.
+    statuses: BTreeMap<u16, u64>,
+    latency: Histogram,
+}
+
 /// The server's counters.
 #[derive(Debug, Default)]
 pub struct Metrics {
     pub events_ingested: AtomicU64,
     /// Events of rejected `POST /1/events` requests, by reason code.
     rejected: Mutex<BTreeMap<String, u64>>,
-    /// `(method, route, status) -> count`.
-    requests: Mutex<BTreeMap<(String, String, u16), u64>>,
-    /// `(method, route) -> latency`.
-    latency: Mutex<BTreeMap<(String, String), Histogram>>,
+    /// `method -> route -> requests`: nested so that counting a request
+    /// looks its method and route up as they are, allocating only the
+    /// first time a pair is seen.
+    requests: Mutex<BTreeMap<String, BTreeMap<String, RouteRequests>>>,
     /// `application -> A/B test variant -> requests it served`.
     served: Mutex<BTreeMap<String, BTreeMap<String, u64>>>,
 }
@@ -93,18 +101,17 @@ impl Metrics {
 
     /// Count a finished request.
     pub fn observe(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
-        *self
-            .requests
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry((method.to_string(), route.to_string(), status))
-            .or_default() += 1;
-        self.latency
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry((method.to_string(), route.to_string()))
-            .or_default()
-            .observe(elapsed.as_secs_f64());
+        let mut requests = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+        let routes = match requests.get_mut(method) {
+            Some(routes) => routes,
+            None => requests.entry(method.to_string()).or_default(),
+        };
+        let this = match routes.get_mut(route) {
+            Some(this) => this,
+            None => routes.entry(route.to_string()).or_default(),
+        };
+        *this.statuses.entry(status).or_default() += 1;
+        this.latency.observe(elapsed.as_secs_f64());
     }
 
     /// Events of rejected requests so far, by reason.
@@ -118,11 +125,12 @@ impl Metrics {
     /// Requests of `method` on `route` so far, with any status: how many,
     /// and the sum of their latencies in seconds.
     pub fn route_totals(&self, method: &str, route: &str) -> (u64, f64) {
-        self.latency
+        self.requests
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&(method.to_string(), route.to_string()))
-            .map_or((0, 0.0), |h| (h.count, h.sum))
+            .get(method)
+            .and_then(|routes| routes.get(route))
+            .map_or((0, 0.0), |r| (r.latency.count, r.latency.sum))
     }
 
     /// The Prometheus text exposition of every metric.
@@ -172,27 +180,26 @@ impl Metrics {
         }
         out.push_str("# HELP affinity_http_requests_total HTTP requests by route and status.\n");
         out.push_str("# TYPE affinity_http_requests_total counter\n");
-        for ((method, route, status), n) in self
-            .requests
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
-            let _ = writeln!(
-                out,
-                "affinity_http_requests_total{{method=\"{method}\",route=\"{}\",status=\"{status}\"}} {n}",
-                label(route)
-            );
+        let requests = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+        let by_route = || {
+            requests.iter().flat_map(|(method, routes)| {
+                routes.iter().map(move |(route, r)| (method, route, r))
+            })
+        };
+        for (method, route, r) in by_route() {
+            for (status, n) in &r.statuses {
+                let _ = writeln!(
+                    out,
+                    "affinity_http_requests_total{{method=\"{method}\",route=\"{}\",status=\"{status}\"}} {n}",
+                    label(route)
+                );
+            }
         }
         let name = "affinity_http_request_duration_seconds";
         let _ = writeln!(out, "# HELP {name} HTTP request latency by route.");
         let _ = writeln!(out, "# TYPE {name} histogram");
-        for ((method, route), h) in self
-            .latency
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
+        for (method, route, r) in by_route() {
+            let h = &r.latency;
             let labels = format!("method=\"{method}\",route=\"{}\"", label(route));
             let mut cumulative = 0;
             for (bound, n) in BUCKETS.iter().zip(h.counts) {
