@@ -5,8 +5,8 @@
 //! paced senders while `--readers` clients read profiles. One line a
 //! minute: the process's resident memory and, of it, what the store holds
 //! by RocksDB's account (memtables, block cache, index and filter blocks
-//! outside it), the memory the heap holds (mimalloc's, which serves the
-//! Rust code and RocksDB's C++ alike), open file
+//! outside it), the C allocator's heap (RocksDB allocates through it; the
+//! Rust code through mimalloc): in use and held free, open file
 //! descriptors and, of them, the store's table files (RocksDB keeps each
 //! open, up to its `max_open_files`) with their size on disk, the batches
 //! acknowledged, the reads and their p99, shed requests and errors.
@@ -67,26 +67,12 @@ pub struct SoakBenchArgs {
     ingest_threads: Option<usize>,
 }
 
-/// The bytes the heap holds: mimalloc's committed memory, in use or kept
-/// free for reuse (the `affinity` binary makes mimalloc the process's
-/// `malloc`, so this counts RocksDB's allocations too).
-fn heap_committed() -> u64 {
-    let mut commit = 0usize;
-    // SAFETY: every out-parameter may be null; the one given is a valid
-    // place for a usize.
-    unsafe {
-        libmimalloc_sys::mi_process_info(
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            &mut commit,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        );
-    }
-    commit as u64
+/// The C allocator's heap (glibc): bytes in use and bytes it holds free
+/// (in its arenas and mapped chunks).
+fn c_heap() -> (u64, u64) {
+    // SAFETY: mallinfo2 only reads the allocator's counters.
+    let info = unsafe { libc::mallinfo2() };
+    ((info.uordblks + info.hblkhd) as u64, info.fordblks as u64)
 }
 
 /// This process's resident memory (MiB) and open file descriptors, from
@@ -178,13 +164,14 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
         server.limits.ingest_threads()
     );
     println!(
-        "{:>6} {:>9} {:>10} {:>9} {:>8} {:>8} {:>5} {:>6} {:>8} {:>11} {:>9} {:>12} {:>7} {:>6} {:>7}",
+        "{:>6} {:>9} {:>10} {:>9} {:>8} {:>7} {:>7} {:>5} {:>6} {:>8} {:>11} {:>9} {:>12} {:>7} {:>6} {:>7}",
         "minute",
         "RSS MiB",
         "memtables",
         "cache",
         "readers",
-        "heap MiB",
+        "C heap",
+        "C free",
         "fds",
         "tables",
         "disk MiB",
@@ -220,7 +207,7 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
         let (rss, fds) = process_figures();
         let store = server.store.memory_usage()?;
         let (tables, disk) = server.store.table_files()?;
-        let heap = heap_committed();
+        let (c_used, c_free) = c_heap();
         let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
         let p99 = reads.ms(0.99);
         worst_p99 = worst_p99.max(p99);
@@ -232,11 +219,12 @@ async fn minutes(args: &SoakBenchArgs, server: &Running) -> anyhow::Result<()> {
         };
         looked = (hits, all);
         println!(
-            "{minute:>6} {rss:>9.1} {:>10.1} {:>9.1} {:>8.1} {:>8.1} {fds:>5} {tables:>6} {:>8.0} {:>11} {:>9} {p99:>12.2} {:>7} {:>6} {cached:>7}",
+            "{minute:>6} {rss:>9.1} {:>10.1} {:>9.1} {:>8.1} {:>7.1} {:>7.1} {fds:>5} {tables:>6} {:>8.0} {:>11} {:>9} {p99:>12.2} {:>7} {:>6} {cached:>7}",
             mib(store.memtables),
             mib(store.block_cache),
             mib(store.table_readers),
-            mib(heap),
+            mib(c_used),
+            mib(c_free),
             mib(disk),
             ingest.ok,
             reads.ok,

@@ -8,6 +8,7 @@ mod events;
 mod explain;
 mod fds;
 mod geo;
+mod heap;
 mod hot;
 mod jobs;
 mod keys;
@@ -20,11 +21,7 @@ mod trends;
 use clap::{Parser, Subcommand};
 
 /// mimalloc: the allocator-heavy paths (ingest, scans) run measurably
-/// faster than on the system allocator. With its `override` feature it is
-/// also the process's `malloc`, so RocksDB's C++ allocates through it:
-/// glibc's malloc kept what RocksDB freed in its arenas (hundreds of MiB
-/// over a soak, unless capped and trimmed), and its arena locks, shared
-/// with the ingest threads, put the async threads to sleep.
+/// faster than on the system allocator.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -104,8 +101,12 @@ enum Command {
 }
 
 fn main() {
+    heap::limit_arenas();
     fds::raise_open_files();
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Serve(_) | Command::Bench(_)) {
+        heap::trim_every(heap::TRIM_EVERY);
+    }
     let backend = &cli.backend;
     let result = match cli.command {
         Command::Table(args) => table::run(args, backend),
