@@ -210,6 +210,7 @@ impl Metrics {
             let _ = writeln!(out, "{name}_sum{{{labels}}} {}", h.sum);
             let _ = writeln!(out, "{name}_count{{{labels}}} {}", h.count);
         }
+        drop(requests);
         jobs.render_metrics(&mut out);
         out
     }
