@@ -69,6 +69,11 @@ pub struct OverloadBenchArgs {
     /// MiB of profile cache, as `affinity serve --profile-cache-mib` (0: none).
     #[arg(long, default_value_t = affinity_engine::cache::DEFAULT_BUDGET_MIB)]
     profile_cache_mib: usize,
+    /// How the server's connections share the cores, as `affinity serve
+    /// --scheduler`: `per-core` (its clients run on the same threads) or
+    /// `shared`.
+    #[arg(long, default_value = "shared")]
+    scheduler: affinity_http::Scheduler,
 }
 
 /// What the requests of a phase got.
@@ -158,6 +163,7 @@ impl Running {
         limits: ServerLimits,
         maintain_every: Option<Duration>,
         profile_cache_mib: usize,
+        scheduler: affinity_http::Scheduler,
     ) -> anyhow::Result<Running> {
         let store = affinity_embedded::EmbeddedStore::open(dir)
             .with_context(|| format!("opening the embedded store in {}", dir.display()))?;
@@ -168,9 +174,13 @@ impl Running {
         let mut keys = Keys::default();
         keys.add(APP, KEY, [Acl::Admin])?;
         limits.check()?;
+        let workers = scheduler
+            .workers(None)
+            .context("starting the connection threads")?;
         let state = affinity_http::State::with_inline_reads(Arc::clone(&engine), keys, true)
             .with_limits(Limiter::new(limits))
-            .with_maintenance(maintain_every);
+            .with_maintenance(maintain_every)
+            .with_workers(workers.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .context("binding a loopback port")?;
@@ -181,7 +191,8 @@ impl Running {
         }));
         let endpoint = Endpoint::parse(&base)?
             .with_header("x-algolia-application-id", APP)
-            .with_header("x-algolia-api-key", KEY);
+            .with_header("x-algolia-api-key", KEY)
+            .with_workers(workers);
         let mut conn = endpoint.connect().await?;
         let strategy = serde_json::json!({
             "eventsScoring": [
@@ -239,7 +250,7 @@ async fn closed_loop(
     let tasks: Vec<_> = (0..clients)
         .map(|c| {
             let endpoint = endpoint.clone();
-            tokio::spawn(async move {
+            endpoint.clone().spawn(c, async move {
                 let mut counts = Counts::default();
                 let mut conn = match endpoint.connect().await {
                     Ok(conn) => conn,
@@ -301,7 +312,7 @@ pub(crate) async fn paced(
     let tasks: Vec<_> = (0..senders)
         .map(|s| {
             let endpoint = endpoint.clone();
-            tokio::spawn(async move {
+            endpoint.clone().spawn(s, async move {
                 let mut counts = Counts::default();
                 // Spread the senders' first requests over one period.
                 let mut next = Instant::now() + every.mul_f64(s as f64 / senders as f64);
@@ -354,7 +365,7 @@ pub(crate) async fn readers(
     let tasks: Vec<_> = (0..readers)
         .map(|r| {
             let endpoint = endpoint.clone();
-            tokio::spawn(async move {
+            endpoint.clone().spawn(r, async move {
                 let mut counts = Counts::default();
                 let mut conn = match endpoint.connect().await {
                     Ok(conn) => conn,
@@ -417,7 +428,8 @@ pub fn run(args: OverloadBenchArgs, backend: &BenchBackend) -> anyhow::Result<()
         .build()
         .context("starting the async runtime")?;
     let result = runtime.block_on(async {
-        let server = Running::start(&dir, limits, None, args.profile_cache_mib).await?;
+        let server =
+            Running::start(&dir, limits, None, args.profile_cache_mib, args.scheduler).await?;
         let result = phases(&args, &server).await;
         server.stop().await?;
         result

@@ -59,6 +59,11 @@ pub struct SoakBenchArgs {
     /// MiB of profile cache, as `affinity serve --profile-cache-mib` (0: none).
     #[arg(long, default_value_t = affinity_engine::cache::DEFAULT_BUDGET_MIB)]
     profile_cache_mib: usize,
+    /// How the server's connections share the cores, as `affinity serve
+    /// --scheduler`: `per-core` (its clients run on the same threads) or
+    /// `shared`.
+    #[arg(long, default_value = "shared")]
+    scheduler: affinity_http::Scheduler,
     /// The server's `ingest_nice` (see docs/api.md, Limits).
     #[arg(long, default_value_t = affinity_http::ServerLimits::default().ingest_nice)]
     ingest_nice: i32,
@@ -118,6 +123,7 @@ pub fn run(args: SoakBenchArgs, backend: &BenchBackend) -> anyhow::Result<()> {
             },
             Some(Duration::from_secs(args.maintain_every)),
             args.profile_cache_mib,
+            args.scheduler,
         )
         .await?;
         let result = minutes(&args, &server).await;

@@ -5,9 +5,14 @@
 //! a general client library spends several times the server's own work
 //! per small request.
 
+use std::future::Future;
+use std::sync::Arc;
+
+use affinity_http::Workers;
 use anyhow::{bail, Context};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
 
 /// Headers larger than this are refused.
 const MAX_HEAD: usize = 64 * 1024;
@@ -19,6 +24,9 @@ pub struct Endpoint {
     pub authority: String,
     /// Extra header lines, each ending in `\r\n`.
     pub headers: String,
+    /// The in-process server's connection threads, which the clients'
+    /// tasks share (see [`Endpoint::spawn`]).
+    workers: Option<Arc<Workers>>,
 }
 
 impl Endpoint {
@@ -34,6 +42,7 @@ impl Endpoint {
         Ok(Endpoint {
             authority: authority.to_string(),
             headers: String::new(),
+            workers: None,
         })
     }
 
@@ -44,6 +53,28 @@ impl Endpoint {
         self.headers.push_str(value);
         self.headers.push_str("\r\n");
         self
+    }
+
+    /// The same endpoint, its clients run on `workers`' threads.
+    pub fn with_workers(mut self, workers: Option<Arc<Workers>>) -> Endpoint {
+        self.workers = workers;
+        self
+    }
+
+    /// Run client `i`'s task: on the in-process server's connection
+    /// thread `i` (modulo their number) when it has them, as a client on
+    /// another machine would take no core of the server's and a client
+    /// task on a thread of its own would preempt the server's threads;
+    /// otherwise on this runtime.
+    pub fn spawn<F>(&self, i: usize, task: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match &self.workers {
+            Some(workers) => workers.handle(i).spawn(task),
+            None => tokio::spawn(task),
+        }
     }
 
     pub async fn connect(&self) -> anyhow::Result<Conn> {

@@ -28,9 +28,18 @@ pub struct ServeArgs {
     /// The admin key of the `--app-id` at the same position.
     #[arg(long = "api-key", env = "AFFINITY_API_KEY", value_delimiter = ',')]
     api_key: Vec<String>,
-    /// Threads for blocking engine work (default: tokio's).
+    /// Threads for blocking engine work (default: tokio's), per runtime
+    /// (each connection thread has its own with `--scheduler per-core`).
     #[arg(long, env = "AFFINITY_WORKERS")]
     workers: Option<usize>,
+    /// How connections share the cores: `shared`, tokio's work-stealing
+    /// runtime, where any worker runs any connection; `per-core`, a
+    /// thread per core that serves the connections dealt to it in turn,
+    /// each request in the order it became ready (latencies spread less
+    /// under a steady load of short requests, but a long request holds up
+    /// the other connections of its thread).
+    #[arg(long, env = "AFFINITY_SCHEDULER", default_value = "shared")]
+    scheduler: affinity_http::Scheduler,
     /// Maintain every application's profile rollups this often (at start,
     /// then on this period: `30s`, `15m`, `1h`), on half the cores at a
     /// lower CPU priority than requests (nice 10); `off` for deployments
@@ -135,6 +144,14 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
     if let Some(n) = args.workers {
         runtime.max_blocking_threads(n.max(1));
     }
+    let workers = args
+        .scheduler
+        .workers(args.workers)
+        .context("starting the connection threads")?;
+    if workers.is_some() {
+        // Accepting and the background jobs only.
+        runtime.worker_threads(1);
+    }
     let runtime = runtime.build().context("starting the async runtime")?;
     let inline_reads = backend.is_local();
     let backend = backend.describe();
@@ -151,7 +168,8 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
         let mut state = State::with_inline_reads(engine, keys, inline_reads)
             .with_maintenance(args.maintain_every.0)
             .with_debug_events(args.debug_events)
-            .with_limits(limiter);
+            .with_limits(limiter)
+            .with_workers(workers);
         if let Some(slot) = args.key_visualizer_slot.0 {
             state = state.with_key_vis(slot);
         }

@@ -73,6 +73,7 @@ mod state;
 mod time;
 mod trends;
 mod variants;
+mod workers;
 
 pub use auth::{hash_key, Access, Acl, ApiKey, Keys, SHA256_PREFIX};
 pub use config::{AppEntry, Config, KeyEntry};
@@ -84,3 +85,4 @@ pub use metrics::Metrics;
 pub use secured::{Restrictions, SecuredKey};
 pub use server::{router, serve, shutdown_signal};
 pub use state::{State, STRATEGY_TTL};
+pub use workers::{Scheduler, Workers};

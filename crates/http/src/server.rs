@@ -48,6 +48,7 @@ use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 
 use crate::error::MAX_BODY_BYTES;
 use crate::state::State;
+use crate::workers::Workers;
 use crate::{
     catalog, dashboard, explain, insights, keystore, ops, personalization, query, variants,
 };
@@ -243,7 +244,8 @@ pub async fn serve(
     };
     let header_timeout = state.limiter.server.header_timeout();
     let jobs = Arc::clone(&state.jobs);
-    let served = accept_until(listener, router(state), header_timeout, shutdown).await;
+    let workers = state.workers.clone();
+    let served = accept_until(listener, router(state), header_timeout, workers, shutdown).await;
     refresh.abort();
     keys.abort();
     for task in [maintenance, key_vis].into_iter().flatten() {
@@ -259,11 +261,14 @@ pub async fn serve(
 /// `shutdown` resolves; then stop accepting, let each connection finish
 /// its request in flight, and return once all are closed. A client that
 /// does not send a request's headers within `header_timeout` (or stays
-/// idle that long between requests) has its connection closed.
+/// idle that long between requests) has its connection closed. With
+/// `workers`, each connection is served on the next of their threads;
+/// without, on the runtime this runs on.
 async fn accept_until(
     listener: TcpListener,
     app: Router,
     header_timeout: Duration,
+    workers: Option<Arc<Workers>>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let mut builder = Builder::new(TokioExecutor::new());
@@ -291,37 +296,87 @@ async fn accept_until(
             },
             () = &mut shutdown => break,
         };
-        let app = app.clone();
-        // The connection's address is the debugger's `remoteAddr`.
-        let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
-            request.extensions_mut().insert(ConnectInfo(peer));
-            let mut app = app.clone();
-            async move { app.call(request.map(axum::body::Body::new)).await }
-        });
-        let builder = Arc::clone(&builder);
-        let mut stop = stopped.clone();
-        let open = closed.clone();
-        tokio::spawn(async move {
-            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            let result = tokio::select! {
-                result = connection.as_mut() => result,
-                _ = stop.changed() => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-            };
-            if let Err(e) = result {
-                tracing::debug!(%peer, error = %e, "connection ended");
+        let connection = Connection {
+            app: app.clone(),
+            peer,
+            builder: Arc::clone(&builder),
+            stop: stopped.clone(),
+            open: closed.clone(),
+        };
+        match &workers {
+            Some(workers) => {
+                // Moved to the worker's own reactor: registered there
+                // afresh, so its readiness wakes that thread only.
+                let stream = match stream.into_std() {
+                    Ok(stream) => stream,
+                    Err(e) => {
+                        tracing::warn!(%peer, error = %e, "handing a connection over failed");
+                        continue;
+                    }
+                };
+                workers.next().spawn(async move {
+                    match tokio::net::TcpStream::from_std(stream) {
+                        Ok(stream) => connection.serve(stream).await,
+                        Err(e) => {
+                            tracing::warn!(%peer, error = %e, "taking a connection over failed")
+                        }
+                    }
+                });
             }
-            drop(open);
-        });
+            None => {
+                tokio::spawn(connection.serve(stream));
+            }
+        }
     }
     drop(listener);
     stop.send_replace(true);
     drop(closed);
     open.closed().await;
     Ok(())
+}
+
+/// One accepted connection and what serving it needs.
+struct Connection {
+    app: Router,
+    peer: std::net::SocketAddr,
+    builder: Arc<Builder<TokioExecutor>>,
+    /// Changes when the server stops accepting.
+    stop: tokio::sync::watch::Receiver<bool>,
+    /// Held until the connection closes.
+    open: tokio::sync::watch::Receiver<()>,
+}
+
+impl Connection {
+    /// Serve requests until the client closes, or the server stops and
+    /// the request in flight is answered.
+    async fn serve(self, stream: tokio::net::TcpStream) {
+        let Connection {
+            app,
+            peer,
+            builder,
+            mut stop,
+            open,
+        } = self;
+        // The connection's address is the debugger's `remoteAddr`.
+        let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            let mut app = app.clone();
+            async move { app.call(request.map(axum::body::Body::new)).await }
+        });
+        let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+        tokio::pin!(connection);
+        let result = tokio::select! {
+            result = connection.as_mut() => result,
+            _ = stop.changed() => {
+                connection.as_mut().graceful_shutdown();
+                connection.await
+            }
+        };
+        if let Err(e) = result {
+            tracing::debug!(%peer, error = %e, "connection ended");
+        }
+        drop(open);
+    }
 }
 
 /// Maintain every application with keys on this server (configured or

@@ -14,6 +14,7 @@ use crate::jobs::Jobs;
 use crate::keystore::StoredKeys;
 use crate::limits::Limiter;
 use crate::metrics::Metrics;
+use crate::workers::Workers;
 
 /// The server's state: the engine, the keys, metrics and jobs. Servers
 /// are stateless otherwise: many may share one store.
@@ -45,6 +46,9 @@ pub struct State {
     /// Run maintenance of every application this often (`None`: never;
     /// for deployments that run `affinity maintain` as a job of its own).
     pub maintain_every: Option<Duration>,
+    /// Threads the connections are served on (none: the runtime `serve`
+    /// runs on).
+    pub workers: Option<Arc<Workers>>,
 }
 
 /// A strategy and A/B test (or their absence) and when they were read.
@@ -94,7 +98,17 @@ impl State {
             strategies: Mutex::default(),
             inline_reads,
             maintain_every: None,
+            workers: None,
         })
+    }
+
+    /// This state, its connections served on `workers`' threads (see
+    /// [`crate::Workers`]) instead of the runtime `serve` runs on.
+    pub fn with_workers(mut self: Arc<State>, workers: Option<Arc<Workers>>) -> Arc<State> {
+        if let Some(state) = Arc::get_mut(&mut self) {
+            state.workers = workers;
+        }
+        self
     }
 
     /// This state, maintaining every application every `every` (see

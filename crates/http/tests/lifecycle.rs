@@ -12,7 +12,17 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn shutdown_finishes_requests_in_flight() {
-    let server = Server::embedded().await;
+    finishes_requests_in_flight(Server::embedded().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_finishes_requests_in_flight_on_per_core_threads() {
+    finishes_requests_in_flight(Server::embedded_per_core().await).await;
+}
+
+/// Stopping `server` with a request half sent: the request is answered,
+/// its events stored, and the port closed.
+async fn finishes_requests_in_flight(server: Server) {
     assert_eq!(parts(server.set_strategy().await).await.0, 200);
     let engine = Arc::clone(&server.engine);
     let addr = server.base.trim_start_matches("http://").to_string();

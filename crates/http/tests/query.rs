@@ -18,7 +18,11 @@ fn filter_event(user: &str, filters: &[&str]) -> Value {
 /// scores 5000, 1000 and 500 make Apple 20, Samsung 4 and red 2. Bob
 /// clicked "Hewlett Packard" once. Catalog: `x1`, an Apple.
 async fn shop() -> Server {
-    let server = Server::embedded().await;
+    shop_on(Server::embedded().await).await
+}
+
+/// [`shop`] on `server`.
+async fn shop_on(server: Server) -> Server {
     assert_eq!(parts(server.set_strategy().await).await.0, 200);
     let mut events: Vec<Value> = (0..5).map(|_| click("alice", "Apple")).collect();
     events.push(click("alice", "Samsung"));
@@ -251,6 +255,32 @@ async fn rerank_blends_the_engines_order_with_affinity() {
     .await;
     assert_eq!(ids(&body), ["n1", "s1", "a1", "x1"]);
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn per_core_threads_give_the_same_answers() {
+    let (shared, per_core) = (
+        shop().await,
+        shop_on(Server::embedded_per_core().await).await,
+    );
+    let body = json!({"userToken": "alice", "hits": engine_hits()});
+    let (status, expected) = rerank(&shared, &body).await;
+    assert_eq!(status, 200, "{expected}");
+    assert_eq!(filters(&shared, "alice", "").await.0, 200);
+    // Eight clients at once: connections on both threads.
+    let answers = futures::future::join_all((0..8).map(|_| async {
+        let ranked = rerank(&per_core, &body).await;
+        let filtered = filters(&per_core, "alice", "").await;
+        (ranked, filtered)
+    }))
+    .await;
+    let expected_filters = filters(&shared, "alice", "").await;
+    for (ranked, filtered) in answers {
+        assert_eq!(ranked, (200, expected.clone()));
+        assert_eq!(filtered, expected_filters);
+    }
+    shared.stop().await;
+    per_core.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

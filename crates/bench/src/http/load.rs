@@ -116,7 +116,7 @@ pub async fn ingest(args: &HttpBenchArgs, target: &Target, bodies: Bodies) -> Ph
         .map(|c| {
             let target = target.clone();
             let bodies = Arc::clone(&bodies);
-            tokio::spawn(async move {
+            target.endpoint.clone().spawn(c, async move {
                 let mut tally = Tally::default();
                 let mut conn = match target.endpoint.connect().await {
                     Ok(conn) => conn,
@@ -203,7 +203,7 @@ pub async fn read_profiles(
         .map(|r| {
             let target = target.clone();
             let users = Arc::clone(&users);
-            tokio::spawn(async move {
+            target.endpoint.clone().spawn(r, async move {
                 let mut tally = Tally::default();
                 let mut conn = match target.endpoint.connect().await {
                     Ok(conn) => conn,

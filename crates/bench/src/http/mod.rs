@@ -127,6 +127,11 @@ pub struct HttpBenchArgs {
     /// rate).
     #[arg(long)]
     no_settle: bool,
+    /// How the in-process server's connections share the cores, as
+    /// `affinity serve --scheduler`: `per-core` (its clients run on the
+    /// same threads) or `shared`.
+    #[arg(long, default_value = "shared")]
+    scheduler: affinity_http::Scheduler,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,

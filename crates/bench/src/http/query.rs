@@ -130,7 +130,7 @@ async fn drive(
         .map(|r| {
             let (target, users, request) =
                 (target.clone(), Arc::clone(&users), Arc::clone(&request));
-            tokio::spawn(async move {
+            target.endpoint.clone().spawn(r, async move {
                 let mut tally = Tally::default();
                 let mut conn = match target.endpoint.connect().await {
                     Ok(conn) => conn,

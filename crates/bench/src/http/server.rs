@@ -97,12 +97,20 @@ pub fn in_process(
             .context("binding a loopback port")?;
         let base = format!("http://{}", listener.local_addr()?);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let state = affinity_http::State::with_inline_reads(engine, keys, inline);
+        let workers = args
+            .scheduler
+            .workers(None)
+            .context("starting the connection threads")?;
+        let state = affinity_http::State::with_inline_reads(engine, keys, inline)
+            .with_workers(workers.clone());
         let server = tokio::spawn(affinity_http::serve(listener, state, async {
             let _ = stopped.await;
         }));
         let result = match Target::new(&base, APP, KEY) {
-            Ok(target) => bench(args, target, &described, kind, Some(local)).await,
+            Ok(mut target) => {
+                target.endpoint = target.endpoint.with_workers(workers);
+                bench(args, target, &described, kind, Some(local)).await
+            }
             Err(e) => Err(e),
         };
         let _ = stop.send(());

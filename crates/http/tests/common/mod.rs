@@ -137,6 +137,20 @@ impl Server {
         Server::serve(engine, state).await
     }
 
+    /// A server on a fresh embedded store whose connections are served
+    /// on two threads of their own (`affinity serve --scheduler
+    /// per-core`).
+    pub async fn embedded_per_core() -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let store = affinity_embedded::EmbeddedStore::open(dir.path()).unwrap();
+        let engine = Arc::new(Engine::open(Arc::new(store)).unwrap());
+        let workers = affinity_http::Workers::start(2, None).unwrap();
+        let state = State::new(Arc::clone(&engine), keys()).with_workers(Some(Arc::new(workers)));
+        let mut server = Server::serve(engine, state).await;
+        server._dir = Some(dir);
+        server
+    }
+
     /// Serve `state` (whose engine is `engine`) on a free loopback port.
     async fn serve(engine: Arc<Engine>, state: Arc<State>) -> Server {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
