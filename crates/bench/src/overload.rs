@@ -47,9 +47,17 @@ pub struct OverloadBenchArgs {
     /// Events per request.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..=1000))]
     batch: u16,
-    /// Users the events go to (and whose profiles are read).
+    /// Users whose profiles are read (the events go to them and to the
+    /// visitors).
     #[arg(long, default_value_t = 2000)]
     users: usize,
+    /// Further users the events go to, never read, as in `bench soak`:
+    /// with the defaults a read user gets a hundredth of the ingest
+    /// (under 2x about one event a second) instead of all of it. `0` sends
+    /// every event to the read users, whose cached profiles the ingest
+    /// then keeps invalidating.
+    #[arg(long, default_value_t = 200_000)]
+    visitors: usize,
     /// Paced senders of the overload: enough that the offered rate does
     /// not wait for answers.
     #[arg(long, default_value_t = 256)]
@@ -63,7 +71,8 @@ pub struct OverloadBenchArgs {
     /// The server's `ingest_nice`.
     #[arg(long, default_value_t = ServerLimits::default().ingest_nice)]
     ingest_nice: i32,
-    /// The server's `ingest_threads` (default: `--max-writes-in-flight`).
+    /// The server's `ingest_threads` (default: twice the cores, at most
+    /// `--max-writes-in-flight`).
     #[arg(long)]
     ingest_threads: Option<usize>,
     /// MiB of profile cache, as `affinity serve --profile-cache-mib` (0: none).
@@ -444,13 +453,15 @@ async fn phases(args: &OverloadBenchArgs, server: &Running) -> anyhow::Result<()
     eprintln!(
         "affinity bench overload: {} s calibration ({} clients, {batch}-event batches), \
          {} s of {} readers alone, {} s of {}x the calibrated ingest with the readers; \
-         limits: max_writes_in_flight {}, max_in_flight {}, ingest_nice {}, ingest_threads {}",
+         events to {} users, reads of the first {}; limits: max_writes_in_flight {}, max_in_flight {}, ingest_nice {}, ingest_threads {}",
         args.seconds,
         args.clients,
         args.seconds,
         args.readers,
         args.seconds,
         args.factor,
+        args.users + args.visitors,
+        args.users,
         server.limits.max_writes_in_flight,
         server.limits.max_in_flight,
         server.limits.ingest_nice,
@@ -461,7 +472,7 @@ async fn phases(args: &OverloadBenchArgs, server: &Running) -> anyhow::Result<()
         &server.endpoint,
         args.clients,
         batch,
-        args.users,
+        args.users + args.visitors,
         Instant::now() + phase,
     )
     .await;
@@ -500,7 +511,7 @@ async fn phases(args: &OverloadBenchArgs, server: &Running) -> anyhow::Result<()
             args.senders,
             offered,
             batch,
-            args.users,
+            args.users + args.visitors,
             deadline
         ),
         readers(&server.endpoint, args.readers, args.users, deadline),

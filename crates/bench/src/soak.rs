@@ -67,7 +67,8 @@ pub struct SoakBenchArgs {
     /// The server's `ingest_nice` (see docs/api.md, Limits).
     #[arg(long, default_value_t = affinity_http::ServerLimits::default().ingest_nice)]
     ingest_nice: i32,
-    /// The server's `ingest_threads` (default: `max_writes_in_flight`).
+    /// The server's `ingest_threads` (default: twice the cores, at most
+    /// `max_writes_in_flight`).
     #[arg(long)]
     ingest_threads: Option<usize>,
 }

@@ -12,7 +12,8 @@
 //! header_timeout_secs = 30 # to send a request's headers; the connection closes after
 //! body_timeout_secs = 60   # to send a request's body; 408 after
 //! ingest_nice = 5          # CPU priority of event batches below the reads' (0 to 19)
-//! ingest_threads = 16      # event batches stored at once (default: max_writes_in_flight)
+//! ingest_threads = 4       # event batches stored at once (default: twice the cores, at most
+//!                          # max_writes_in_flight; max_writes_in_flight on Cloud Bigtable)
 //!
 //! [[apps]]
 //! id = "shop"

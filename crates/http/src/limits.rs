@@ -71,11 +71,14 @@ pub struct ServerLimits {
     /// past `max_writes_in_flight` are refused with 503); with CPU to
     /// spare it changes nothing. 0: batches run at the reads' priority.
     pub ingest_nice: i32,
-    /// Threads that store event batches at once (default, `None`:
-    /// `max_writes_in_flight`); admitted batches beyond them wait for one.
-    /// On a saturated CPU the batches' share of it grows with the threads
-    /// running them (each weighs as much as its nice value says): fewer
-    /// threads leave more to the reads, and acknowledge fewer batches.
+    /// Threads that store event batches at once (default, `None`: twice
+    /// the cores, at most `max_writes_in_flight`; `affinity serve` on
+    /// Cloud Bigtable, where a batch's thread mostly waits for the
+    /// network, makes it `max_writes_in_flight`); admitted batches beyond
+    /// them wait for one. On a saturated CPU the batches' share of it
+    /// grows with the threads running them (each weighs as much as its
+    /// nice value says): fewer threads leave more to the reads, and
+    /// acknowledge fewer batches.
     pub ingest_threads: Option<usize>,
 }
 
@@ -125,7 +128,10 @@ impl ServerLimits {
 
     /// [`ServerLimits::ingest_threads`], its default filled in.
     pub fn ingest_threads(&self) -> usize {
-        self.ingest_threads.unwrap_or(self.max_writes_in_flight)
+        self.ingest_threads.unwrap_or_else(|| {
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            self.max_writes_in_flight.min(2 * cores)
+        })
     }
 
     pub fn header_timeout(&self) -> Duration {
@@ -538,6 +544,23 @@ mod tests {
             out.contains("affinity_http_rate_limited_total{app=\"shop\",limit=\"application\"} 1"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn ingest_threads_default_to_twice_the_cores_within_the_writes() {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let limits = ServerLimits::default();
+        assert_eq!(limits.ingest_threads(), (2 * cores).min(16));
+        let few = ServerLimits {
+            max_writes_in_flight: 1,
+            ..ServerLimits::default()
+        };
+        assert_eq!(few.ingest_threads(), 1);
+        let set = ServerLimits {
+            ingest_threads: Some(9),
+            ..ServerLimits::default()
+        };
+        assert_eq!(set.ingest_threads(), 9);
     }
 
     #[test]
