@@ -52,10 +52,9 @@ pub struct OverloadBenchArgs {
     #[arg(long, default_value_t = 2000)]
     users: usize,
     /// Further users the events go to, never read, as in `bench soak`:
-    /// with the defaults a read user gets a hundredth of the ingest
-    /// (under 2x about one event a second) instead of all of it. `0` sends
-    /// every event to the read users, whose cached profiles the ingest
-    /// then keeps invalidating.
+    /// with the defaults the read users get a hundredth of the events
+    /// instead of all of them. `0` sends every event to the read users,
+    /// whose cached profiles the ingest then keeps invalidating.
     #[arg(long, default_value_t = 200_000)]
     visitors: usize,
     /// Paced senders of the overload: enough that the offered rate does
