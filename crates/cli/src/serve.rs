@@ -125,12 +125,6 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
         config.add_admin(app, key);
     }
     let keys = config.keys()?;
-    if !backend.is_local() {
-        // A batch's thread mostly waits for Cloud Bigtable: as many
-        // threads as batches admitted.
-        let writes = config.limits.max_writes_in_flight;
-        config.limits.ingest_threads.get_or_insert(writes);
-    }
     let limiter = config.limiter()?;
     let hot_policy = config.hot_users.policy()?;
     let store = backend.open()?;

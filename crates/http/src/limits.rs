@@ -72,9 +72,10 @@ pub struct ServerLimits {
     /// spare it changes nothing. 0: batches run at the reads' priority.
     pub ingest_nice: i32,
     /// Threads that store event batches at once (default, `None`: twice
-    /// the cores, at most `max_writes_in_flight`; `affinity serve` on
-    /// Cloud Bigtable, where a batch's thread mostly waits for the
-    /// network, makes it `max_writes_in_flight`); admitted batches beyond
+    /// the cores, at most `max_writes_in_flight`; a server whose store is
+    /// across a network (Cloud Bigtable: no `State::inline_reads`), where
+    /// a batch's thread mostly waits for it, makes it
+    /// `max_writes_in_flight`); admitted batches beyond
     /// them wait for one. On a saturated CPU the batches' share of it
     /// grows with the threads running them (each weighs as much as its
     /// nice value says): fewer threads leave more to the reads, and

@@ -51,6 +51,19 @@ pub struct State {
     pub workers: Option<Arc<Workers>>,
 }
 
+/// `limiter` for a store on this machine (`local`, as
+/// [`State::inline_reads`]) or across a network: there a batch's thread
+/// mostly waits for the store, so unless the limits say otherwise as
+/// many threads store batches as writes are admitted (see
+/// [`crate::ServerLimits::ingest_threads`]).
+fn for_store(mut limiter: Limiter, local: bool) -> Limiter {
+    if !local {
+        let writes = limiter.server.max_writes_in_flight;
+        limiter.server.ingest_threads.get_or_insert(writes);
+    }
+    limiter
+}
+
 /// A strategy and A/B test (or their absence) and when they were read.
 type CachedStrategy = (Instant, Settings);
 
@@ -91,7 +104,7 @@ impl State {
             stored_keys: StoredKeys::default(),
             metrics: Metrics::default(),
             jobs: Arc::default(),
-            limiter: Limiter::default(),
+            limiter: for_store(Limiter::default(), inline_reads),
             debug: EventLog::default(),
             dashboard: Dashboard::default(),
             stopping: tokio::sync::watch::channel(false).0,
@@ -123,7 +136,7 @@ impl State {
     /// This state, with `limiter`'s limits (see [`crate::Config::limiter`]).
     pub fn with_limits(mut self: Arc<State>, limiter: Limiter) -> Arc<State> {
         if let Some(state) = Arc::get_mut(&mut self) {
-            state.limiter = limiter;
+            state.limiter = for_store(limiter, state.inline_reads);
         }
         self
     }
@@ -249,5 +262,28 @@ impl State {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(app);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ServerLimits;
+
+    #[test]
+    fn a_store_across_a_network_stores_as_many_batches_as_it_admits() {
+        let limits = ServerLimits::default();
+        let remote = for_store(Limiter::new(limits), false);
+        assert_eq!(remote.server.ingest_threads(), limits.max_writes_in_flight);
+        let local = for_store(Limiter::new(limits), true);
+        assert_eq!(local.server.ingest_threads, None);
+        let set = ServerLimits {
+            ingest_threads: Some(3),
+            ..limits
+        };
+        assert_eq!(
+            for_store(Limiter::new(set), false).server.ingest_threads(),
+            3
+        );
     }
 }
