@@ -17,17 +17,20 @@ use std::collections::HashMap;
 use std::fmt;
 
 use affinity_engine::scoring::eq_bytes;
-use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 /// Past this many members, a repeated name is found through a map.
 const LINEAR_LOOKUP: usize = 16;
 
+/// A member: its name as read and its value's JSON text.
+type Member<'a> = (Cow<'a, str>, &'a str);
+
 /// An object's members in the order sent, each value as its JSON text.
 /// A name sent twice keeps its last value, at its first place (as a JSON
 /// object reader keeps the last).
 #[derive(Debug, Default, PartialEq)]
-pub(crate) struct Members<'a>(Vec<(Cow<'a, str>, &'a str)>);
+pub(crate) struct Members<'a>(Vec<Member<'a>>);
 
 impl<'a> Members<'a> {
     /// The members of the JSON text `value`, `None` when it is not an
@@ -40,61 +43,181 @@ impl<'a> Members<'a> {
         serde_json::from_str(value).ok()
     }
 
+    pub(crate) fn object(&self) -> Object<'_, 'a> {
+        Object(&self.0)
+    }
+
     /// The value of member `name`.
     pub(crate) fn get(&self, name: &str) -> Option<&'a str> {
+        self.object().get(name)
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &'a str)> {
+        self.0.iter().map(|(n, v)| (n.as_ref(), *v))
+    }
+}
+
+/// One object's members, in the order sent (see [`Members`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Object<'s, 'a>(&'s [Member<'a>]);
+
+impl<'s, 'a> Object<'s, 'a> {
+    /// The value of member `name`.
+    pub(crate) fn get(self, name: &str) -> Option<&'a str> {
         self.0
             .iter()
             .find(|(n, _)| eq_bytes(n.as_bytes(), name.as_bytes()))
             .map(|(_, v)| *v)
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
+    /// The name of the member at `place`.
+    pub(crate) fn name(self, place: usize) -> Option<&'s str> {
+        self.0.get(place).map(|(n, _)| n.as_ref())
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(self) -> bool {
         self.0.is_empty()
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &'a str)> {
-        self.0.iter().map(|(n, v)| (n.as_ref(), *v))
     }
 
     /// Each member's name as read and its value's text: a borrowed name
     /// is the text between its quotes, which had no escapes (the scanner
     /// and serde_json borrow only those), so it is written back as is.
-    pub(crate) fn iter_read(&self) -> impl Iterator<Item = (&Cow<'a, str>, &'a str)> {
+    pub(crate) fn iter_read(self) -> impl Iterator<Item = (&'s Cow<'a, str>, &'a str)> {
         self.0.iter().map(|(n, v)| (n, *v))
+    }
+}
+
+/// The objects of an array, their members in one list: one allocation
+/// for all of a re-ranking's hits instead of one per hit.
+#[derive(Debug, Default)]
+pub(crate) struct Objects<'a> {
+    members: Vec<Member<'a>>,
+    /// Where each object's members end in `members`.
+    ends: Vec<usize>,
+    /// Each object's text when its members are its text's members, one
+    /// for one (no name sent twice; read by the scanner, so no name with
+    /// escapes), else "".
+    texts: Vec<&'a str>,
+}
+
+/// Alike when their objects' members are (whichever reader kept their
+/// texts).
+impl PartialEq for Objects<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.members == other.members && self.ends == other.ends
+    }
+}
+
+impl<'a> Objects<'a> {
+    pub(crate) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Object `i`.
+    pub(crate) fn get(&self, i: usize) -> Object<'_, 'a> {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        Object(&self.members[start..self.ends[i]])
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Object<'_, 'a>> {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// Object `i`'s text as sent, when its members are its text's
+    /// members one for one: it can be copied as it is.
+    pub(crate) fn text(&self, i: usize) -> Option<&'a str> {
+        Some(self.texts[i]).filter(|t| !t.is_empty())
+    }
+
+    /// Start the next object: its members are inserted through the
+    /// [`Open`] returned, and it ends at [`Objects::close`].
+    fn open(&self) -> Open<'a> {
+        let start = self.members.len();
+        let previous = self.ends.len().checked_sub(1).map(|i| match i {
+            0 => 0,
+            i => self.ends[i - 1],
+        });
+        Open::new(start, previous)
+    }
+
+    /// End the object `open` read, whose text was `text` (when known).
+    fn close(&mut self, open: Open<'a>, text: Option<&'a str>) {
+        self.ends.push(self.members.len());
+        self.texts
+            .push(text.filter(|_| !open.repeated).unwrap_or_default());
+    }
+
+    /// Add `members` as the next object.
+    pub(crate) fn push(&mut self, members: Members<'a>) {
+        let open = self.open();
+        self.members.extend(members.0);
+        self.close(open, None);
+    }
+}
+
+/// An object being read: its members are `members[start..]` of the list
+/// they go in.
+struct Open<'a> {
+    start: usize,
+    /// Where the object before it starts (it ends at `start`), while
+    /// this one has named its members as that one, place by place. A
+    /// search engine's hits name their attributes alike and in one
+    /// order, and a name the object before had at this place, whose
+    /// names differ from each other, is none of the names before it:
+    /// it is added without looking for them.
+    alike: Option<usize>,
+    /// The members' places by name, once there are many.
+    index: Option<HashMap<Cow<'a, str>, usize>>,
+    /// Whether a name came twice.
+    repeated: bool,
+}
+
+impl<'a> Open<'a> {
+    fn new(start: usize, previous: Option<usize>) -> Open<'a> {
+        Open {
+            start,
+            alike: previous,
+            index: None,
+            repeated: false,
+        }
     }
 
     /// Add member `name`: a name already there takes the new value at its
-    /// place. `index` finds names once there are many.
-    fn insert(
-        &mut self,
-        index: &mut Option<HashMap<Cow<'a, str>, usize>>,
-        name: Cow<'a, str>,
-        value: &'a str,
-    ) {
-        let members = &mut self.0;
-        let seen = match index {
+    /// place.
+    fn insert(&mut self, members: &mut Vec<Member<'a>>, name: Cow<'a, str>, value: &'a str) {
+        let place = members.len() - self.start;
+        if let Some(before) = self.alike {
+            if before + place < self.start
+                && eq_bytes(members[before + place].0.as_bytes(), name.as_bytes())
+            {
+                members.push((name, value));
+                return;
+            }
+            self.alike = None;
+        }
+        let seen = match &self.index {
             Some(index) => index.get(&name).copied(),
-            None => members
+            None => members[self.start..]
                 .iter()
-                .position(|(n, _)| eq_bytes(n.as_bytes(), name.as_bytes())),
+                .position(|(n, _)| eq_bytes(n.as_bytes(), name.as_bytes()))
+                .map(|i| self.start + i),
         };
         match seen {
-            Some(i) => members[i].1 = value,
+            Some(i) => {
+                members[i].1 = value;
+                self.repeated = true;
+            }
             None => {
-                if let Some(index) = index {
+                if let Some(index) = &mut self.index {
                     index.insert(name.clone(), members.len());
                 }
                 members.push((name, value));
-                if index.is_none() && members.len() > LINEAR_LOOKUP {
-                    *index = Some(
-                        members
+                if self.index.is_none() && members.len() - self.start > LINEAR_LOOKUP {
+                    self.index = Some(
+                        members[self.start..]
                             .iter()
                             .enumerate()
-                            .map(|(i, (n, _))| (n.clone(), i))
+                            .map(|(i, (n, _))| (n.clone(), self.start + i))
                             .collect(),
                     );
                 }
@@ -114,7 +237,7 @@ impl<'a> Members<'a> {
 pub(crate) fn with_objects<'a>(
     text: &'a [u8],
     field: &'static str,
-) -> Option<(Members<'a>, Vec<Members<'a>>)> {
+) -> Option<(Members<'a>, Objects<'a>)> {
     // Checked as UTF-8 once, here: from a `str`, serde_json takes each
     // name, string and raw value as it is instead of checking its bytes
     // again.
@@ -128,8 +251,8 @@ pub(crate) fn with_objects<'a>(
 fn serde_with_objects<'a>(
     text: &'a str,
     field: &'static str,
-) -> Option<(Members<'a>, Vec<Members<'a>>)> {
-    struct Split<'a>(Members<'a>, Vec<Members<'a>>);
+) -> Option<(Members<'a>, Objects<'a>)> {
+    struct Split<'a>(Members<'a>, Objects<'a>);
     struct SplitSeed(&'static str);
     impl<'de> DeserializeSeed<'de> for SplitSeed {
         type Value = Split<'de>;
@@ -151,7 +274,7 @@ fn serde_with_objects<'a>(
                     if objects.is_some() {
                         return Err(twice());
                     }
-                    objects = Some(map.next_value::<Vec<Members<'de>>>()?);
+                    objects = Some(map.next_value::<Objects<'de>>()?);
                 } else {
                     if members.iter().any(|(n, _)| *n == name) {
                         return Err(twice());
@@ -196,25 +319,69 @@ impl<'de> Deserialize<'de> for Name<'de> {
     }
 }
 
+/// Reads one object's members into a list, as its [`Open`] places them.
+struct ObjectSeed<'o, 'de> {
+    members: &'o mut Vec<Member<'de>>,
+    open: &'o mut Open<'de>,
+}
+
+impl<'de> DeserializeSeed<'de> for ObjectSeed<'_, 'de> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ObjectSeed<'_, 'de> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(Name(name)) = map.next_key()? {
+            let value: &'de RawValue = map.next_value()?;
+            self.open.insert(self.members, name, value.get());
+        }
+        Ok(())
+    }
+}
+
 impl<'de> Deserialize<'de> for Members<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct MembersVisitor;
-        impl<'de> Visitor<'de> for MembersVisitor {
-            type Value = Members<'de>;
+        let mut members = Vec::new();
+        ObjectSeed {
+            members: &mut members,
+            open: &mut Open::new(0, None),
+        }
+        .deserialize(d)?;
+        Ok(Members(members))
+    }
+}
+
+impl<'de> Deserialize<'de> for Objects<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ObjectsVisitor;
+        impl<'de> Visitor<'de> for ObjectsVisitor {
+            type Value = Objects<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON object")
+                f.write_str("an array of JSON objects")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
-                let mut members = Members::default();
-                let mut index = None;
-                while let Some(Name(name)) = map.next_key()? {
-                    let value: &'de RawValue = map.next_value()?;
-                    members.insert(&mut index, name, value.get());
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Objects<'de>, A::Error> {
+                let mut objects = Objects::default();
+                loop {
+                    let mut open = objects.open();
+                    let seed = ObjectSeed {
+                        members: &mut objects.members,
+                        open: &mut open,
+                    };
+                    match seq.next_element_seed(seed)? {
+                        Some(()) => objects.close(open, None),
+                        None => return Ok(objects),
+                    }
                 }
-                Ok(members)
             }
         }
-        d.deserialize_map(MembersVisitor)
+        d.deserialize_seq(ObjectsVisitor)
     }
 }
 
@@ -389,22 +556,24 @@ impl<'a> Scan<'a> {
     }
 
     /// An object's members, after its opening brace, inside `depth`
-    /// objects and arrays (itself included).
-    fn members(&mut self, depth: usize) -> Option<Members<'a>> {
-        // Room for a typical hit's members (its id and a few attributes).
-        let mut members = Members(Vec::with_capacity(8));
-        let mut index = None;
+    /// objects and arrays (itself included), into `members` as `open`
+    /// places them.
+    fn object_into(
+        &mut self,
+        members: &mut Vec<Member<'a>>,
+        open: &mut Open<'a>,
+        depth: usize,
+    ) -> Option<()> {
         self.items(b'}', |s| {
             let name = s.name()?;
             let value = s.value(depth)?;
-            members.insert(&mut index, Cow::Borrowed(name), value);
+            open.insert(members, Cow::Borrowed(name), value);
             Some(())
-        })?;
-        Some(members)
+        })
     }
 
     /// The whole text as [`with_objects`] reads it.
-    fn with_objects(mut self, field: &str) -> Option<(Members<'a>, Vec<Members<'a>>)> {
+    fn with_objects(mut self, field: &str) -> Option<(Members<'a>, Objects<'a>)> {
         self.eat(b'{')?;
         let mut members = Members::default();
         let mut objects = None;
@@ -415,10 +584,13 @@ impl<'a> Scan<'a> {
                     return None;
                 }
                 s.eat(b'[')?;
-                let mut list = Vec::new();
+                let mut list = Objects::default();
                 s.items(b']', |s| {
                     s.eat(b'{')?;
-                    list.push(s.members(3)?);
+                    let start = s.at - 1;
+                    let mut open = list.open();
+                    s.object_into(&mut list.members, &mut open, 3)?;
+                    list.close(open, Some(&s.text[start..s.at]));
                     Some(())
                 })?;
                 objects = Some(list);
@@ -477,9 +649,9 @@ mod tests {
         let names: Vec<&str> = rest.iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["userToken", "n"]);
         assert_eq!(hits.len(), 2);
-        assert_eq!(hits[0].get("x").unwrap(), "[1]");
+        assert_eq!(hits.get(0).get("x").unwrap(), "[1]");
         assert_eq!(
-            hits[1].get("b").unwrap(),
+            hits.get(1).get("b").unwrap(),
             "3",
             "the last of a name in a hit"
         );
@@ -504,13 +676,13 @@ mod tests {
 
     type Texts = (Vec<(String, String)>, Vec<Vec<(String, String)>>);
 
-    fn texts(split: Option<(Members, Vec<Members>)>) -> Option<Texts> {
-        let pairs = |m: &Members| -> Vec<(String, String)> {
-            m.iter()
+    fn texts(split: Option<(Members, Objects)>) -> Option<Texts> {
+        let pairs = |m: Object| -> Vec<(String, String)> {
+            m.iter_read()
                 .map(|(n, v)| (n.to_string(), v.to_string()))
                 .collect()
         };
-        split.map(|(rest, objects)| (pairs(&rest), objects.iter().map(pairs).collect()))
+        split.map(|(rest, objects)| (pairs(rest.object()), objects.iter().map(pairs).collect()))
     }
 
     /// What the scanner takes, serde_json takes alike; `Some` when the
@@ -606,6 +778,18 @@ mod tests {
         text
     }
 
+    /// The member names of a flat object's text, in order, repeats kept.
+    fn text_names(text: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut scan = Scan::new(text);
+        scan.eat(b'{');
+        scan.items(b'}', |s| {
+            names.push(s.name()?.to_string());
+            s.value(1).map(drop)
+        });
+        names
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2048))]
 
@@ -665,6 +849,76 @@ mod tests {
                     text = chars.into_iter().collect();
                     compare(&text);
                 }
+            }
+        }
+
+        /// Objects in a row, each named like the one before or not (the
+        /// same names, some of them, others, repeated), read by the
+        /// scanner and by serde_json: each is what a `Value` reader
+        /// keeps, in the order of first appearance.
+        #[test]
+        fn objects_in_a_row_are_what_a_value_reader_keeps(
+            first in prop::collection::vec("[a-c]{0,2}", 0..20),
+            edits in prop::collection::vec(
+                prop::collection::vec((any::<prop::sample::Index>(), "[a-d]{0,2}", 0..3u8), 0..4),
+                0..6,
+            ),
+        ) {
+            // Each object edits the names of the one before: renames one,
+            // repeats one at the end, or drops the last.
+            let mut lists = vec![first];
+            for edit in &edits {
+                let mut names = lists.last().unwrap().clone();
+                for (at, name, how) in edit {
+                    match (how, names.is_empty()) {
+                        (0, false) => {
+                            let i = at.index(names.len());
+                            names[i] = name.clone();
+                        }
+                        (1, false) => names.push(names[at.index(names.len())].clone()),
+                        (2, false) => {
+                            names.pop();
+                        }
+                        _ => names.push(name.clone()),
+                    }
+                }
+                lists.push(names);
+            }
+            let mut n = 0;
+            let texts: Vec<String> = lists
+                .iter()
+                .map(|names| {
+                    let members: Vec<String> = names
+                        .iter()
+                        .map(|name| {
+                            n += 1;
+                            format!("{}:{n}", serde_json::to_string(name).unwrap())
+                        })
+                        .collect();
+                    format!("{{{}}}", members.join(","))
+                })
+                .collect();
+            let array = format!("[{}]", texts.join(","));
+            let body = format!(r#"{{"hits":{array}}}"#);
+            let (_, scanned) = Scan::new(&body).with_objects("hits").unwrap();
+            let read: Objects = serde_json::from_str(&array).unwrap();
+            prop_assert_eq!(&scanned, &read);
+            prop_assert_eq!(read.len(), texts.len());
+            for (object, text) in read.iter().zip(&texts) {
+                let mut expected: Vec<(String, Value)> = Vec::new();
+                let map: serde_json::Map<String, Value> = serde_json::from_str(text).unwrap();
+                let value: Value = serde_json::from_str(text).unwrap();
+                prop_assert!(value.is_object());
+                for name in text_names(text) {
+                    if !expected.iter().any(|(n, _)| *n == name) {
+                        expected.push((name.clone(), map[&name].clone()));
+                    }
+                }
+                let got: Vec<(String, Value)> = object
+                    .iter_read()
+                    .map(|(n, v)| (n.to_string(), serde_json::from_str(v).unwrap()))
+                    .collect();
+                prop_assert_eq!(got, expected, "{}", text);
             }
         }
 

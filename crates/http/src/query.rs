@@ -39,7 +39,7 @@ use crate::body::Body;
 use crate::catalog::check_index;
 use crate::error::{blocking, Error, Result};
 use crate::insights::check_user_token;
-use crate::members::{self, Members};
+use crate::members::{self, Members, Object, Objects};
 use crate::state::{Serving, State};
 use crate::variants;
 
@@ -355,7 +355,7 @@ fn parse_rerank_body(bytes: &[u8]) -> Result<RerankBody<'_>> {
 /// engine), else as text, for [`read_hits`] to name the hit at fault
 /// after the body's other checks.
 enum Hits<'a> {
-    Objects(Vec<Members<'a>>),
+    Objects(Objects<'a>),
     Raw(Vec<&'a RawValue>),
 }
 
@@ -376,67 +376,79 @@ impl<'a> Hits<'a> {
     }
 }
 
-/// Each hit's members and the engine's reading of it (only the values of
-/// the facets `strategy` scores are read, strings without escapes
+/// The hits' members and the engine's reading of each (only the values
+/// of the facets `strategy` scores are read, strings without escapes
 /// borrowed from the body); a hit that is not an object or has no
 /// objectID is a 422 naming it.
-fn read_hits<'a>(hits: Hits<'a>, strategy: &'a Strategy) -> Result<Vec<(Members<'a>, Hit<'a>)>> {
-    let hits: Vec<Members<'a>> = match hits {
-        Hits::Objects(hits) => hits,
-        Hits::Raw(raw) => raw
-            .iter()
-            .enumerate()
-            .map(|(i, raw)| {
-                Members::of(raw.get()).ok_or_else(|| {
+fn read_hits<'a>(hits: Hits<'a>, strategy: &'a Strategy) -> Result<(Objects<'a>, Vec<Hit<'a>>)> {
+    let objects: Objects<'a> = match hits {
+        Hits::Objects(objects) => objects,
+        Hits::Raw(raw) => {
+            let mut objects = Objects::default();
+            for (i, raw) in raw.iter().enumerate() {
+                let members = Members::of(raw.get()).ok_or_else(|| {
                     Error::unprocessable("hits", format!("Hits[{i}] must be a JSON object"))
-                })
-            })
-            .collect::<Result<_>>()?,
-    };
-    // Hits of one engine repeat their attribute names: each name sent
-    // without escapes is looked up in the strategy once per re-ranking.
-    let mut known: Vec<(&'a str, Option<&'a str>)> = Vec::new();
-    hits.into_iter()
-        .enumerate()
-        .map(|(i, members)| {
-            let object_id = members
-                .get("objectID")
-                .and_then(json_str)
-                .filter(|id| !id.is_empty())
-                .ok_or_else(|| {
-                    Error::unprocessable(
-                        "objectID",
-                        format!("Hits[{i}].objectID must be a non-empty string"),
-                    )
                 })?;
-            let mut facets = Vec::with_capacity(members.len());
-            for (name, raw) in members.iter_read() {
-                if name == "objectID" {
-                    continue;
-                }
-                let facet = match name {
-                    Cow::Borrowed(name) => scored_once(&mut known, strategy, name),
-                    Cow::Owned(name) => rerank::scored_facet(strategy, name),
-                };
-                let Some(facet) = facet else {
-                    continue;
-                };
-                match json_str(raw) {
-                    Some(value) => facets.push((facet, value)),
-                    // Numbers, booleans, arrays (the body was checked as JSON).
-                    None => {
-                        if let Ok(value) = serde_json::from_str::<Value>(raw) {
-                            facets.extend(
-                                rerank::facet_values(&value)
-                                    .map(|v| (facet, Cow::Owned(v.into_owned()))),
-                            );
-                        }
+                objects.push(members);
+            }
+            objects
+        }
+    };
+    // Hits of one engine repeat their attribute names, mostly in one
+    // order: a name at the place the hit before had it takes that one's
+    // facet; others sent without escapes are looked up in the strategy
+    // once per re-ranking.
+    let mut known: Vec<(&'a str, Option<&'a str>)> = Vec::new();
+    let (mut before, mut places): (Vec<Option<&'a str>>, Vec<Option<&'a str>>) = Default::default();
+    let mut previous: Option<Object<'_, 'a>> = None;
+    let mut read = Vec::with_capacity(objects.len());
+    for (i, members) in objects.iter().enumerate() {
+        let object_id = members
+            .get("objectID")
+            .and_then(json_str)
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| {
+                Error::unprocessable(
+                    "objectID",
+                    format!("Hits[{i}].objectID must be a non-empty string"),
+                )
+            })?;
+        std::mem::swap(&mut before, &mut places);
+        places.clear();
+        let mut facets = Vec::new();
+        for (place, (name, raw)) in members.iter_read().enumerate() {
+            let alike = previous
+                .and_then(|p| p.name(place))
+                .filter(|n| eq_bytes(n.as_bytes(), name.as_bytes()));
+            let facet = match (alike, name) {
+                (Some(_), _) => before[place],
+                (None, Cow::Borrowed(name)) => scored_once(&mut known, strategy, name),
+                (None, Cow::Owned(name)) => rerank::scored_facet(strategy, name),
+            };
+            places.push(facet);
+            let Some(facet) = facet else {
+                continue;
+            };
+            if name == "objectID" {
+                continue;
+            }
+            match json_str(raw) {
+                Some(value) => facets.push((facet, value)),
+                // Numbers, booleans, arrays (the body was checked as JSON).
+                None => {
+                    if let Ok(value) = serde_json::from_str::<Value>(raw) {
+                        facets.extend(
+                            rerank::facet_values(&value)
+                                .map(|v| (facet, Cow::Owned(v.into_owned()))),
+                        );
                     }
                 }
             }
-            Ok((members, Hit { object_id, facets }))
-        })
-        .collect()
+        }
+        read.push(Hit { object_id, facets });
+        previous = Some(members);
+    }
+    Ok((objects, read))
 }
 
 /// [`rerank::scored_facet`] of `name`, remembered in `known` (a few
@@ -472,8 +484,9 @@ fn json_str(text: &str) -> Option<Cow<'_, str>> {
 
 /// `hit` as sent, with `_rankingInfo.personalization` saying why it is
 /// where it is (other `_rankingInfo` members kept; one that is not an
-/// object replaced).
-fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
+/// object replaced); `text` is the hit's text when its members are its
+/// text's, one for one.
+fn write_ranked_hit(out: &mut Vec<u8>, hit: Object, text: Option<&str>, ranked: &rerank::Ranked) {
     let why = |out: &mut Vec<u8>| {
         out.extend_from_slice(b"\"personalization\":{\"affinity\":");
         out.extend_from_slice(itoa::Buffer::new().format(ranked.affinity).as_bytes());
@@ -486,6 +499,19 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
         write_score(out, ranked.score);
         out.push(b'}');
     };
+    if let Some(text) = text.filter(|_| hit.get(RANKING_INFO).is_none()) {
+        // Copied as sent, up to its closing brace (the text is an object).
+        let open = text.trim_end().strip_suffix('}').unwrap_or(text);
+        out.extend_from_slice(open.as_bytes());
+        if !hit.is_empty() {
+            out.push(b',');
+        }
+        write_name(out, &Cow::Borrowed(RANKING_INFO));
+        out.extend_from_slice(b":{");
+        why(out);
+        out.extend_from_slice(b"}}");
+        return;
+    }
     out.push(b'{');
     let mut info_written = false;
     for (i, (name, raw)) in hit.iter_read().enumerate() {
@@ -501,7 +527,7 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: &Members, ranked: &rerank::Ranked) {
         info_written = true;
         out.push(b'{');
         let info = Members::of(raw);
-        for (name, raw) in info.iter().flat_map(Members::iter_read) {
+        for (name, raw) in info.iter().flat_map(|info| info.object().iter_read()) {
             if name != "personalization" {
                 write_name(out, name);
                 out.push(b':');
@@ -590,8 +616,7 @@ pub async fn post_rerank(
         let serving = serving_of(&state, &caller.app, &user, variant.as_deref())?;
         let strategy = serving.strategy;
         let impact = impact.unwrap_or(strategy.personalization_impact);
-        let (members, read): (Vec<Members>, Vec<Hit>) =
-            read_hits(hits, &strategy)?.into_iter().unzip();
+        let (members, read) = read_hits(hits, &strategy)?;
         let catalog = if rerank::needs_catalog(&read) {
             Some(state.engine.catalog(&caller.app, &index)?)
         } else {
@@ -614,7 +639,7 @@ pub async fn post_rerank(
             if i > 0 {
                 out.push(b',');
             }
-            write_ranked_hit(&mut out, &members[r.input], r);
+            write_ranked_hit(&mut out, members.get(r.input), members.text(r.input), r);
         }
         out.extend_from_slice(b"],\"personalizationImpact\":");
         out.extend_from_slice(itoa::Buffer::new().format(impact).as_bytes());
@@ -756,32 +781,66 @@ mod tests {
         let cases = [
             (
                 r#"{"objectID":"a","brand":["X",1],"n\u00e9":{"deep":[1,2]},"brand":"Y"}"#,
+                false,
                 json!({"objectID": "a", "brand": "Y", "né": {"deep": [1, 2]},
                        "_rankingInfo": {"personalization": why}}),
             ),
             (
                 r#"{"_rankingInfo":{"nbTypos":0,"personalization":1},"objectID":"b"}"#,
+                true,
                 json!({"objectID": "b", "_rankingInfo": {"nbTypos": 0, "personalization": why}}),
             ),
             (
                 r#"{"objectID":"c","_rankingInfo":[1]}"#,
+                true,
                 json!({"objectID": "c", "_rankingInfo": {"personalization": why}}),
             ),
+            (
+                r#"{"objectID":"d","brand":["X",1],"img":"a.png","n":{"deep":[1,2]}}"#,
+                true,
+                json!({"objectID": "d", "brand": ["X", 1], "img": "a.png", "n": {"deep": [1, 2]},
+                       "_rankingInfo": {"personalization": why}}),
+            ),
+            (
+                "{ \"objectID\" : \"e\" ,\n \"brand\":\"Z\" }\n",
+                true,
+                json!({"objectID": "e", "brand": "Z", "_rankingInfo": {"personalization": why}}),
+            ),
+            (
+                r#"{"objectID":"f","brand":"X","brand":"Y"}"#,
+                false,
+                json!({"objectID": "f", "brand": "Y", "_rankingInfo": {"personalization": why}}),
+            ),
+            (
+                "{}",
+                true,
+                json!({"_rankingInfo": {"personalization": why}}),
+            ),
         ];
-        for (sent, expected) in cases {
+        for (sent, copied, expected) in cases {
+            // Read by serde_json (members written one by one), and by the
+            // scanner (a hit whose members are its text's is copied).
             let array = format!("[{sent}]");
             let raw: &RawValue = serde_json::from_str(&array).unwrap();
-            let hits = Hits::of(raw.get()).unwrap();
-            assert!(matches!(hits, Hits::Objects(_)), "{sent}");
-            let read = read_hits(hits, &strategy).unwrap();
-            let mut out = Vec::new();
-            write_ranked_hit(&mut out, &read[0].0, &ranked);
-            let got: Value = serde_json::from_slice(&out).expect("JSON");
-            assert_eq!(got, expected, "{sent}");
+            assert!(
+                matches!(Hits::of(raw.get()), Some(Hits::Objects(_))),
+                "{sent}"
+            );
+            let objects: Objects = serde_json::from_str(raw.get()).unwrap();
+            assert_eq!(objects.text(0), None);
+            let body = format!(r#"{{"hits":{array}}}"#);
+            let (_, scanned) = members::with_objects(body.as_bytes(), "hits").unwrap();
+            assert_eq!(scanned.text(0).is_some(), copied, "{sent}");
+            for (objects, how) in [(objects, "serde_json"), (scanned, "scanner")] {
+                let mut out = Vec::new();
+                write_ranked_hit(&mut out, objects.get(0), objects.text(0), &ranked);
+                let got: Value = serde_json::from_slice(&out).expect("JSON");
+                assert_eq!(got, expected, "{sent} read by {how}");
+            }
         }
         let raw: &RawValue =
             serde_json::from_str(r#"[{"objectID":"a","brand":["X",1,{"z":1}]}]"#).unwrap();
-        let read = read_hits(Hits::of(raw.get()).unwrap(), &strategy).unwrap();
+        let (_, read) = read_hits(Hits::of(raw.get()).unwrap(), &strategy).unwrap();
         let pairs = |hit: &Hit| -> Vec<(String, String)> {
             hit.facets
                 .iter()
@@ -789,18 +848,18 @@ mod tests {
                 .collect()
         };
         let pair = |f: &str, v: &str| (f.to_string(), v.to_string());
-        assert_eq!(pairs(&read[0].1), [pair("brand", "X"), pair("brand", "1")]);
+        assert_eq!(pairs(&read[0]), [pair("brand", "X"), pair("brand", "1")]);
         // Strings are read as JSON: escapes decoded, plain text borrowed.
         let raw: &RawValue = serde_json::from_str(
             r#"[{"objectID":"a\u0062","brand":"X\"Y\\","n":"brand"},{"objectID":"c","brand":"Z"}]"#,
         )
         .unwrap();
-        let read = read_hits(Hits::of(raw.get()).unwrap(), &strategy).unwrap();
-        assert_eq!(read[0].1.object_id, "ab");
-        assert_eq!(pairs(&read[0].1), [pair("brand", "X\"Y\\")]);
-        assert_eq!(read[1].1.object_id, "c");
+        let (_, read) = read_hits(Hits::of(raw.get()).unwrap(), &strategy).unwrap();
+        assert_eq!(read[0].object_id, "ab");
+        assert_eq!(pairs(&read[0]), [pair("brand", "X\"Y\\")]);
+        assert_eq!(read[1].object_id, "c");
         assert!(matches!(
-            read[1].1.facets[..],
+            read[1].facets[..],
             [("brand", Cow::Borrowed("Z"))]
         ));
         // A hit that is not an object is named by its place, after the

@@ -174,7 +174,7 @@ impl<'p> Lookup<'p> {
 }
 
 /// The sum of `profile`'s scores of the distinct `(facet, value)` pairs in
-/// `pairs` (sorted and deduplicated here); `facets` keeps the facets
+/// `pairs` (deduplicated here); `facets` keeps the facets
 /// looked up so far, `hits` how many hits the re-ranking has.
 fn affinity<'x, 'p>(
     profile: &'p SortedScores,
@@ -182,20 +182,25 @@ fn affinity<'x, 'p>(
     pairs: &mut Vec<(&'x str, &'x str)>,
     facets: &mut Vec<(&'x str, Option<Lookup<'p>>)>,
 ) -> u64 {
-    // Bytewise as `str` order, without a `memcmp` call per short value.
-    pairs.sort_unstable_by(|a, b| {
-        cmp_bytes(a.0.as_bytes(), b.0.as_bytes())
-            .then_with(|| cmp_bytes(a.1.as_bytes(), b.1.as_bytes()))
-    });
-    pairs.dedup_by(|a, b| {
-        (std::ptr::eq(a.0, b.0) || eq_bytes(a.0.as_bytes(), b.0.as_bytes()))
-            && eq_bytes(a.1.as_bytes(), b.1.as_bytes())
-    });
+    let same_facet = |a: &str, b: &str| std::ptr::eq(a, b) || eq_bytes(a.as_bytes(), b.as_bytes());
+    // Most hits carry one value for each of a few facets: no pair can
+    // repeat then (checked pair by pair only for a few).
+    let repeats = pairs.len() > 8
+        || pairs
+            .iter()
+            .enumerate()
+            .any(|(i, a)| pairs[..i].iter().any(|b| same_facet(a.0, b.0)));
+    if repeats {
+        // Bytewise as `str` order, without a `memcmp` call per short value.
+        pairs.sort_unstable_by(|a, b| {
+            cmp_bytes(a.0.as_bytes(), b.0.as_bytes())
+                .then_with(|| cmp_bytes(a.1.as_bytes(), b.1.as_bytes()))
+        });
+        pairs.dedup_by(|a, b| same_facet(a.0, b.0) && eq_bytes(a.1.as_bytes(), b.1.as_bytes()));
+    }
     let mut sum = 0;
     for &(f, v) in pairs.iter() {
-        let known = facets
-            .iter()
-            .find(|(name, _)| std::ptr::eq(*name, f) || eq_bytes(name.as_bytes(), f.as_bytes()));
+        let known = facets.iter().find(|(name, _)| same_facet(name, f));
         let scores = match known {
             Some((_, scores)) => scores,
             None => {
