@@ -147,6 +147,14 @@ impl<'a> Objects<'a> {
             .push(text.filter(|_| !open.repeated).unwrap_or_default());
     }
 
+    /// Room for `more` objects like the first.
+    fn reserve(&mut self, more: usize) {
+        let per_object = self.members.len();
+        self.members.reserve(more.saturating_mul(per_object));
+        self.ends.reserve(more);
+        self.texts.reserve(more);
+    }
+
     /// Add `members` as the next object.
     pub(crate) fn push(&mut self, members: Members<'a>) {
         let open = self.open();
@@ -393,6 +401,10 @@ pub(crate) fn scan_agrees(text: &str) -> bool {
     scanned.is_none() || scanned == serde_with_objects(text, "hits")
 }
 
+/// The most objects of an array room is made for ahead (a re-ranking
+/// takes 1000 hits).
+const RESERVED_OBJECTS: usize = 1000;
+
 /// Nesting the scanner takes (serde_json's limit is 128).
 const MAX_DEPTH: usize = 64;
 
@@ -591,6 +603,13 @@ impl<'a> Scan<'a> {
                     let mut open = list.open();
                     s.object_into(&mut list.members, &mut open, 3)?;
                     list.close(open, Some(&s.text[start..s.at]));
+                    if list.len() == 1 {
+                        // Room for as many more like the first as the
+                        // rest of the text could hold, up to the most
+                        // hits a re-ranking takes.
+                        let more = (s.text.len() - s.at) / (s.at - start);
+                        list.reserve(more.min(RESERVED_OBJECTS));
+                    }
                     Some(())
                 })?;
                 objects = Some(list);
