@@ -21,7 +21,9 @@
 //! ingestion's events, and the caller verifies with
 //! [`Engine::user_row_count`].
 
+use std::cell::RefCell;
 use std::ops::Bound;
+use std::rc::Rc;
 
 use affinity_model::{
     prefix_successor, Bytes, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowSet,
@@ -77,6 +79,28 @@ pub(crate) fn state_read_filter() -> RowFilter {
 /// (`docs/design/profiles.md`); a full margin is allowed.
 pub(crate) fn newest_day(now_millis: i64) -> i64 {
     (now_millis + MAX_SKEW_MILLIS + CLOSE_MARGIN_MILLIS).div_euclid(DAY_MILLIS)
+}
+
+/// [`Strategy::weights`] of `strategy`, kept by each thread for the few
+/// strategies it read under last: every profile read needs them, and a
+/// server reads under its application's strategy and its variants.
+fn weights_of(strategy: &Strategy) -> Rc<Weights> {
+    const KEPT: usize = 4;
+    thread_local! {
+        static LAST: RefCell<Vec<(Strategy, Rc<Weights>)>> = const { RefCell::new(Vec::new()) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some(i) = last.iter().position(|(s, _)| s == strategy) {
+            // The most recent first.
+            last[..=i].rotate_right(1);
+            return Rc::clone(&last[0].1);
+        }
+        let weights = Rc::new(strategy.weights());
+        last.truncate(KEPT - 1);
+        last.insert(0, (strategy.clone(), Rc::clone(&weights)));
+        weights
+    })
 }
 
 /// A profile read takes up to this many live days as point reads, more as
@@ -227,7 +251,7 @@ impl Engine {
         newest: i64,
         read: Option<&mut Vec<String>>,
     ) -> Result<Option<(i64, SortedScores)>> {
-        let weights = strategy.weights();
+        let weights = weights_of(strategy);
         // Read first: the accumulator borrows the rollups' values.
         let members = self.identity(app, user, window)?;
         if let Some(read) = read {
@@ -880,4 +904,38 @@ fn delete_rows(table: &dyn Table, keys: &[affinity_model::Bytes]) -> Result<()> 
 fn decode_sum(value: &[u8]) -> Result<i64> {
     affinity_model::apply::decode_i64(value)
         .ok_or_else(|| Error::corrupt("state cell", format!("{} bytes", value.len())))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn weights_kept_per_thread_are_each_strategys_own() {
+        // Six strategies, one facet's score each, read under in turns
+        // (more than a thread keeps), and one edited in place.
+        let strategy = |score: u32| {
+            Strategy::from_json(&json!({
+                "eventsScoring": [{"eventName": "click", "eventType": "click", "score": 10}],
+                "facetsScoring": [{"facetName": "brand", "score": score}],
+                "personalizationImpact": 50}))
+            .unwrap()
+        };
+        let strategies: Vec<Strategy> = (1..=6).map(strategy).collect();
+        for round in 0..3 {
+            for (i, s) in strategies.iter().enumerate().rev().skip(round) {
+                let weights = weights_of(s);
+                assert_eq!(weights.facet_slot("brand"), Some((0, i as u32 + 1)));
+                assert_eq!(weights.event(EventType::Click, "click"), Some(10));
+            }
+        }
+        let mut edited = strategies[0].clone();
+        assert_eq!(weights_of(&edited).facet_slot("brand"), Some((0, 1)));
+        edited.facets.insert("color".to_string(), 7);
+        let weights = weights_of(&edited);
+        assert_eq!(weights.facet_names(), ["brand", "color"]);
+        assert_eq!(weights.facet_slot("color"), Some((1, 7)));
+    }
 }
