@@ -499,17 +499,23 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: Object, text: Option<&str>, ranked: 
         write_score(out, ranked.score);
         out.push(b'}');
     };
+    // A `_rankingInfo` member after the hit's members.
+    let add_info = |out: &mut Vec<u8>| {
+        if !hit.is_empty() {
+            out.push(b',');
+        }
+        // Borrowed: the name needs no escaping.
+        write_name(out, &Cow::Borrowed(RANKING_INFO));
+        out.extend_from_slice(b":{");
+        why(out);
+        out.push(b'}');
+    };
     if let Some(text) = text.filter(|_| hit.get(RANKING_INFO).is_none()) {
         // Copied as sent, up to its closing brace (the text is an object).
         let open = text.trim_end().strip_suffix('}').unwrap_or(text);
         out.extend_from_slice(open.as_bytes());
-        if !hit.is_empty() {
-            out.push(b',');
-        }
-        write_name(out, &Cow::Borrowed(RANKING_INFO));
-        out.extend_from_slice(b":{");
-        why(out);
-        out.extend_from_slice(b"}}");
+        add_info(out);
+        out.push(b'}');
         return;
     }
     out.push(b'{');
@@ -539,14 +545,7 @@ fn write_ranked_hit(out: &mut Vec<u8>, hit: Object, text: Option<&str>, ranked: 
         out.push(b'}');
     }
     if !info_written {
-        if !hit.is_empty() {
-            out.push(b',');
-        }
-        // Borrowed: the name needs no escaping.
-        write_name(out, &Cow::Borrowed(RANKING_INFO));
-        out.extend_from_slice(b":{");
-        why(out);
-        out.push(b'}');
+        add_info(out);
     }
     out.push(b'}');
 }
