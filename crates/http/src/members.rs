@@ -70,11 +70,6 @@ impl<'s, 'a> Object<'s, 'a> {
             .map(|(_, v)| *v)
     }
 
-    /// The name of the member at `place`.
-    pub(crate) fn name(self, place: usize) -> Option<&'s str> {
-        self.0.get(place).map(|(n, _)| n.as_ref())
-    }
-
     pub(crate) fn is_empty(self) -> bool {
         self.0.is_empty()
     }
@@ -92,31 +87,52 @@ impl<'s, 'a> Object<'s, 'a> {
 #[derive(Debug, Default)]
 pub(crate) struct Objects<'a> {
     members: Vec<Member<'a>>,
-    /// Where each object's members end in `members`.
-    ends: Vec<usize>,
-    /// Each object's text when its members are its text's members, one
-    /// for one (no name sent twice; read by the scanner, so no name with
-    /// escapes), else "".
-    texts: Vec<&'a str>,
+    spans: Vec<Span<'a>>,
+}
+
+/// One object of [`Objects`]: where its members end, and what reading
+/// it learned.
+#[derive(Debug, Clone, Copy)]
+struct Span<'a> {
+    /// Where its members end in the list.
+    end: usize,
+    /// How many of its first members are named as the object before's,
+    /// place by place.
+    alike: usize,
+    /// Its text when its members are its text's members, one for one (no
+    /// name sent twice; read by the scanner, so no name with escapes),
+    /// else "".
+    text: &'a str,
 }
 
 /// Alike when their objects' members are (whichever reader kept their
 /// texts).
 impl PartialEq for Objects<'_> {
     fn eq(&self, other: &Self) -> bool {
-        self.members == other.members && self.ends == other.ends
+        self.members == other.members
+            && self
+                .spans
+                .iter()
+                .map(|s| s.end)
+                .eq(other.spans.iter().map(|s| s.end))
     }
 }
 
 impl<'a> Objects<'a> {
     pub(crate) fn len(&self) -> usize {
-        self.ends.len()
+        self.spans.len()
     }
 
     /// Object `i`.
     pub(crate) fn get(&self, i: usize) -> Object<'_, 'a> {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        Object(&self.members[start..self.ends[i]])
+        let start = if i == 0 { 0 } else { self.spans[i - 1].end };
+        Object(&self.members[start..self.spans[i].end])
+    }
+
+    /// How many of object `i`'s first members are named as the object
+    /// before's, place by place (none of the first object's).
+    pub(crate) fn alike(&self, i: usize) -> usize {
+        self.spans[i].alike
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = Object<'_, 'a>> {
@@ -126,33 +142,34 @@ impl<'a> Objects<'a> {
     /// Object `i`'s text as sent, when its members are its text's
     /// members one for one: it can be copied as it is.
     pub(crate) fn text(&self, i: usize) -> Option<&'a str> {
-        Some(self.texts[i]).filter(|t| !t.is_empty())
+        Some(self.spans[i].text).filter(|t| !t.is_empty())
     }
 
     /// Start the next object: its members are inserted through the
     /// [`Open`] returned, and it ends at [`Objects::close`].
     fn open(&self) -> Open<'a> {
         let start = self.members.len();
-        let previous = self.ends.len().checked_sub(1).map(|i| match i {
+        let previous = self.spans.len().checked_sub(1).map(|i| match i {
             0 => 0,
-            i => self.ends[i - 1],
+            i => self.spans[i - 1].end,
         });
         Open::new(start, previous)
     }
 
     /// End the object `open` read, whose text was `text` (when known).
     fn close(&mut self, open: Open<'a>, text: Option<&'a str>) {
-        self.ends.push(self.members.len());
-        self.texts
-            .push(text.filter(|_| !open.repeated).unwrap_or_default());
+        self.spans.push(Span {
+            end: self.members.len(),
+            alike: open.alike_places,
+            text: text.filter(|_| !open.repeated).unwrap_or_default(),
+        });
     }
 
     /// Room for `more` objects like the first.
     fn reserve(&mut self, more: usize) {
         let per_object = self.members.len();
         self.members.reserve(more.saturating_mul(per_object));
-        self.ends.reserve(more);
-        self.texts.reserve(more);
+        self.spans.reserve(more);
     }
 
     /// Add `members` as the next object.
@@ -174,6 +191,8 @@ struct Open<'a> {
     /// names differ from each other, is none of the names before it:
     /// it is added without looking for them.
     alike: Option<usize>,
+    /// How many members were added so.
+    alike_places: usize,
     /// The members' places by name, once there are many.
     index: Option<HashMap<Cow<'a, str>, usize>>,
     /// Whether a name came twice.
@@ -185,6 +204,7 @@ impl<'a> Open<'a> {
         Open {
             start,
             alike: previous,
+            alike_places: 0,
             index: None,
             repeated: false,
         }
@@ -199,6 +219,7 @@ impl<'a> Open<'a> {
                 && eq_bytes(members[before + place].0.as_bytes(), name.as_bytes())
             {
                 members.push((name, value));
+                self.alike_places += 1;
                 return;
             }
             self.alike = None;
@@ -923,6 +944,25 @@ mod tests {
             let read: Objects = serde_json::from_str(&array).unwrap();
             prop_assert_eq!(&scanned, &read);
             prop_assert_eq!(read.len(), texts.len());
+            // Members taken as named like the object before's: never one
+            // that is not, and all of an object sent with the names the
+            // one before kept.
+            prop_assert_eq!(read.alike(0), 0);
+            for (i, sent) in lists.iter().enumerate() {
+                prop_assert_eq!(scanned.alike(i), read.alike(i));
+                if i == 0 {
+                    continue;
+                }
+                let names = |o: Object| -> Vec<String> {
+                    o.iter_read().map(|(n, _)| n.to_string()).collect()
+                };
+                let (kept, before) = (names(read.get(i)), names(read.get(i - 1)));
+                let common = kept.iter().zip(&before).take_while(|(a, b)| a == b).count();
+                prop_assert!(read.alike(i) <= common, "{:?} after {:?}", kept, before);
+                if *sent == before {
+                    prop_assert_eq!(read.alike(i), before.len());
+                }
+            }
             for (object, text) in read.iter().zip(&texts) {
                 let mut expected: Vec<(String, Value)> = Vec::new();
                 let map: serde_json::Map<String, Value> = serde_json::from_str(text).unwrap();

@@ -400,7 +400,6 @@ fn read_hits<'a>(hits: Hits<'a>, strategy: &'a Strategy) -> Result<(Objects<'a>,
     // once per re-ranking.
     let mut known: Vec<(&'a str, Option<&'a str>)> = Vec::new();
     let (mut before, mut places): (Vec<Option<&'a str>>, Vec<Option<&'a str>>) = Default::default();
-    let mut previous: Option<Object<'_, 'a>> = None;
     let mut read = Vec::with_capacity(objects.len());
     for (i, members) in objects.iter().enumerate() {
         let object_id = members
@@ -416,14 +415,12 @@ fn read_hits<'a>(hits: Hits<'a>, strategy: &'a Strategy) -> Result<(Objects<'a>,
         std::mem::swap(&mut before, &mut places);
         places.clear();
         let mut facets = Vec::new();
+        let alike = objects.alike(i);
         for (place, (name, raw)) in members.iter_read().enumerate() {
-            let alike = previous
-                .and_then(|p| p.name(place))
-                .filter(|n| eq_bytes(n.as_bytes(), name.as_bytes()));
-            let facet = match (alike, name) {
-                (Some(_), _) => before[place],
-                (None, Cow::Borrowed(name)) => scored_once(&mut known, strategy, name),
-                (None, Cow::Owned(name)) => rerank::scored_facet(strategy, name),
+            let facet = match name {
+                _ if place < alike => before[place],
+                Cow::Borrowed(name) => scored_once(&mut known, strategy, name),
+                Cow::Owned(name) => rerank::scored_facet(strategy, name),
             };
             places.push(facet);
             let Some(facet) = facet else {
@@ -446,7 +443,6 @@ fn read_hits<'a>(hits: Hits<'a>, strategy: &'a Strategy) -> Result<(Objects<'a>,
             }
         }
         read.push(Hit { object_id, facets });
-        previous = Some(members);
     }
     Ok((objects, read))
 }
