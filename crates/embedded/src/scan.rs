@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use affinity_model::eval::{CellPrefilter, CompiledFilter};
-use affinity_model::{recycle_cells, CellRef, Result, Row, RowRef};
+use affinity_model::{recycle_cells, CellRef, Result, Row, RowFilter, RowRef};
 use rocksdb::{BoundColumnFamily, DBRawIteratorWithThreadMode, ReadOptions};
 
 use crate::decode;
@@ -88,10 +88,68 @@ impl Buffers {
     }
 }
 
+/// A read's filter compiled, with what a scan derives from it.
+pub(crate) struct Compiled {
+    filter: CompiledFilter,
+    prefilter: Option<CellPrefilter>,
+    /// True when the prefilter alone gives the filter's output.
+    filter_is_redundant: bool,
+}
+
+thread_local! {
+    /// The filters this thread compiled last, the latest first: a profile
+    /// read's two or three reads repeat the same few filters, which would
+    /// otherwise be compiled (and their prefilters derived) every time.
+    static COMPILED: std::cell::RefCell<Vec<(RowFilter, Arc<Compiled>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Compiled {
+    /// How many filters a thread keeps compiled.
+    const KEPT: usize = 8;
+
+    /// `filter` compiled (`None` passes every cell); an invalid filter is
+    /// the error compiling it gives, every time.
+    pub fn of(filter: Option<&RowFilter>) -> Result<Arc<Compiled>> {
+        let Some(filter) = filter else {
+            return Ok(Arc::new(Compiled::new(CompiledFilter::pass_all())));
+        };
+        let kept = COMPILED.with(|kept| {
+            let mut kept = kept.borrow_mut();
+            let i = kept.iter().position(|(f, _)| f == filter)?;
+            let found = kept.remove(i);
+            let compiled = Arc::clone(&found.1);
+            kept.insert(0, found);
+            Some(compiled)
+        });
+        if let Some(compiled) = kept {
+            return Ok(compiled);
+        }
+        let compiled = Arc::new(Compiled::new(CompiledFilter::compile(filter)?));
+        COMPILED.with(|kept| {
+            let mut kept = kept.borrow_mut();
+            kept.truncate(Self::KEPT - 1);
+            kept.insert(0, (filter.clone(), Arc::clone(&compiled)));
+        });
+        Ok(compiled)
+    }
+
+    fn new(filter: CompiledFilter) -> Compiled {
+        let prefilter = filter.cell_prefilter();
+        let filter_is_redundant =
+            filter.is_pass_all() || prefilter.as_ref().is_some_and(CellPrefilter::is_exact);
+        Compiled {
+            filter,
+            prefilter,
+            filter_is_redundant,
+        }
+    }
+}
+
 /// How a [`Scan`] reads.
 pub(crate) struct ScanOptions {
     pub reversed: bool,
-    pub filter: CompiledFilter,
+    pub filter: Arc<Compiled>,
     /// Stop after this many rows (`None`: no limit).
     pub rows_limit: Option<u64>,
     /// The clock GC rules are applied at.
@@ -118,10 +176,7 @@ pub(crate) struct Scan<'a> {
     /// The current range's iterator.
     iter: Option<RawIter<'a>>,
     reversed: bool,
-    filter: CompiledFilter,
-    prefilter: Option<CellPrefilter>,
-    /// True when the prefilter alone gives the filter's output.
-    filter_is_redundant: bool,
+    filter: Arc<Compiled>,
     remaining: Option<u64>,
     now_micros: i64,
     done: bool,
@@ -141,9 +196,6 @@ impl<'a> Scan<'a> {
         if how.reversed {
             ranges.reverse();
         }
-        let prefilter = how.filter.cell_prefilter();
-        let filter_is_redundant =
-            how.filter.is_pass_all() || prefilter.as_ref().is_some_and(CellPrefilter::is_exact);
         Scan {
             db,
             cf,
@@ -151,8 +203,6 @@ impl<'a> Scan<'a> {
             ranges: ranges.into_iter(),
             iter: None,
             reversed: how.reversed,
-            prefilter,
-            filter_is_redundant,
             filter: how.filter,
             remaining: how.rows_limit,
             now_micros: how.now_micros,
@@ -180,7 +230,7 @@ impl<'a> Scan<'a> {
                                     key,
                                     &value,
                                     self.now_micros,
-                                    self.prefilter.as_ref(),
+                                    self.filter.prefilter.as_ref(),
                                     &mut self.verdicts,
                                 )?;
                                 if row.is_some() {
@@ -205,7 +255,7 @@ impl<'a> Scan<'a> {
                 key,
                 value,
                 self.now_micros,
-                self.prefilter.as_ref(),
+                self.filter.prefilter.as_ref(),
                 &mut self.verdicts,
             )?;
             if self.reversed {
@@ -237,7 +287,7 @@ impl Scan<'_> {
     /// merged to, for the table to store them merged (so the next read of
     /// a busy row does not merge again).
     pub fn visit(self, visit: &mut dyn FnMut(RowRef<'_>) -> Result<bool>) -> Result<Vec<Repair>> {
-        if !self.filter_is_redundant {
+        if !self.filter.filter_is_redundant {
             return self.visit_built(visit).map(|()| Vec::new());
         }
         let mut buffers = Buffers::take();
@@ -268,7 +318,7 @@ impl Scan<'_> {
                 key,
                 value,
                 self.now_micros,
-                self.prefilter.as_ref(),
+                self.filter.prefilter.as_ref(),
                 &mut verdicts,
                 &mut arena,
                 &mut cells,
@@ -369,10 +419,10 @@ impl Iterator for Scan<'_> {
                     return Some(Err(e));
                 }
             };
-            let row = if self.filter_is_redundant {
+            let row = if self.filter.filter_is_redundant {
                 row
             } else {
-                match self.filter.apply(row) {
+                match self.filter.filter.apply(row) {
                     Some(row) => row,
                     None => continue,
                 }
@@ -381,6 +431,36 @@ impl Iterator for Scan<'_> {
                 *remaining -= 1;
             }
             return Some(Ok(row));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use affinity_model::RowFilter;
+    use std::sync::Arc;
+
+    use super::Compiled;
+
+    #[test]
+    fn a_thread_compiles_a_filter_it_read_with_lately_once() {
+        let family = |name: &str| Some(RowFilter::exact_family(name));
+        let first = Compiled::of(family("c").as_ref()).expect("compiles");
+        let again = Compiled::of(family("c").as_ref()).expect("compiles");
+        assert!(Arc::ptr_eq(&first, &again));
+        let other = Compiled::of(family("d").as_ref()).expect("compiles");
+        assert!(!Arc::ptr_eq(&first, &other));
+        // More filters than a thread keeps: the first is compiled anew.
+        for i in 0..Compiled::KEPT {
+            Compiled::of(family(&format!("f{i}")).as_ref()).expect("compiles");
+        }
+        let later = Compiled::of(family("c").as_ref()).expect("compiles");
+        assert!(!Arc::ptr_eq(&first, &later));
+        assert!(Compiled::of(None).expect("passes all").filter_is_redundant);
+        // An invalid filter is an error every time, never kept.
+        let bad = Some(RowFilter::FamilyNameRegex("(".to_string()));
+        for _ in 0..2 {
+            assert!(Compiled::of(bad.as_ref()).is_err());
         }
     }
 }

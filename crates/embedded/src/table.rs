@@ -33,7 +33,7 @@ use crate::meta::TableMeta;
 use crate::ranges::plan;
 use crate::repairer::RepairJob;
 use crate::row::encode_created_row;
-use crate::scan::{Repair, Scan, ScanOptions};
+use crate::scan::{Compiled, Repair, Scan, ScanOptions};
 use crate::store::Inner;
 use crate::write::Pending;
 
@@ -526,7 +526,7 @@ impl EmbeddedTable {
     fn scan(&self, request: &ReadRowsRequest) -> Result<Scan<'_>> {
         let meta = self.meta()?;
         check_row_set(&request.rows)?;
-        let filter = CompiledFilter::compile_opt(request.filter.as_ref())?;
+        let filter = Compiled::of(request.filter.as_ref())?;
         // `Some(0)` means no limit, as on the wire.
         let rows_limit = request.rows_limit.filter(|&n| n > 0);
         let inner = &*self.inner;

@@ -307,7 +307,7 @@ impl<'a> Accumulator<'a> {
         let mut scores = SortedScoresBuilder::with_capacity(count, bytes);
         for (facet, values) in kept {
             for e in values {
-                scores.value_with_head(&utf8_text(&e.value), e.head, scale(e.raw, max));
+                scores.value_with_head(&e.value, e.head, scale(e.raw, max));
             }
             scores.end_facet(facet);
         }
@@ -451,16 +451,6 @@ fn merge_sorted<'a>(a: RawValues<'a>, b: RawValues<'a>) -> RawValues<'a> {
             (None, None) => return out,
         };
         out.extend(if take_a { a.next() } else { b.next() });
-    }
-}
-
-/// A value the accumulator holds as text: every one was checked as it went
-/// in (by `&str` or by [`Accumulator::add_utf8_at`]), so the lossy branch
-/// never runs.
-fn utf8_text(value: &[u8]) -> Cow<'_, str> {
-    match std::str::from_utf8(value) {
-        Ok(text) => Cow::Borrowed(text),
-        Err(_) => String::from_utf8_lossy(value),
     }
 }
 

@@ -143,38 +143,66 @@ impl<'s> FacetScores<'s> {
 /// Builds a [`SortedScores`]: facets in order, each facet's values in
 /// order.
 #[derive(Debug, Default)]
-pub(crate) struct SortedScoresBuilder(SortedScores);
+pub(crate) struct SortedScoresBuilder {
+    /// The values' bytes, checked as UTF-8 once, by
+    /// [`SortedScoresBuilder::build`] (one pass over them all instead of
+    /// one call per short value).
+    text: Vec<u8>,
+    scores: SortedScores,
+}
 
 impl SortedScoresBuilder {
     pub(crate) fn with_capacity(values: usize, text: usize) -> SortedScoresBuilder {
-        SortedScoresBuilder(SortedScores {
-            text: String::with_capacity(text),
-            values: Vec::with_capacity(values),
-            heads: Vec::with_capacity(values),
-            facets: Vec::new(),
-        })
+        SortedScoresBuilder {
+            text: Vec::with_capacity(text),
+            scores: SortedScores {
+                text: String::new(),
+                values: Vec::with_capacity(values),
+                heads: Vec::with_capacity(values),
+                facets: Vec::new(),
+            },
+        }
     }
 
     /// Add `value` with `score` to the facet being built.
     pub(crate) fn value(&mut self, value: &str, score: u32) {
-        self.value_with_head(value, head(value.as_bytes()), score);
+        self.value_with_head(value.as_bytes(), head(value.as_bytes()), score);
     }
 
-    /// [`SortedScoresBuilder::value`] of a value whose [`head`] is known.
-    pub(crate) fn value_with_head(&mut self, value: &str, head: u64, score: u32) {
-        let start = self.0.text.len() as u32;
-        self.0.text.push_str(value);
-        self.0.values.push((start, self.0.text.len() as u32, score));
-        self.0.heads.push(head);
+    /// [`SortedScoresBuilder::value`] of a value given as its bytes, which
+    /// should be UTF-8 (a value that is not is built lossily), whose
+    /// [`head`] is known.
+    pub(crate) fn value_with_head(&mut self, value: &[u8], head: u64, score: u32) {
+        let start = self.text.len() as u32;
+        self.text.extend_from_slice(value);
+        let end = self.text.len() as u32;
+        self.scores.values.push((start, end, score));
+        self.scores.heads.push(head);
     }
 
     /// End the facet `name`, made of the values added since the last.
     pub(crate) fn end_facet(&mut self, name: String) {
-        self.0.facets.push((name, self.0.values.len()));
+        self.scores.facets.push((name, self.scores.values.len()));
     }
 
     pub(crate) fn build(self) -> SortedScores {
-        self.0
+        let SortedScoresBuilder { text, mut scores } = self;
+        scores.text = match String::from_utf8(text) {
+            Ok(text) => text,
+            Err(bad) => {
+                // Each value on its own, its invalid bytes replaced.
+                let bytes = bad.into_bytes();
+                let mut text = String::with_capacity(bytes.len());
+                for (start, end, _) in &mut scores.values {
+                    let value = &bytes[*start as usize..*end as usize];
+                    *start = text.len() as u32;
+                    text.push_str(&String::from_utf8_lossy(value));
+                    *end = text.len() as u32;
+                }
+                text
+            }
+        };
+        scores
     }
 }
 
@@ -372,6 +400,20 @@ mod tests {
             r#"{"lastEventAt":"2023-11-14T22:13:20Z","scores":{"brand":{"\"Q\"\\\n":3,"Apple":20},"color":{"Black":1}},"userToken":"u1"}"#
         );
         assert_eq!(sorted(&scores).into_map(), scores);
+    }
+
+    #[test]
+    fn a_value_that_is_not_utf8_is_built_lossily_in_its_place() {
+        let mut built = SortedScoresBuilder::default();
+        built.value("a", 1);
+        built.value_with_head(b"b\xff", head(b"b\xff"), 2);
+        built.value("c\u{e9}", 3);
+        built.end_facet("brand".to_string());
+        let scores = built.build();
+        let brand = scores.facet("brand").expect("the facet");
+        let values: Vec<(&str, u32)> = brand.iter().collect();
+        assert_eq!(values, [("a", 1), ("b\u{fffd}", 2), ("c\u{e9}", 3)]);
+        assert_eq!(brand.get("c\u{e9}"), Some(3));
     }
 
     proptest! {
