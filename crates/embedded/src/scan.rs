@@ -1,9 +1,11 @@
 //! `read_rows`: point reads by `get`, ranges by raw RocksDB iterators
 //! bounded to each range, rows decoded lazily as the caller pulls them.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use affinity_model::eval::{CellPrefilter, CompiledFilter};
+use affinity_model::recent::Recent;
 use affinity_model::{recycle_cells, CellRef, Result, Row, RowFilter, RowRef};
 use rocksdb::{BoundColumnFamily, DBRawIteratorWithThreadMode, ReadOptions};
 
@@ -60,7 +62,7 @@ pub(crate) struct Buffers {
 }
 
 thread_local! {
-    static SPARE_BUFFERS: std::cell::RefCell<Buffers> = std::cell::RefCell::default();
+    static SPARE_BUFFERS: RefCell<Buffers> = std::cell::RefCell::default();
 }
 
 impl Buffers {
@@ -97,11 +99,14 @@ pub(crate) struct Compiled {
 }
 
 thread_local! {
-    /// The filters this thread compiled last, the latest first: a profile
-    /// read's two or three reads repeat the same few filters, which would
-    /// otherwise be compiled (and their prefilters derived) every time.
-    static COMPILED: std::cell::RefCell<Vec<(RowFilter, Arc<Compiled>)>> =
-        const { std::cell::RefCell::new(Vec::new()) };
+    /// The filters this thread compiled last, the latest used first: a
+    /// profile read's two or three reads repeat the same few filters,
+    /// which would otherwise be compiled (and their prefilters derived)
+    /// every time.
+    static COMPILED: RefCell<Recent<RowFilter, Arc<Compiled>>> =
+        const { RefCell::new(Recent::new(Compiled::KEPT)) };
+    /// The filter that passes every cell, for reads without one.
+    static PASS_ALL: Arc<Compiled> = Arc::new(Compiled::new(CompiledFilter::pass_all()));
 }
 
 impl Compiled {
@@ -112,26 +117,13 @@ impl Compiled {
     /// the error compiling it gives, every time.
     pub fn of(filter: Option<&RowFilter>) -> Result<Arc<Compiled>> {
         let Some(filter) = filter else {
-            return Ok(Arc::new(Compiled::new(CompiledFilter::pass_all())));
+            return Ok(PASS_ALL.with(Arc::clone));
         };
-        let kept = COMPILED.with(|kept| {
-            let mut kept = kept.borrow_mut();
-            let i = kept.iter().position(|(f, _)| f == filter)?;
-            let found = kept.remove(i);
-            let compiled = Arc::clone(&found.1);
-            kept.insert(0, found);
-            Some(compiled)
-        });
-        if let Some(compiled) = kept {
-            return Ok(compiled);
-        }
-        let compiled = Arc::new(Compiled::new(CompiledFilter::compile(filter)?));
-        COMPILED.with(|kept| {
-            let mut kept = kept.borrow_mut();
-            kept.truncate(Self::KEPT - 1);
-            kept.insert(0, (filter.clone(), Arc::clone(&compiled)));
-        });
-        Ok(compiled)
+        COMPILED.with_borrow_mut(|kept| {
+            kept.get_or_try_make(filter, |f| {
+                Ok(Arc::new(Compiled::new(CompiledFilter::compile(f)?)))
+            })
+        })
     }
 
     fn new(filter: CompiledFilter) -> Compiled {

@@ -22,9 +22,11 @@
 //! [`Engine::user_row_count`].
 
 use std::cell::RefCell;
+use std::convert::Infallible;
 use std::ops::Bound;
 use std::rc::Rc;
 
+use affinity_model::recent::Recent;
 use affinity_model::{
     prefix_successor, Bytes, Mutation, ReadRowsRequest, RowFilter, RowMutations, RowRange, RowSet,
     Table, ValueRange,
@@ -85,22 +87,13 @@ pub(crate) fn newest_day(now_millis: i64) -> i64 {
 /// strategies it read under last: every profile read needs them, and a
 /// server reads under its application's strategy and its variants.
 fn weights_of(strategy: &Strategy) -> Rc<Weights> {
-    const KEPT: usize = 4;
     thread_local! {
-        static LAST: RefCell<Vec<(Strategy, Rc<Weights>)>> = const { RefCell::new(Vec::new()) };
+        static LAST: RefCell<Recent<Strategy, Rc<Weights>>> = const { RefCell::new(Recent::new(4)) };
     }
-    LAST.with(|last| {
-        let mut last = last.borrow_mut();
-        if let Some(i) = last.iter().position(|(s, _)| s == strategy) {
-            // The most recent first.
-            last[..=i].rotate_right(1);
-            return Rc::clone(&last[0].1);
-        }
-        let weights = Rc::new(strategy.weights());
-        last.truncate(KEPT - 1);
-        last.insert(0, (strategy.clone(), Rc::clone(&weights)));
-        weights
-    })
+    let Ok(weights) = LAST.with_borrow_mut(|last| {
+        last.get_or_try_make(strategy, |s| Ok::<_, Infallible>(Rc::new(s.weights())))
+    });
+    weights
 }
 
 /// A profile read takes up to this many live days as point reads, more as

@@ -21,7 +21,9 @@
 //! - [`keyvis`]: `KeyVis`, tables counting their reads and writes per key
 //!   range and time slot while watched (the dashboard's key visualizer);
 //! - [`prefixed`]: `PrefixedTable`, one tenant's rows of a shared table
-//!   seen as a table of their own (applications sharing tables).
+//!   seen as a table of their own (applications sharing tables);
+//! - [`recent`]: `Recent`, the values a thread made last from a few keys
+//!   (compiled filters, a strategy's weights), found again by key.
 //!
 //! It is not a storage engine: it knows nothing of RocksDB or gRPC, and its
 //! `MemoryStore` favours obvious correctness over speed.
@@ -55,6 +57,7 @@ pub mod limits;
 pub mod memory;
 pub mod mutation;
 pub mod prefixed;
+pub mod recent;
 pub mod rowset;
 pub mod store;
 pub mod table_spec;
