@@ -23,7 +23,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use affinity_engine::boost::rerank::{self, Hit, MAX_HITS};
+use affinity_engine::boost::rerank::{self, Hit, HitFacets, MAX_HITS};
 use affinity_engine::boost::{self, BoostOptions, MAX_IMPACT};
 use affinity_engine::scoring::{eq_bytes, json_string};
 use affinity_engine::{Error as EngineError, Strategy};
@@ -414,7 +414,12 @@ fn read_hits<'a>(hits: Hits<'a>, strategy: &'a Strategy) -> Result<(Objects<'a>,
             })?;
         std::mem::swap(&mut before, &mut places);
         places.clear();
-        let mut facets = Vec::new();
+        // Filled where it stays: a hit holds its first few pairs in place.
+        read.push(Hit {
+            object_id,
+            facets: HitFacets::new(),
+        });
+        let facets = &mut read[i].facets;
         let alike = objects.alike(i);
         for (place, (name, raw)) in members.iter_read().enumerate() {
             let facet = match name {
@@ -442,7 +447,6 @@ fn read_hits<'a>(hits: Hits<'a>, strategy: &'a Strategy) -> Result<(Objects<'a>,
                 }
             }
         }
-        read.push(Hit { object_id, facets });
     }
     Ok((objects, read))
 }

@@ -94,6 +94,8 @@ pub struct Mix {
     pub light_per_day: f64,
     pub visitors: usize,
     skew: Option<Skew>,
+    /// Before every facet value (`--value-prefix`).
+    pub value_prefix: String,
 }
 
 impl Mix {
@@ -117,14 +119,19 @@ impl Mix {
             light_per_day: args.light_per_day,
             visitors: args.visitors,
             skew: (args.value_skew > 0.0).then(|| Skew::new(args.value_skew)),
+            value_prefix: args.value_prefix.clone(),
         }
     }
 
     /// How facet values are drawn, for the report.
     pub fn values(&self) -> String {
-        match &self.skew {
+        let drawn = match &self.skew {
             Some(skew) => format!("Zipf {} from each user's favourites", skew.exponent),
             None => "uniform".to_string(),
+        };
+        match self.value_prefix.as_str() {
+            "" => drawn,
+            prefix => format!("{drawn}, each after \"{prefix}\""),
         }
     }
 
@@ -192,7 +199,13 @@ impl Mix {
     pub fn day_event(&self, sums: &[usize], day: i64, i: usize, span: i64) -> Event {
         let user = sums.partition_point(|s| *s <= i) - 1;
         let (drawn, ts) = self.event(user, day, i - sums[user], span);
-        drawn.event(format!("user{user}"), ts)
+        let mut event = drawn.event(format!("user{user}"), ts);
+        if !self.value_prefix.is_empty() {
+            for (_, value) in &mut event.filters {
+                value.insert_str(0, &self.value_prefix);
+            }
+        }
+        event
     }
 }
 
@@ -256,7 +269,8 @@ impl Live {
             );
             for (k, (facet, value)) in drawn.filters().enumerate() {
                 let comma = if k > 0 { "," } else { "" };
-                let _ = write!(body, r#"{comma}"{facet}:{value}""#);
+                let prefix = &self.mix.value_prefix;
+                let _ = write!(body, r#"{comma}"{facet}:{prefix}{value}""#);
             }
             body.push_str("]}");
         }

@@ -104,6 +104,12 @@ pub struct HttpBenchArgs {
     /// facet's values, the most distinct counters a user can have).
     #[arg(long, default_value_t = 0.0)]
     value_skew: f64,
+    /// With history: this text before every facet value, in the events
+    /// and in the hits re-ranked, as long values that share their first
+    /// bytes are (`"Electronics > "`: hierarchical categories). Default
+    /// none: values of 2 to 4 characters.
+    #[arg(long, default_value = "")]
+    value_prefix: String,
     /// With history: the seed the users' classes and events are drawn from.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -186,6 +192,17 @@ pub fn run(args: HttpBenchArgs, backend: &BenchBackend) -> anyhow::Result<()> {
     );
     anyhow::ensure!(args.visitors > 0, "--visitors must be positive");
     anyhow::ensure!(args.value_skew >= 0.0, "--value-skew must not be negative");
+    anyhow::ensure!(
+        args.value_prefix.is_empty() || args.history_days > 0,
+        "--value-prefix needs history (--history-days 1 or more)"
+    );
+    anyhow::ensure!(
+        !args
+            .value_prefix
+            .chars()
+            .any(|c| c == '"' || c == '\\' || c.is_control()),
+        "--value-prefix must not hold quotes, backslashes or control characters"
+    );
     anyhow::ensure!(args.seconds > 0, "--seconds must be positive");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -114,7 +114,15 @@ pub async fn bench(
     let query = if query_users.is_empty() {
         Vec::new()
     } else {
-        query_phases(&target, args.readers, args.seconds as f64, query_users, who).await
+        query_phases(
+            &target,
+            args.readers,
+            args.seconds as f64,
+            query_users,
+            who,
+            &args.value_prefix,
+        )
+        .await
     };
     let (ingest_errors, read_errors) = (
         ingest.tally.errors,

@@ -92,7 +92,7 @@ impl QueryReads {
 
 /// A list of [`RERANK_HITS`] hits as JSON text, each with the four bench
 /// facets' values drawn from `seed`.
-fn hit_list(seed: u64) -> String {
+fn hit_list(seed: u64, value_prefix: &str) -> String {
     let mut out = String::from("[");
     for i in 0..RERANK_HITS {
         let mut rest = splitmix(seed ^ ((i as u64) << 20));
@@ -102,7 +102,7 @@ fn hit_list(seed: u64) -> String {
         let _ = write!(out, r#"{{"objectID":"o{}""#, rest % 100_000);
         for (facet, prefix, n) in FACETS {
             rest = splitmix(rest);
-            let _ = write!(out, r#","{facet}":"{prefix}{}""#, rest % n);
+            let _ = write!(out, r#","{facet}":"{value_prefix}{prefix}{}""#, rest % n);
         }
         out.push('}');
     }
@@ -177,6 +177,7 @@ pub async fn query_phases(
     seconds: f64,
     users: Arc<[u32]>,
     who: &'static str,
+    value_prefix: &str,
 ) -> Vec<QueryReads> {
     let filters: Request = Arc::new(|user, _, _| {
         let path = format!("/1/profiles/personalization/user{user}/optionalFilters");
@@ -184,7 +185,9 @@ pub async fn query_phases(
     });
     let phase = drive(target, readers, seconds, Arc::clone(&users), filters).await;
     let optional = QueryReads::new("optionalFilters", who, users.len(), readers, phase);
-    let lists: Arc<[String]> = (0..HIT_LISTS as u64).map(hit_list).collect();
+    let lists: Arc<[String]> = (0..HIT_LISTS as u64)
+        .map(|seed| hit_list(seed, value_prefix))
+        .collect();
     let rerank: Request = Arc::new(move |user, n, body| {
         let hits = &lists[n % lists.len()];
         let _ = write!(body, r#"{{"userToken":"user{user}","hits":{hits}}}"#);
@@ -201,7 +204,7 @@ mod tests {
 
     #[test]
     fn hit_lists_are_100_hits_with_the_bench_facets() {
-        let list: Value = serde_json::from_str(&hit_list(3)).unwrap();
+        let list: Value = serde_json::from_str(&hit_list(3, "")).unwrap();
         let hits = list.as_array().unwrap();
         assert_eq!(hits.len(), RERANK_HITS);
         for h in hits {
@@ -213,6 +216,13 @@ mod tests {
         let brands: std::collections::BTreeSet<&str> =
             hits.iter().map(|h| h["brand"].as_str().unwrap()).collect();
         assert!(brands.len() > 50, "values vary: {}", brands.len());
-        assert_ne!(hit_list(3), hit_list(4));
+        assert_ne!(hit_list(3, ""), hit_list(4, ""));
+        let long: Value = serde_json::from_str(&hit_list(3, "Electronics > ")).unwrap();
+        for (h, l) in hits.iter().zip(long.as_array().unwrap()) {
+            for (facet, _, _) in FACETS {
+                let value = h[facet].as_str().unwrap();
+                assert_eq!(l[facet], format!("Electronics > {value}"), "{l}");
+            }
+        }
     }
 }

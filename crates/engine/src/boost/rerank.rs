@@ -31,6 +31,7 @@
 use std::borrow::Cow;
 
 use serde_json::Value;
+use smallvec::SmallVec;
 
 use crate::catalog::{scalar, Catalog};
 use crate::error::{Error, Result};
@@ -48,8 +49,13 @@ pub const MAX_HITS: usize = 1000;
 pub struct Hit<'a> {
     pub object_id: Cow<'a, str>,
     /// `(facet, value)` pairs of scored facets, in attribute order.
-    pub facets: Vec<(&'a str, Cow<'a, str>)>,
+    pub facets: HitFacets<'a>,
 }
+
+/// A hit's `(facet, value)` pairs: a strategy scores a few facets and a
+/// hit mostly carries one value of each, so up to 4 are held in place
+/// (a re-ranking reads hundreds of hits and allocates for none of them).
+pub type HitFacets<'a> = SmallVec<[(&'a str, Cow<'a, str>); 4]>;
 
 impl<'a> Hit<'a> {
     /// Read a hit (`{"objectID": "...", attributes...}`), keeping the
@@ -68,7 +74,7 @@ impl<'a> Hit<'a> {
                 })
             }
         };
-        let mut facets = Vec::new();
+        let mut facets = HitFacets::new();
         for (name, v) in obj {
             if name == "objectID" {
                 continue;
@@ -275,27 +281,35 @@ pub fn rerank(
     let n = hits.len() as u128;
     let top = found.iter().map(|(a, _)| *a).max().unwrap_or(0).max(1);
     let p = u128::from(impact);
-    let key = |i: usize, affinity: u64| {
-        (100 - p) * (n - i as u128) * u128::from(top) + p * u128::from(affinity) * n
-    };
-    let mut ranked: Vec<(u128, Ranked)> = found
-        .into_iter()
+    // Each hit's key (at most 2 x 100 x MAX_HITS x top < 2^82) above its
+    // place counted from the end: one integer per hit, sorted highest
+    // first, with equal keys in the engine's order.
+    const PLACE_BITS: u32 = 10;
+    const _: () = assert!(MAX_HITS < 1 << PLACE_BITS);
+    let last = (1 << PLACE_BITS) - 1;
+    let mut order: Vec<u128> = found
+        .iter()
         .enumerate()
-        .map(|(i, (affinity, source))| {
-            let k = key(i, affinity);
-            let score = k as f64 / (100.0 * n as f64 * top as f64);
-            let ranked = Ranked {
-                input: i,
+        .map(|(i, (affinity, _))| {
+            let key = (100 - p) * (n - i as u128) * u128::from(top) + p * u128::from(*affinity) * n;
+            key << PLACE_BITS | (last - i as u128)
+        })
+        .collect();
+    order.sort_unstable_by(|a, b| b.cmp(a));
+    Ok(order
+        .into_iter()
+        .map(|k| {
+            let input = (last - (k & last)) as usize;
+            let (affinity, source) = found[input];
+            let score = (k >> PLACE_BITS) as f64 / (100.0 * n as f64 * top as f64);
+            Ranked {
+                input,
                 affinity,
                 score: (score * 1e6).round() / 1e6,
                 source,
-            };
-            (k, ranked)
+            }
         })
-        .collect();
-    // Stable: equal keys keep the engine's order.
-    ranked.sort_by_key(|r| std::cmp::Reverse(r.0));
-    Ok(ranked.into_iter().map(|(_, r)| r).collect())
+        .collect())
 }
 
 #[cfg(test)]
@@ -325,7 +339,7 @@ mod tests {
         facets.sort();
         let pair = |f: &'static str, v: &'static str| (f, Cow::Borrowed(v));
         assert_eq!(
-            facets,
+            facets[..],
             [
                 pair("brand", "Apple"),
                 pair("color", "3"),
@@ -498,7 +512,7 @@ mod tests {
         let h: Vec<Hit> = (0..=MAX_HITS)
             .map(|i| Hit {
                 object_id: Cow::Owned(format!("o{i}")),
-                facets: Vec::new(),
+                facets: HitFacets::new(),
             })
             .collect();
         let name = |r: Result<Vec<Ranked>>| match r {

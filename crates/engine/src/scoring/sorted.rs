@@ -4,6 +4,7 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::hash::Hasher;
 
 use super::accumulator::head;
 use super::{cmp_bytes, Profile};
@@ -76,15 +77,32 @@ impl<'s> FacetScores<'s> {
     }
 }
 
-/// A facet's values hashed by their heads, for many lookups in one
-/// facet (a re-ranking's hits): one probe or two instead of a binary
-/// search each, for one pass over the values to build it.
+/// A facet's values hashed, for many lookups in one facet (a
+/// re-ranking's hits): one probe or two instead of a binary search each,
+/// for one pass over the values to build it.
 #[derive(Debug, Clone)]
 pub struct FacetIndex<'s> {
     scores: FacetScores<'s>,
     /// Each value's place + 1 in `scores` (0: empty), open addressing.
     slots: Vec<u32>,
     shift: u32,
+}
+
+/// What [`FacetIndex`] hashes of a value whose [`head`] is `head`: the
+/// head, with the rest of a longer value mixed in. A facet's values often
+/// share their first 8 bytes (`"Electronics > ..."`, hierarchical
+/// categories), and hashed by their heads alone they would all share one
+/// slot and a lookup would pass them all.
+#[inline]
+fn index_hash(value: &[u8], head: u64) -> u64 {
+    match value.get(8..) {
+        Some(rest) if !rest.is_empty() => {
+            let mut hasher = rustc_hash::FxHasher::default();
+            hasher.write(rest);
+            head ^ hasher.finish()
+        }
+        _ => head,
+    }
 }
 
 impl<'s> FacetIndex<'s> {
@@ -96,22 +114,43 @@ impl<'s> FacetIndex<'s> {
     #[inline]
     pub fn get(&self, value: &str) -> Option<u32> {
         let value = value.as_bytes();
-        let h = head(value);
+        let head = head(value);
         let mask = self.slots.len() - 1;
-        let mut at = self.slot(h);
+        let mut at = self.slot(index_hash(value, head));
         loop {
             let i = match self.slots[at] {
                 0 => return None,
                 i => i as usize - 1,
             };
             let (a, b, score) = self.scores.values[i];
-            if self.scores.heads[i] == h
+            if self.scores.heads[i] == head
                 && &self.scores.text.as_bytes()[a as usize..b as usize] == value
             {
                 return Some(score);
             }
             at = (at + 1) & mask;
         }
+    }
+
+    /// The most slots a lookup of a value the index holds passes before
+    /// its own (0: every value in its home slot).
+    #[cfg(test)]
+    fn longest_probe(&self) -> usize {
+        let mask = self.slots.len() - 1;
+        let text = self.scores.text.as_bytes();
+        (0..self.slots.len())
+            .filter(|at| self.slots[*at] != 0)
+            .map(|at| {
+                let i = self.slots[at] as usize - 1;
+                let (a, b, _) = self.scores.values[i];
+                let home = self.slot(index_hash(
+                    &text[a as usize..b as usize],
+                    self.scores.heads[i],
+                ));
+                at.wrapping_sub(home) & mask
+            })
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -129,8 +168,9 @@ impl<'s> FacetScores<'s> {
             shift: 64 - bits,
         };
         let mask = index.slots.len() - 1;
-        for (i, &h) in self.heads.iter().enumerate() {
-            let mut at = index.slot(h);
+        let text = self.text.as_bytes();
+        for (i, (&(a, b, _), &head)) in self.values.iter().zip(self.heads).enumerate() {
+            let mut at = index.slot(index_hash(&text[a as usize..b as usize], head));
             while index.slots[at] != 0 {
                 at = (at + 1) & mask;
             }
@@ -366,6 +406,27 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    /// Values that share their first 8 bytes (hierarchical categories)
+    /// spread over the index's slots, each found near its home slot.
+    #[test]
+    fn values_sharing_their_head_are_hashed_apart() {
+        let values: BTreeMap<String, u32> = (0..1000u32)
+            .map(|i| (format!("Electronics > Phones > {i}"), i % 20 + 1))
+            .chain((0..200u32).map(|i| (format!("Electron{i}"), 7)))
+            .collect();
+        let sorted = sorted(&BTreeMap::from([("f".to_string(), values.clone())]));
+        let index = sorted.facet("f").expect("the facet").index();
+        for (value, score) in &values {
+            assert_eq!(index.get(value), Some(*score), "{value}");
+        }
+        for absent in ["Electronics > Phones > 1000", "Electron", "Electronics > "] {
+            assert_eq!(index.get(absent), None, "{absent}");
+        }
+        // 1,200 values in 4,096 slots; hashed by their heads they would
+        // have made one run of 1,200.
+        assert!(index.longest_probe() < 40, "{}", index.longest_probe());
+    }
 
     fn sorted(scores: &BTreeMap<String, BTreeMap<String, u32>>) -> SortedScores {
         SortedScores::from(&Profile {
