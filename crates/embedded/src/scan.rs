@@ -62,7 +62,7 @@ pub(crate) struct Buffers {
 }
 
 thread_local! {
-    static SPARE_BUFFERS: RefCell<Buffers> = std::cell::RefCell::default();
+    static SPARE_BUFFERS: RefCell<Buffers> = RefCell::default();
 }
 
 impl Buffers {

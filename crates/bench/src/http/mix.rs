@@ -390,6 +390,42 @@ mod tests {
     }
 
     #[test]
+    fn a_value_prefix_goes_before_every_value() {
+        const PREFIX: &str = "Electronics > ";
+        let (plain, long) = (
+            mix(&["--users", "30"]),
+            mix(&["--users", "30", "--value-prefix", PREFIX]),
+        );
+        let sums = plain.day_sums(DAY);
+        for i in 0..sums[30] {
+            let (a, b) = (
+                plain.day_event(&sums, DAY, i, 1000),
+                long.day_event(&sums, DAY, i, 1000),
+            );
+            assert_eq!(b.filters.len(), 4);
+            for ((fa, va), (fb, vb)) in a.filters.iter().zip(&b.filters) {
+                assert_eq!((fa, format!("{PREFIX}{va}")), (fb, vb.clone()));
+            }
+        }
+        let live = Live::new(Arc::new(long), DAY * DAY_MILLIS + 3_600_000, 50);
+        let body: Value = serde_json::from_str(&live.body()).unwrap();
+        for e in body["events"].as_array().unwrap() {
+            for filter in e["filters"].as_array().unwrap() {
+                let (_, value) = filter.as_str().unwrap().split_once(':').unwrap();
+                assert!(value.starts_with(PREFIX), "{e}");
+            }
+        }
+        for bad in ["a\"b", "a\\b", "a\nb"] {
+            let parsed = Cli::try_parse_from(["bench", "--value-prefix", bad]);
+            let error = parsed.err().expect("refused").to_string();
+            assert!(
+                error.contains("--value-prefix") && error.contains("cannot be in a value prefix"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
     fn live_traffic_is_the_users_day_then_visitors_all_today() {
         let m = Arc::new(mix(&["--users", "20", "--visitors", "7"]));
         let now = DAY * DAY_MILLIS + 5 * 3_600_000;
