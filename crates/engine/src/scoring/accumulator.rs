@@ -369,10 +369,15 @@ fn seek(list: &[Entry<'_>], from: usize, h: u64, value: &[u8]) -> (usize, bool) 
 }
 
 /// Whether `value` (head `h`) is UTF-8: up to 8 ASCII bytes are seen in
-/// the head alone, without a call.
+/// the head alone, longer ASCII values (most facet values) a word at a
+/// time, without a call into the UTF-8 validator.
 #[inline]
 fn is_utf8(h: u64, value: &[u8]) -> bool {
-    (value.len() <= 8 && h & 0x8080_8080_8080_8080 == 0) || std::str::from_utf8(value).is_ok()
+    const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+    if h & HIGH_BITS == 0 && (value.len() <= 8 || value[8..].is_ascii()) {
+        return true;
+    }
+    std::str::from_utf8(value).is_ok()
 }
 
 /// The first 8 bytes of `v` as a big-endian integer, zeros past its end:
@@ -552,6 +557,29 @@ mod tests {
             scores.to_vec(),
             vec![("brand".to_string(), vec![("Apple".to_string(), 20)])]
         );
+    }
+
+    /// The shortcuts for ASCII agree with the UTF-8 validator, short and
+    /// long, wherever the byte that decides is.
+    #[test]
+    fn a_value_is_utf8_as_the_validator_says() {
+        let mut values: Vec<Vec<u8>> = vec![Vec::new(), b"Apple".to_vec()];
+        for len in [1, 7, 8, 9, 16, 17, 40] {
+            for at in 0..len {
+                for odd in [&b"\xff"[..], b"\xc3\xa9", b"\xc3", b"\xe2\x82\xac", b"\x80"] {
+                    let mut v = vec![b'e'; len];
+                    v.splice(at..(at + odd.len()).min(len), odd.iter().copied());
+                    values.push(v);
+                }
+            }
+        }
+        for v in &values {
+            let valid = std::str::from_utf8(v).is_ok();
+            assert_eq!(is_utf8(head(v), v), valid, "{v:?}");
+        }
+        assert!(values
+            .iter()
+            .any(|v| v.len() > 8 && std::str::from_utf8(v).is_ok() && !v.is_ascii()));
     }
 
     #[test]
