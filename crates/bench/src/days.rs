@@ -142,17 +142,22 @@ impl Drawn {
         Drawn { kind, name, values }
     }
 
-    /// The filters as `facet:value` texts.
-    pub fn filters(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
+    /// The filters as `(facet, value)` texts, each value after
+    /// `value_prefix` (`bench http --value-prefix`; empty elsewhere).
+    pub fn filters<'s>(
+        &'s self,
+        value_prefix: &'s str,
+    ) -> impl Iterator<Item = (&'static str, String)> + 's {
         FACETS
             .iter()
             .zip(self.values)
-            .map(|((facet, prefix, _), v)| (*facet, format!("{prefix}{v}")))
+            .map(move |((facet, prefix, _), v)| (*facet, format!("{value_prefix}{prefix}{v}")))
     }
 
     /// The event, built as `Event::from_json` would from its JSON (the
-    /// validation is not what these benchmarks time).
-    pub fn event(&self, user: String, timestamp_millis: i64) -> Event {
+    /// validation is not what these benchmarks time), its values after
+    /// `value_prefix`.
+    pub fn event(&self, user: String, timestamp_millis: i64, value_prefix: &str) -> Event {
         Event {
             event_type: self.kind,
             event_subtype: None,
@@ -162,7 +167,10 @@ impl Drawn {
             authenticated_user_token: None,
             timestamp_millis,
             object_ids: Vec::new(),
-            filters: self.filters().map(|(f, v)| (f.to_string(), v)).collect(),
+            filters: self
+                .filters(value_prefix)
+                .map(|(f, v)| (f.to_string(), v))
+                .collect(),
             positions: Vec::new(),
             query_id: None,
             object_data: None,

@@ -30,7 +30,7 @@ fn event(day: i64, i: usize, users: u64) -> Event {
     let (d, i) = (day as u64, i as u64);
     let user = draw(SEED, &[d, i, 1]) % users;
     let ts = day * DAY + (draw(SEED, &[d, i, 2]) % (DAY as u64 - 60_000)) as i64;
-    Drawn::from_hash(draw(SEED, &[d, i, 3])).event(format!("user{user}"), ts)
+    Drawn::from_hash(draw(SEED, &[d, i, 3])).event(format!("user{user}"), ts, "")
 }
 
 /// Users with at least one event on `day`.

@@ -199,13 +199,7 @@ impl Mix {
     pub fn day_event(&self, sums: &[usize], day: i64, i: usize, span: i64) -> Event {
         let user = sums.partition_point(|s| *s <= i) - 1;
         let (drawn, ts) = self.event(user, day, i - sums[user], span);
-        let mut event = drawn.event(format!("user{user}"), ts);
-        if !self.value_prefix.is_empty() {
-            for (_, value) in &mut event.filters {
-                value.insert_str(0, &self.value_prefix);
-            }
-        }
-        event
+        drawn.event(format!("user{user}"), ts, &self.value_prefix)
     }
 }
 
@@ -267,10 +261,9 @@ impl Live {
                 drawn.kind.as_str(),
                 drawn.name,
             );
-            for (k, (facet, value)) in drawn.filters().enumerate() {
+            for (k, (facet, value)) in drawn.filters(&self.mix.value_prefix).enumerate() {
                 let comma = if k > 0 { "," } else { "" };
-                let prefix = &self.mix.value_prefix;
-                let _ = write!(body, r#"{comma}"{facet}:{prefix}{value}""#);
+                let _ = write!(body, r#"{comma}"{facet}:{value}""#);
             }
             body.push_str("]}");
         }

@@ -211,9 +211,6 @@ pub fn run(args: HttpBenchArgs, backend: &BenchBackend) -> anyhow::Result<()> {
     }
 }
 
-/// The flag combinations that make no sense: a store for the in-process
-/// server (`--data`, `--bigtable`) with a server elsewhere (`--url`), or
-/// both stores at once.
 /// `--value-prefix`: text the bench writes into JSON strings as it is.
 fn value_prefix(text: &str) -> Result<String, String> {
     match text
@@ -227,6 +224,9 @@ fn value_prefix(text: &str) -> Result<String, String> {
     }
 }
 
+/// The flag combinations that make no sense: a store for the in-process
+/// server (`--data`, `--bigtable`) with a server elsewhere (`--url`), or
+/// both stores at once.
 fn check_flags(args: &HttpBenchArgs, backend: &BenchBackend) -> anyhow::Result<()> {
     let url = args.url.is_some();
     if backend.data.is_some() && url {
