@@ -22,7 +22,6 @@
 //! [`Engine::user_row_count`].
 
 use std::cell::RefCell;
-use std::convert::Infallible;
 use std::ops::Bound;
 use std::rc::Rc;
 
@@ -90,10 +89,7 @@ fn weights_of(strategy: &Strategy) -> Rc<Weights> {
     thread_local! {
         static LAST: RefCell<Recent<Strategy, Rc<Weights>>> = const { RefCell::new(Recent::new(4)) };
     }
-    let Ok(weights) = LAST.with_borrow_mut(|last| {
-        last.get_or_try_make(strategy, |s| Ok::<_, Infallible>(Rc::new(s.weights())))
-    });
-    weights
+    LAST.with_borrow_mut(|last| last.get_or_make(strategy, |s| Rc::new(s.weights())))
 }
 
 /// A profile read takes up to this many live days as point reads, more as

@@ -7,6 +7,8 @@
 //! instead of making the value again. A handful of keys is searched
 //! faster by comparing them in turn than by hashing one.
 
+use std::convert::Infallible;
+
 /// The values made from the last `capacity` distinct keys, the latest
 /// used first; the least recently used is dropped for a new one.
 #[derive(Debug)]
@@ -41,6 +43,12 @@ impl<K: PartialEq + Clone, V: Clone> Recent<K, V> {
         self.kept.truncate(self.capacity - 1);
         self.kept.insert(0, (key.clone(), value.clone()));
         Ok(value)
+    }
+
+    /// [`Recent::get_or_try_make`] for values made without failing.
+    pub fn get_or_make(&mut self, key: &K, make: impl FnOnce(&K) -> V) -> V {
+        let Ok(value) = self.get_or_try_make(key, |k| Ok::<_, Infallible>(make(k)));
+        value
     }
 
     /// How many keys are kept.
@@ -105,6 +113,20 @@ mod tests {
         assert_eq!((tries, recent.len()), (3, 0));
         assert_eq!(recent.get_or_try_make(&8, |k| Ok::<_, ()>(k * 2)), Ok(16));
         assert_eq!(recent.get_or_try_make(&8, |_| Err(())), Ok(16));
+    }
+
+    #[test]
+    fn values_made_without_failing_are_kept_alike() {
+        let mut recent = Recent::new(2);
+        let mut made = 0;
+        for key in [1, 2, 1, 2] {
+            let value = recent.get_or_make(&key, |k| {
+                made += 1;
+                k * 10
+            });
+            assert_eq!(value, key * 10);
+        }
+        assert_eq!(made, 2);
     }
 
     #[test]

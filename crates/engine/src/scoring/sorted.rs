@@ -110,6 +110,13 @@ impl<'s> FacetIndex<'s> {
         (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
     }
 
+    /// The slot where the lookup of value `i` of the facet starts.
+    fn home(&self, i: usize) -> usize {
+        let (a, b, _) = self.scores.values[i];
+        let value = &self.scores.text.as_bytes()[a as usize..b as usize];
+        self.slot(index_hash(value, self.scores.heads[i]))
+    }
+
     /// The score of `value`.
     #[inline]
     pub fn get(&self, value: &str) -> Option<u32> {
@@ -137,18 +144,9 @@ impl<'s> FacetIndex<'s> {
     #[cfg(test)]
     fn longest_probe(&self) -> usize {
         let mask = self.slots.len() - 1;
-        let text = self.scores.text.as_bytes();
         (0..self.slots.len())
             .filter(|at| self.slots[*at] != 0)
-            .map(|at| {
-                let i = self.slots[at] as usize - 1;
-                let (a, b, _) = self.scores.values[i];
-                let home = self.slot(index_hash(
-                    &text[a as usize..b as usize],
-                    self.scores.heads[i],
-                ));
-                at.wrapping_sub(home) & mask
-            })
+            .map(|at| at.wrapping_sub(self.home(self.slots[at] as usize - 1)) & mask)
             .max()
             .unwrap_or(0)
     }
@@ -168,9 +166,8 @@ impl<'s> FacetScores<'s> {
             shift: 64 - bits,
         };
         let mask = index.slots.len() - 1;
-        let text = self.text.as_bytes();
-        for (i, (&(a, b, _), &head)) in self.values.iter().zip(self.heads).enumerate() {
-            let mut at = index.slot(index_hash(&text[a as usize..b as usize], head));
+        for i in 0..self.values.len() {
+            let mut at = index.home(i);
             while index.slots[at] != 0 {
                 at = (at + 1) & mask;
             }
