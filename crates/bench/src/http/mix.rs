@@ -4,10 +4,10 @@
 //! seed (so a run against `--url` knows the classes too).
 //!
 //! The live ingest sends first each user's events of today (a day at their
-//! rate), then the rest of the burst to `--visitors` other users: a burst
-//! of a million events over a few thousand users would give each heavy
-//! user thousands of events today, a burst's profile rather than a heavy
-//! user's.
+//! rate, or `--today-share` of a day), then the rest of the burst to
+//! `--visitors` other users: a burst of a million events over a few
+//! thousand users would give each heavy user thousands of events today, a
+//! burst's profile rather than a heavy user's.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -96,6 +96,9 @@ pub struct Mix {
     skew: Option<Skew>,
     /// Before every facet value (`--value-prefix`).
     pub value_prefix: String,
+    /// The share of a day's events each user has had today
+    /// (`--today-share`).
+    today_share: f64,
 }
 
 impl Mix {
@@ -120,6 +123,7 @@ impl Mix {
             visitors: args.visitors,
             skew: (args.value_skew > 0.0).then(|| Skew::new(args.value_skew)),
             value_prefix: args.value_prefix.clone(),
+            today_share: args.today_share,
         }
     }
 
@@ -194,6 +198,18 @@ impl Mix {
         sums
     }
 
+    /// [`Mix::day_sums`] of today: each user's first `--today-share` of
+    /// the day's events (rounded, so none at 0).
+    pub fn today_sums(&self, today: i64) -> Vec<usize> {
+        let mut sums = Vec::with_capacity(self.users() + 1);
+        sums.push(0);
+        for u in 0..self.users() {
+            let events = (self.events_on(u, today) as f64 * self.today_share).round() as usize;
+            sums.push(sums[u] + events);
+        }
+        sums
+    }
+
     /// Event number `i` of `day` (numbered by [`Mix::day_sums`]), as the
     /// engine takes it.
     pub fn day_event(&self, sums: &[usize], day: i64, i: usize, span: i64) -> Event {
@@ -220,7 +236,7 @@ impl Live {
     pub fn new(mix: Arc<Mix>, now: i64, batch: usize) -> Live {
         let today = now.div_euclid(DAY_MILLIS);
         Live {
-            sums: mix.day_sums(today),
+            sums: mix.today_sums(today),
             mix,
             today,
             now,
@@ -416,6 +432,53 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    #[test]
+    fn todays_share_of_a_day_is_what_the_users_get_today() {
+        let full = mix(&["--users", "200"]);
+        let full_sums = full.day_sums(DAY);
+        assert_eq!(full.today_sums(DAY), full_sums);
+        let none = mix(&["--users", "200", "--today-share", "0"]);
+        assert_eq!(none.today_sums(DAY), vec![0; 201]);
+        let live = Live::new(Arc::new(none), DAY * DAY_MILLIS + 3_600_000, 100);
+        assert_eq!(live.user_events(), 0);
+        let body: Value = serde_json::from_str(&live.body()).unwrap();
+        for e in body["events"].as_array().unwrap() {
+            assert!(
+                e["userToken"].as_str().unwrap().starts_with("visitor"),
+                "{e}"
+            );
+        }
+        // An hour's share: each user's day times a 24th, rounded (a light
+        // user's 5 a day make none, a heavy user's 100 about 4).
+        let hour = mix(&["--users", "200", "--today-share", "0.0417"]);
+        let sums = hour.today_sums(DAY);
+        for u in 0..200 {
+            let (day, today) = (full.events_on(u, DAY), sums[u + 1] - sums[u]);
+            assert_eq!(today, (day as f64 * 0.0417).round() as usize);
+            match hour.class(u) {
+                Class::Heavy => assert!((3..=5).contains(&today), "{u}: {today}"),
+                Class::Light => assert_eq!(today, 0),
+            }
+        }
+        // Refused before anything starts, naming the flag.
+        let refused = |flags: &[&str]| {
+            let cli = Cli::parse_from(std::iter::once("bench").chain(flags.iter().copied()));
+            super::super::run(cli.args, &crate::BenchBackend::default())
+                .expect_err("refused")
+                .to_string()
+        };
+        for bad in ["1.5", "NaN"] {
+            assert_eq!(
+                refused(&["--today-share", bad]),
+                "--today-share must be within 0 and 1"
+            );
+        }
+        assert_eq!(
+            refused(&["--today-share", "0.5", "--history-days", "0"]),
+            "--today-share needs history (--history-days 1 or more)"
+        );
     }
 
     #[test]

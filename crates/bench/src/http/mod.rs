@@ -104,6 +104,12 @@ pub struct HttpBenchArgs {
     /// facet's values, the most distinct counters a user can have).
     #[arg(long, default_value_t = 0.0)]
     value_skew: f64,
+    /// With history: the share of a day's events each user has had today
+    /// when the reads start (1: a whole day, as at the day's end; 1/24: an
+    /// hour's; 0: none yet, so each profile is its rollup alone, as at a
+    /// user's first visit of the day).
+    #[arg(long, default_value_t = 1.0)]
+    today_share: f64,
     /// With history: this text before every facet value, in the events
     /// and in the hits re-ranked, as long values that share their first
     /// bytes are (`"Electronics > "`: hierarchical categories). Default
@@ -195,6 +201,14 @@ pub fn run(args: HttpBenchArgs, backend: &BenchBackend) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.value_prefix.is_empty() || args.history_days > 0,
         "--value-prefix needs history (--history-days 1 or more)"
+    );
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&args.today_share),
+        "--today-share must be within 0 and 1"
+    );
+    anyhow::ensure!(
+        args.today_share == 1.0 || args.history_days > 0,
+        "--today-share needs history (--history-days 1 or more)"
     );
     anyhow::ensure!(args.seconds > 0, "--seconds must be positive");
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -56,8 +56,15 @@ pub async fn bench(
         (Some(_), None) => (String::new(), "of profile reads per user class"),
         (None, _) => (String::new(), "of profile reads"),
     };
+    let today = match &mix {
+        Some(_) if args.today_share != 1.0 => format!(
+            " (first the users' events of today, {} of a day's each)",
+            args.today_share
+        ),
+        _ => String::new(),
+    };
     eprintln!(
-        "affinity bench http: {described}; {history}{} s of ingest{settling} then {} s {reading}",
+        "affinity bench http: {described}; {history}{} s of ingest{today}{settling} then {} s {reading}",
         args.seconds, args.seconds
     );
     let mut figures = HistoryFigures::default();

@@ -130,6 +130,7 @@ impl HistoryFigures {
         json["settings"]["visitors"] = json!(args.visitors);
         json["settings"]["value_skew"] = json!(args.value_skew);
         json["settings"]["value_prefix"] = json!(args.value_prefix);
+        json["settings"]["today_share"] = json!(args.today_share);
         json["settings"]["seed"] = json!(args.seed);
         lines.insert_str(0, &first);
         let mut goals = serde_json::Map::new();
