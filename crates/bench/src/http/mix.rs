@@ -190,22 +190,23 @@ impl Mix {
     /// Prefix sums of the users' events on `day`: user `u`'s are numbers
     /// `sums[u] .. sums[u + 1]`.
     pub fn day_sums(&self, day: i64) -> Vec<usize> {
-        let mut sums = Vec::with_capacity(self.users() + 1);
-        sums.push(0);
-        for u in 0..self.users() {
-            sums.push(sums[u] + self.events_on(u, day));
-        }
-        sums
+        self.sums(day, |events| events)
     }
 
     /// [`Mix::day_sums`] of today: each user's first `--today-share` of
     /// the day's events (rounded, so none at 0).
     pub fn today_sums(&self, today: i64) -> Vec<usize> {
+        self.sums(today, |events| {
+            (events as f64 * self.today_share).round() as usize
+        })
+    }
+
+    /// Prefix sums of `take(events)` for each user's events on `day`.
+    fn sums(&self, day: i64, take: impl Fn(usize) -> usize) -> Vec<usize> {
         let mut sums = Vec::with_capacity(self.users() + 1);
         sums.push(0);
         for u in 0..self.users() {
-            let events = (self.events_on(u, today) as f64 * self.today_share).round() as usize;
-            sums.push(sums[u] + events);
+            sums.push(sums[u] + take(self.events_on(u, day)));
         }
         sums
     }
