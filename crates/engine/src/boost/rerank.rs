@@ -54,7 +54,8 @@ pub struct Hit<'a> {
 
 /// A hit's `(facet, value)` pairs: a strategy scores a few facets and a
 /// hit mostly carries one value of each, so up to 4 are held in place
-/// (a re-ranking reads hundreds of hits and allocates for none of them).
+/// (a re-ranking of hundreds of such hits allocates for none of them;
+/// a hit with more pairs allocates once).
 pub type HitFacets<'a> = SmallVec<[(&'a str, Cow<'a, str>); 4]>;
 
 impl<'a> Hit<'a> {
