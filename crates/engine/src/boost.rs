@@ -19,18 +19,17 @@
 //! scores (a value's raw score is `eventScore x facetScore x count`), so
 //! the facet score is not applied a second time. Boosts are ordered by
 //! weight, highest first, then facet and value (byte order), and the
-//! `limit` highest are kept. Every output form ([`algolia_filter`],
-//! [`elasticsearch_query`], the plain list) carries the same weights.
+//! `limit` highest are kept. Every output form ([`push_algolia_filter`],
+//! [`write_elasticsearch_query`], [`write_list`]) carries the same
+//! weights.
 //!
 //! Nothing here reads the store: the caller reads the scores once (the
 //! hot path, [`crate::Engine::scores_with`]) and hands them over.
 
 pub mod rerank;
 
-use serde_json::{json, Value};
-
 use crate::error::{Error, Result};
-use crate::scoring::{SortedScores, MAX_SCORE};
+use crate::scoring::{json_string, SortedScores, MAX_SCORE};
 use crate::strategy::Strategy;
 
 /// The most boosts one answer may hold (`limit`).
@@ -98,11 +97,11 @@ pub fn check_impact(impact: u32) -> Result<()> {
     Ok(())
 }
 
-/// One boost: a facet value and its weight (1..=100).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Boost {
-    pub facet: String,
-    pub value: String,
+/// One boost: a profile's facet value and its weight (1..=100).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Boost<'p> {
+    pub facet: &'p str,
+    pub value: &'p str,
     pub weight: u32,
 }
 
@@ -115,11 +114,11 @@ pub fn weight(score: u32, impact: u32) -> u32 {
 /// The profile's boosts under `options` (checked against `strategy`
 /// first); none for a user without a profile. Ordered by weight, ties in
 /// (facet, value) order.
-pub fn boosts(
-    profile: Option<&SortedScores>,
+pub fn boosts<'p>(
+    profile: Option<&'p SortedScores>,
     strategy: &Strategy,
     options: &BoostOptions,
-) -> Result<Vec<Boost>> {
+) -> Result<Vec<Boost<'p>>> {
     options.check(strategy)?;
     let Some(profile) = profile else {
         return Ok(Vec::new());
@@ -128,53 +127,116 @@ pub fn boosts(
         Some(list) => list.iter().any(|f| f == facet),
         None => true,
     };
-    // Weights first, with borrowed names; only the kept boosts are copied.
-    let mut weighted: Vec<(u32, &str, &str)> = profile
+    let weighted: Vec<Boost<'p>> = profile
         .iter()
         .filter(|(facet, _)| wanted(facet))
         .flat_map(|(facet, values)| {
             values.iter().filter_map(move |(value, score)| {
                 let weight = weight(score, options.impact);
-                (weight > 0).then_some((weight, facet, value))
+                (weight > 0).then_some(Boost {
+                    facet,
+                    value,
+                    weight,
+                })
             })
         })
         .collect();
-    // Facets then values come in order, so a stable sort by weight leaves
-    // ties in (facet, value) order.
-    weighted.sort_by_key(|b| std::cmp::Reverse(b.0));
-    weighted.truncate(options.limit);
-    Ok(weighted
-        .into_iter()
-        .map(|(weight, facet, value)| Boost {
-            facet: facet.to_string(),
-            value: value.to_string(),
-            weight,
-        })
-        .collect())
+    // Heaviest first, ties in the profile's (facet, value) order: a
+    // counting sort, stable, as weights are few (at most 100) and ties
+    // many (hundreds of values for 100 boosts in a heavy profile).
+    let top = weighted.iter().map(|b| b.weight).max().unwrap_or(0) as usize;
+    let mut next = vec![0usize; top + 1];
+    for b in &weighted {
+        next[b.weight as usize] += 1;
+    }
+    // Each weight's first place: the count of the heavier ones.
+    let mut heavier = 0;
+    for place in next.iter_mut().rev() {
+        let count = *place;
+        *place = heavier;
+        heavier += count;
+    }
+    let kept = weighted.len().min(options.limit);
+    let mut sorted = vec![
+        Boost {
+            facet: "",
+            value: "",
+            weight: 0
+        };
+        kept
+    ];
+    for b in weighted {
+        let place = &mut next[b.weight as usize];
+        if *place < kept {
+            sorted[*place] = b;
+        }
+        *place += 1;
+    }
+    Ok(sorted)
 }
+
+/// The characters Algolia's filter syntax gives a meaning to, and
+/// white space.
+fn special(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(
+            c,
+            '"' | '\'' | '\\' | ':' | '<' | '>' | '=' | '!' | '(' | ')' | '[' | ']' | ','
+        )
+}
+
+/// [`special`] of each ASCII character, a bit each.
+const SPECIAL_ASCII: u128 = {
+    let mut mask = 0u128;
+    let mut c = 0u8;
+    while c < 128 {
+        // `char::is_whitespace` is not const; its ASCII white space is
+        // tab to carriage return and the space.
+        let special = matches!(c, b'\t'..=b'\r' | b' ')
+            || matches!(
+                c,
+                b'"' | b'\''
+                    | b'\\'
+                    | b':'
+                    | b'<'
+                    | b'>'
+                    | b'='
+                    | b'!'
+                    | b'('
+                    | b')'
+                    | b'['
+                    | b']'
+                    | b','
+            );
+        if special {
+            mask |= 1 << c;
+        }
+        c += 1;
+    }
+    mask
+};
 
 /// Whether `text` must be quoted in Algolia's filter syntax: empty, a
-/// keyword, or holding a character the syntax gives a meaning to.
+/// keyword, or holding a [`special`] character.
 fn needs_quotes(text: &str) -> bool {
     text.is_empty()
-        || ["AND", "OR", "NOT", "TO"]
-            .iter()
-            .any(|k| text.eq_ignore_ascii_case(k))
-        || text.chars().any(|c| {
-            c.is_whitespace()
-                || matches!(
-                    c,
-                    '"' | '\'' | '\\' | ':' | '<' | '>' | '=' | '!' | '(' | ')' | '[' | ']' | ','
-                )
-        })
+        || (text.len() <= 3
+            && ["AND", "OR", "NOT", "TO"]
+                .iter()
+                .any(|k| text.eq_ignore_ascii_case(k)))
+        || if text.is_ascii() {
+            text.bytes().any(|b| SPECIAL_ASCII >> b & 1 == 1)
+        } else {
+            text.chars().any(special)
+        }
 }
 
-/// `text` as an operand of Algolia's filter syntax: as is when it is
-/// plain, else in double quotes with `"` and `\` escaped by a backslash;
-/// a leading `-` (which would negate the filter) is escaped as `\-`.
-pub fn algolia_quote(text: &str) -> String {
-    let quoted = if needs_quotes(text) {
-        let mut out = String::with_capacity(text.len() + 4);
+/// `text` as an operand of Algolia's filter syntax, appended to `out`: as
+/// is when it is plain, else in double quotes with `"` and `\` escaped by a
+/// backslash; a leading `-` (which would negate the filter) is escaped as
+/// `\-`.
+pub fn push_algolia_quoted(out: &mut String, text: &str) {
+    if needs_quotes(text) {
         out.push('"');
         for c in text.chars() {
             if c == '"' || c == '\\' {
@@ -183,52 +245,108 @@ pub fn algolia_quote(text: &str) -> String {
             out.push(c);
         }
         out.push('"');
-        out
     } else {
-        text.to_string()
-    };
-    match quoted.strip_prefix('-') {
-        Some(rest) => format!("\\-{rest}"),
-        None => quoted,
+        if text.starts_with('-') {
+            out.push('\\');
+        }
+        out.push_str(text);
     }
 }
 
-/// The boost as an Algolia scored optional filter:
-/// `facet:value<score=weight>` (`brand:Nike<score=60>`).
-pub fn algolia_filter(boost: &Boost) -> String {
-    format!(
-        "{}:{}<score={}>",
-        algolia_quote(&boost.facet),
-        algolia_quote(&boost.value),
-        boost.weight
-    )
+/// The boost as an Algolia scored optional filter,
+/// `facet:value<score=weight>` (`brand:Nike<score=60>`), appended to
+/// `out`.
+pub fn push_algolia_filter(out: &mut String, boost: &Boost) {
+    push_algolia_quoted(out, boost.facet);
+    out.push(':');
+    push_algolia_quoted(out, boost.value);
+    out.push_str("<score=");
+    out.push_str(itoa::Buffer::new().format(boost.weight));
+    out.push('>');
 }
 
-/// The boosts as an OpenSearch / Elasticsearch query: a `bool` whose
-/// `should` clauses are `term` queries with the weight as `boost`, to
-/// put next to the query's `must` (a `term` matches the exact value, as
-/// on a `keyword` field).
-pub fn elasticsearch_query(boosts: &[Boost]) -> Value {
-    let should: Vec<Value> = boosts
-        .iter()
-        .map(|b| json!({"term": {b.facet.as_str(): {"value": b.value, "boost": b.weight}}}))
-        .collect();
-    json!({"bool": {"should": should}})
+/// The boosts as Algolia scored optional filters, a JSON array of
+/// strings ([`push_algolia_filter`]).
+pub fn write_algolia_filters(out: &mut Vec<u8>, boosts: &[Boost]) {
+    let mut filter = String::with_capacity(64);
+    out.push(b'[');
+    for (i, boost) in boosts.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        filter.clear();
+        push_algolia_filter(&mut filter, boost);
+        json_string(out, &filter);
+    }
+    out.push(b']');
 }
 
-/// The boosts as `[{"facet", "value", "weight"}]`.
-pub fn list_json(boosts: &[Boost]) -> Value {
-    boosts
-        .iter()
-        .map(|b| json!({"facet": b.facet, "value": b.value, "weight": b.weight}))
-        .collect()
+/// The boosts as an OpenSearch / Elasticsearch query, JSON: a `bool`
+/// whose `should` clauses are `term` queries with the weight as `boost`,
+/// to put next to the query's `must` (a `term` matches the exact value,
+/// as on a `keyword` field).
+pub fn write_elasticsearch_query(out: &mut Vec<u8>, boosts: &[Boost]) {
+    out.extend_from_slice(b"{\"bool\":{\"should\":[");
+    for (i, boost) in boosts.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"term\":{");
+        json_string(out, boost.facet);
+        out.extend_from_slice(b":{\"boost\":");
+        out.extend_from_slice(itoa::Buffer::new().format(boost.weight).as_bytes());
+        out.extend_from_slice(b",\"value\":");
+        json_string(out, boost.value);
+        out.extend_from_slice(b"}}}");
+    }
+    out.extend_from_slice(b"]}}");
+}
+
+/// The boosts as JSON `[{"facet", "value", "weight"}]`.
+pub fn write_list(out: &mut Vec<u8>, boosts: &[Boost]) {
+    out.push(b'[');
+    for (i, boost) in boosts.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"facet\":");
+        json_string(out, boost.facet);
+        out.extend_from_slice(b",\"value\":");
+        json_string(out, boost.value);
+        out.extend_from_slice(b",\"weight\":");
+        out.extend_from_slice(itoa::Buffer::new().format(boost.weight).as_bytes());
+        out.push(b'}');
+    }
+    out.push(b']');
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::scoring::Profile;
+    use proptest::prelude::{prop_assert_eq, prop_oneof, proptest, Just};
+    use serde_json::{json, Value};
     use std::collections::BTreeMap;
+
+    /// What `write` writes, read back.
+    fn written(write: impl FnOnce(&mut Vec<u8>)) -> Value {
+        let mut out = Vec::new();
+        write(&mut out);
+        serde_json::from_slice(&out).unwrap()
+    }
+
+    fn filter(facet: &str, value: &str) -> String {
+        let mut out = String::new();
+        push_algolia_filter(
+            &mut out,
+            &Boost {
+                facet,
+                value,
+                weight: 7,
+            },
+        );
+        out
+    }
 
     pub(crate) fn strategy(impact: u32) -> Strategy {
         Strategy::from_json(&json!({
@@ -275,10 +393,8 @@ mod tests {
         ]);
         let s = strategy(60);
         let all = boosts(Some(&p), &s, &BoostOptions::of(&s)).unwrap();
-        let got: Vec<(&str, &str, u32)> = all
-            .iter()
-            .map(|b| (b.facet.as_str(), b.value.as_str(), b.weight))
-            .collect();
+        let got: Vec<(&str, &str, u32)> =
+            all.iter().map(|b| (b.facet, b.value, b.weight)).collect();
         // Ties (12) in facet then value order; grey (1 x 60 / 20 = 3) kept.
         assert_eq!(
             got,
@@ -298,7 +414,7 @@ mod tests {
         let some = boosts(Some(&p), &s, &options).unwrap();
         // 10 x 5 / 20 = 2.5 -> 3; 4 -> 1; 1 x 5 / 20 = 0.25 -> dropped.
         assert_eq!(
-            list_json(&some),
+            written(|out| write_list(out, &some)),
             json!([
             {"facet": "color", "value": "red", "weight": 3},
             {"facet": "color", "value": "blue", "weight": 1}])
@@ -351,13 +467,7 @@ mod tests {
 
     #[test]
     fn algolia_filters_quote_what_the_syntax_would_read() {
-        let f = |facet: &str, value: &str| {
-            algolia_filter(&Boost {
-                facet: facet.into(),
-                value: value.into(),
-                weight: 7,
-            })
-        };
+        let f = filter;
         assert_eq!(f("brand", "Nike"), "brand:Nike<score=7>");
         assert_eq!(
             f("brand", "Hewlett Packard"),
@@ -372,16 +482,99 @@ mod tests {
     }
 
     #[test]
+    fn the_ascii_mask_is_the_char_test() {
+        for b in 0..128u8 {
+            assert_eq!(SPECIAL_ASCII >> b & 1 == 1, special(char::from(b)), "{b}");
+        }
+    }
+
+    #[test]
     fn elasticsearch_query_is_a_bool_of_boosted_terms() {
         let b = [Boost {
-            facet: "brand".into(),
-            value: "Hewlett \"HP\" Packard".into(),
+            facet: "brand",
+            value: "Hewlett \"HP\" Packard",
             weight: 60,
         }];
         assert_eq!(
-            elasticsearch_query(&b),
+            written(|out| write_elasticsearch_query(out, &b)),
             json!({"bool": {"should": [
                 {"term": {"brand": {"value": "Hewlett \"HP\" Packard", "boost": 60}}}]}})
         );
+    }
+
+    fn text() -> impl proptest::strategy::Strategy<Value = String> {
+        prop_oneof![
+            "[a-c]{0,3}",
+            "[ -~]{0,6}",
+            Just("OR".to_string()),
+            Just("-x".to_string()),
+            "[a\\u{0}\\u{a0}é\"\\\\]{0,4}",
+        ]
+    }
+
+    proptest! {
+        /// The boosts are the weighted values sorted stably by weight
+        /// (the profile's order breaks ties), the first `limit` kept; every
+        /// form writes what serde_json writes of the same JSON, byte for
+        /// byte.
+        #[test]
+        fn boosts_are_the_stable_sort_and_forms_write_serde_json(
+            scores in proptest::collection::vec(
+                (prop_oneof![Just("brand"), Just("color"), Just("size")], text(), 1u32..=20),
+                0..40,
+            ),
+            impact in 0u32..=100,
+            limit in 1usize..=30,
+        ) {
+            let s = strategy(impact);
+            let p = profile(
+                &scores.iter().map(|(f, v, n)| (*f, v.as_str(), *n)).collect::<Vec<_>>(),
+            );
+            let options = BoostOptions { impact, facets: None, limit };
+            let got = boosts(Some(&p), &s, &options).unwrap();
+            let mut expected: Vec<(u32, &str, &str)> = p
+                .iter()
+                .flat_map(|(f, values)| values.iter().map(move |(v, n)| (weight(n, impact), f, v)))
+                .filter(|b| b.0 > 0)
+                .collect();
+            expected.sort_by_key(|b| std::cmp::Reverse(b.0));
+            expected.truncate(limit);
+            let got_tuples: Vec<(u32, &str, &str)> =
+                got.iter().map(|b| (b.weight, b.facet, b.value)).collect();
+            prop_assert_eq!(&got_tuples, &expected);
+
+            let reference = |v: Value| serde_json::to_vec(&v).unwrap();
+            let mut out = Vec::new();
+            write_list(&mut out, &got);
+            prop_assert_eq!(&out, &reference(got
+                .iter()
+                .map(|b| json!({"facet": b.facet, "value": b.value, "weight": b.weight}))
+                .collect()));
+            out.clear();
+            write_elasticsearch_query(&mut out, &got);
+            let should: Vec<Value> = got
+                .iter()
+                .map(|b| json!({"term": {b.facet: {"value": b.value, "boost": b.weight}}}))
+                .collect();
+            prop_assert_eq!(&out, &reference(json!({"bool": {"should": should}})));
+            out.clear();
+            write_algolia_filters(&mut out, &got);
+            let filters: Vec<String> = got.iter().map(|b| {
+                let mut f = String::new();
+                push_algolia_filter(&mut f, b);
+                f
+            }).collect();
+            prop_assert_eq!(&out, &reference(json!(filters)));
+        }
+
+        /// A value is quoted exactly when the old char-by-char test said
+        /// so, ASCII or not.
+        #[test]
+        fn quoting_matches_the_char_test(t in text()) {
+            let by_chars = t.is_empty()
+                || ["AND", "OR", "NOT", "TO"].iter().any(|k| t.eq_ignore_ascii_case(k))
+                || t.chars().any(|c| c.is_whitespace() || "\"'\\:<>=!()[],".contains(c));
+            prop_assert_eq!(needs_quotes(&t), by_chars);
+        }
     }
 }

@@ -32,7 +32,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use serde_json::error::Category;
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::auth::{Acl, Caller};
 use crate::body::Body;
@@ -175,11 +175,6 @@ where
     }
 }
 
-fn json_response(value: &Value) -> Response {
-    let bytes = serde_json::to_vec(value).unwrap_or_default();
-    ([(CONTENT_TYPE, "application/json")], bytes).into_response()
-}
-
 /// `GET /1/profiles/personalization/{userToken}/optionalFilters`.
 pub async fn get_optional_filters(
     Shared(state): Shared<Arc<State>>,
@@ -205,28 +200,54 @@ pub async fn get_optional_filters(
         options.check(&strategy)?;
         let scores = state.engine.scores_with(&caller.app, &user, &strategy)?;
         let boosts = boost::boosts(scores.as_ref().map(|(_, s)| s), &strategy, &options)?;
-        let (key, value) = match query.format {
-            Format::Algolia => (
-                "optionalFilters",
-                boosts.iter().map(boost::algolia_filter).collect(),
-            ),
-            Format::Elasticsearch => ("query", boost::elasticsearch_query(&boosts)),
-            Format::List => ("filters", boost::list_json(&boosts)),
+        let mut written = Vec::with_capacity(64 * boosts.len() + 32);
+        let name = match query.format {
+            Format::Algolia => {
+                boost::write_algolia_filters(&mut written, &boosts);
+                "optionalFilters"
+            }
+            Format::Elasticsearch => {
+                boost::write_elasticsearch_query(&mut written, &boosts);
+                "query"
+            }
+            Format::List => {
+                boost::write_list(&mut written, &boosts);
+                "filters"
+            }
         };
-        let mut out = json!({
-            "userToken": user,
-            "userFound": scores.is_some(),
-            "personalizationImpact": options.impact,
-            "format": query.format.as_str(),
-        });
-        out[key] = value;
+        let json = |text: &str| {
+            let mut out = Vec::with_capacity(text.len() + 2);
+            json_string(&mut out, text);
+            out
+        };
+        let mut members = vec![
+            (name, written),
+            ("format", json(query.format.as_str())),
+            (
+                "personalizationImpact",
+                itoa::Buffer::new().format(options.impact).into(),
+            ),
+            ("userFound", scores.is_some().to_string().into()),
+            ("userToken", json(&user)),
+        ];
         if let Some(v) = &serving.variant {
-            out["variant"] = json!(v);
+            members.push(("variant", json(v)));
         }
+        // In name order, as serde_json writes an object's members.
+        members.sort_unstable_by_key(|(name, _)| *name);
+        let mut out = Vec::with_capacity(members.iter().map(|(_, v)| v.len() + 32).sum());
+        for (i, (name, value)) in members.iter().enumerate() {
+            out.push(if i == 0 { b'{' } else { b',' });
+            write_name(&mut out, &Cow::Borrowed(name));
+            out.push(b':');
+            out.extend_from_slice(value);
+        }
+        out.push(b'}');
         Ok((out, serving.variant))
     })
     .await?;
-    Ok(variants::tagged(json_response(&answer), variant.as_deref()))
+    let response = ([(CONTENT_TYPE, "application/json")], answer).into_response();
+    Ok(variants::tagged(response, variant.as_deref()))
 }
 
 /// The fields of a re-ranking body.
@@ -662,6 +683,8 @@ pub async fn post_rerank(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn params(list: &[(&str, &str)]) -> Vec<(String, String)> {
