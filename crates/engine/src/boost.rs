@@ -265,20 +265,27 @@ pub fn push_algolia_filter(out: &mut String, boost: &Boost) {
     out.push('>');
 }
 
-/// The boosts as Algolia scored optional filters, a JSON array of
-/// strings ([`push_algolia_filter`]).
-pub fn write_algolia_filters(out: &mut Vec<u8>, boosts: &[Boost]) {
-    let mut filter = String::with_capacity(64);
+/// A JSON array of what `write` writes of each boost.
+fn write_array(out: &mut Vec<u8>, boosts: &[Boost], mut write: impl FnMut(&mut Vec<u8>, &Boost)) {
     out.push(b'[');
     for (i, boost) in boosts.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
+        write(out, boost);
+    }
+    out.push(b']');
+}
+
+/// The boosts as Algolia scored optional filters, a JSON array of
+/// strings ([`push_algolia_filter`]).
+pub fn write_algolia_filters(out: &mut Vec<u8>, boosts: &[Boost]) {
+    let mut filter = String::with_capacity(64);
+    write_array(out, boosts, |out, boost| {
         filter.clear();
         push_algolia_filter(&mut filter, boost);
         json_string(out, &filter);
-    }
-    out.push(b']');
+    });
 }
 
 /// The boosts as an OpenSearch / Elasticsearch query, JSON: a `bool`
@@ -286,11 +293,8 @@ pub fn write_algolia_filters(out: &mut Vec<u8>, boosts: &[Boost]) {
 /// to put next to the query's `must` (a `term` matches the exact value,
 /// as on a `keyword` field).
 pub fn write_elasticsearch_query(out: &mut Vec<u8>, boosts: &[Boost]) {
-    out.extend_from_slice(b"{\"bool\":{\"should\":[");
-    for (i, boost) in boosts.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
+    out.extend_from_slice(b"{\"bool\":{\"should\":");
+    write_array(out, boosts, |out, boost| {
         out.extend_from_slice(b"{\"term\":{");
         json_string(out, boost.facet);
         out.extend_from_slice(b":{\"boost\":");
@@ -298,17 +302,13 @@ pub fn write_elasticsearch_query(out: &mut Vec<u8>, boosts: &[Boost]) {
         out.extend_from_slice(b",\"value\":");
         json_string(out, boost.value);
         out.extend_from_slice(b"}}}");
-    }
-    out.extend_from_slice(b"]}}");
+    });
+    out.extend_from_slice(b"}}");
 }
 
 /// The boosts as JSON `[{"facet", "value", "weight"}]`.
 pub fn write_list(out: &mut Vec<u8>, boosts: &[Boost]) {
-    out.push(b'[');
-    for (i, boost) in boosts.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
+    write_array(out, boosts, |out, boost| {
         out.extend_from_slice(b"{\"facet\":");
         json_string(out, boost.facet);
         out.extend_from_slice(b",\"value\":");
@@ -316,8 +316,7 @@ pub fn write_list(out: &mut Vec<u8>, boosts: &[Boost]) {
         out.extend_from_slice(b",\"weight\":");
         out.extend_from_slice(itoa::Buffer::new().format(boost.weight).as_bytes());
         out.push(b'}');
-    }
-    out.push(b']');
+    });
 }
 
 #[cfg(test)]
