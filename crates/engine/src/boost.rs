@@ -175,43 +175,28 @@ pub fn boosts<'p>(
     Ok(sorted)
 }
 
-/// The characters Algolia's filter syntax gives a meaning to, and
-/// white space.
+/// The characters Algolia's filter syntax gives a meaning to.
+const SYNTAX: &[u8] = b"\"'\\:<>=!()[],";
+
+/// Whether `c` is one of [`SYNTAX`] or white space.
 fn special(c: char) -> bool {
-    c.is_whitespace()
-        || matches!(
-            c,
-            '"' | '\'' | '\\' | ':' | '<' | '>' | '=' | '!' | '(' | ')' | '[' | ']' | ','
-        )
+    c.is_whitespace() || u8::try_from(c).is_ok_and(|b| SYNTAX.contains(&b))
 }
 
 /// [`special`] of each ASCII character, a bit each.
 const SPECIAL_ASCII: u128 = {
-    let mut mask = 0u128;
-    let mut c = 0u8;
-    while c < 128 {
-        // `char::is_whitespace` is not const; its ASCII white space is
-        // tab to carriage return and the space.
-        let special = matches!(c, b'\t'..=b'\r' | b' ')
-            || matches!(
-                c,
-                b'"' | b'\''
-                    | b'\\'
-                    | b':'
-                    | b'<'
-                    | b'>'
-                    | b'='
-                    | b'!'
-                    | b'('
-                    | b')'
-                    | b'['
-                    | b']'
-                    | b','
-            );
-        if special {
-            mask |= 1 << c;
-        }
+    // `char::is_whitespace` is not const; its ASCII white space is tab to
+    // carriage return and the space.
+    let mut mask = 1u128 << b' ';
+    let mut c = b'\t';
+    while c <= b'\r' {
+        mask |= 1 << c;
         c += 1;
+    }
+    let mut i = 0;
+    while i < SYNTAX.len() {
+        mask |= 1 << SYNTAX[i];
+        i += 1;
     }
     mask
 };
