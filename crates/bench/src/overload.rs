@@ -165,7 +165,8 @@ pub(crate) struct Running {
 impl Running {
     /// A server on the embedded store in `dir` with `limits`, maintaining
     /// every `maintain_every`, with a profile cache of `profile_cache_mib`
-    /// (as `affinity serve --profile-cache-mib`), its strategy set.
+    /// (as `affinity serve --profile-cache-mib`) and rollup rows kept as
+    /// `affinity serve` keeps them by default, its strategy set.
     pub(crate) async fn start(
         dir: &std::path::Path,
         limits: ServerLimits,
@@ -177,7 +178,9 @@ impl Running {
             .with_context(|| format!("opening the embedded store in {}", dir.display()))?;
         let store = Arc::new(store);
         let engine = Arc::new(
-            Engine::open(Arc::clone(&store) as _)?.with_profile_cache(profile_cache_mib << 20),
+            Engine::open(Arc::clone(&store) as _)?
+                .with_profile_cache(profile_cache_mib << 20)
+                .with_rollup_cache(affinity_engine::cache::DEFAULT_BUDGET_MIB << 20),
         );
         let mut keys = Keys::default();
         keys.add(APP, KEY, [Acl::Admin])?;

@@ -51,6 +51,13 @@ pub struct ServeArgs {
     /// only: on Cloud Bigtable other processes write too, so there is none.
     #[arg(long, env = "AFFINITY_PROFILE_CACHE_MIB", default_value_t = affinity_engine::cache::DEFAULT_BUDGET_MIB)]
     profile_cache_mib: usize,
+    /// MiB of users' rollup rows (their folded history) kept between
+    /// profile reads, until the row is written (a fold, a late event, a
+    /// link or a deletion); 0 for none. A read the profile cache misses
+    /// (the user's day rows were written since) then reads today's rows
+    /// only. On the embedded store only, as the profile cache.
+    #[arg(long, env = "AFFINITY_ROLLUP_CACHE_MIB", default_value_t = affinity_engine::cache::DEFAULT_BUDGET_MIB)]
+    rollup_cache_mib: usize,
     /// Events kept per application for the events debugger
     /// (`GET /1/events/debug`, `affinity events tail`); 0 keeps none.
     #[arg(long, env = "AFFINITY_DEBUG_EVENTS", default_value_t = affinity_http::DEFAULT_DEBUG_EVENTS)]
@@ -130,7 +137,9 @@ pub fn run(args: ServeArgs, backend: &crate::backend::BackendArgs) -> anyhow::Re
     let store = backend.open()?;
     let mut engine = Engine::open(store)?.with_hot_policy(hot_policy);
     if backend.is_local() {
-        engine = engine.with_profile_cache(args.profile_cache_mib << 20);
+        engine = engine
+            .with_profile_cache(args.profile_cache_mib << 20)
+            .with_rollup_cache(args.rollup_cache_mib << 20);
     }
     if args.key_visualizer_slot.0.is_some() {
         let vis = affinity_model::keyvis::KeyVis::new(KEY_VISUALIZER_SLOTS);

@@ -1,5 +1,6 @@
 //! The profile cache: a user's scores under a strategy, kept between
-//! reads and dropped by the first write to any row they were read from.
+//! reads and dropped by the first write to any row they were read from;
+//! and users' rollup rows, kept until the row is written.
 //!
 //! A search engine asks for the profile on every query, and a shopper
 //! typing a query sends one per keystroke with no event in between, so
@@ -35,6 +36,21 @@
 //! changes), and the application handle read through (a read through the
 //! handle of settings since replaced never answers for the new one). Only the embedded and memory stores use it: another process
 //! writing to Cloud Bigtable would not tick this clock.
+//!
+//! **Rollup rows.** An active user's answer is dropped at each of their
+//! events, and the read that follows reads the rollup row again, though
+//! only a fold, a late event's marker, a link or a deletion changes it.
+//! So the cache also keeps rollup rows as read (within a budget of their
+//! own), by application, handle and user, by the same clock: a write of a
+//! rollup row (`user,!`) stamps a second set of stripes besides the
+//! first, and a kept row answers while its user's stripe there, nor the
+//! everything stamp, is later than its read's time. A profile read takes
+//! the rollups of its identity's members from here and reads only the
+//! rows it misses. Maintenance, deletions and explanations read the
+//! store. (A rollup row's read costs less than it seems to: the user's
+//! day rows are in the same block of the store, which the day rows'
+//! read then fetches instead. Light users, whose rollup is most of their
+//! profile, gain most.)
 
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,6 +63,7 @@ use affinity_model::{
 };
 use rustc_hash::{FxHashMap, FxHasher};
 
+use crate::rollup::Rollup;
 use crate::scoring::SortedScores;
 use crate::strategy::Strategy;
 
@@ -78,6 +95,7 @@ pub(crate) struct Key {
     pub newest: i64,
 }
 
+/// A kept answer.
 struct Entry {
     key: Key,
     /// The clock when the read that computed it began.
@@ -88,10 +106,48 @@ struct Entry {
     bytes: usize,
 }
 
-#[derive(Default)]
-struct Shard {
-    entries: FxHashMap<u64, Entry>,
+/// A kept rollup row: `user`'s of application `app`, read through
+/// handle `handle`.
+struct RollupEntry {
+    app: String,
+    handle: u64,
+    user: String,
+    /// The clock when its read began.
+    since: u64,
+    stripe: u32,
+    rollup: Arc<Rollup>,
     bytes: usize,
+}
+
+/// What an entry costs the budget.
+trait Weighed {
+    fn bytes(&self) -> usize;
+}
+
+impl Weighed for Entry {
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Weighed for RollupEntry {
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+struct Shard<E> {
+    entries: FxHashMap<u64, E>,
+    bytes: usize,
+}
+
+impl<E> Default for Shard<E> {
+    fn default() -> Self {
+        Shard {
+            entries: FxHashMap::default(),
+            bytes: 0,
+        }
+    }
 }
 
 /// Hits, misses and size, for `/metrics`.
@@ -106,23 +162,134 @@ pub struct CacheStats {
     pub budget: u64,
 }
 
-/// See the module docs.
-pub struct ProfileCache {
-    clock: AtomicU64,
-    stripes: Box<[AtomicU64]>,
-    /// The stamp of the last write to every stripe at once.
-    all: AtomicU64,
-    shards: Box<[Mutex<Shard>]>,
+/// Entries of one kind within a budget, in independently locked shards.
+struct Part<E> {
+    shards: Box<[Mutex<Shard<E>>]>,
     shard_budget: usize,
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
 }
 
+impl<E: Weighed> Part<E> {
+    fn new(budget_bytes: usize) -> Part<E> {
+        Part {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            shard_budget: budget_bytes / SHARDS,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+        }
+    }
+
+    fn keeps(&self) -> bool {
+        self.shard_budget > 0
+    }
+
+    fn shard(&self, hash: u64) -> std::sync::MutexGuard<'_, Shard<E>> {
+        self.shards[(hash % SHARDS as u64) as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `answer` of the entry of `hash` that `is_it` accepts, while
+    /// `fresh` holds for it (a stale one is dropped).
+    fn get<T>(
+        &self,
+        hash: u64,
+        is_it: impl Fn(&E) -> bool,
+        fresh: impl Fn(&E) -> bool,
+        answer: impl Fn(&E) -> T,
+    ) -> Option<T> {
+        let mut shard = self.shard(hash);
+        let stale = match shard.entries.get(&hash) {
+            Some(e) if is_it(e) => {
+                if fresh(e) {
+                    self.hits.fetch_add(1, Ordering::Relaxed);
+                    return Some(answer(e));
+                }
+                true
+            }
+            _ => false,
+        };
+        if stale {
+            if let Some(e) = shard.entries.remove(&hash) {
+                shard.bytes -= e.bytes();
+            }
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+
+    /// Keep `entry` under `hash` (in place of the entry there), unless it
+    /// alone is over a shard's budget.
+    fn put(&self, hash: u64, entry: E) {
+        let bytes = entry.bytes();
+        if bytes > self.shard_budget {
+            return;
+        }
+        let mut shard = self.shard(hash);
+        if let Some(old) = shard.entries.remove(&hash) {
+            shard.bytes -= old.bytes();
+        }
+        if shard.bytes + bytes > self.shard_budget {
+            // Over the budget: drop entries (in the map's order, which
+            // is its hashes', so as good as random) until this one fits.
+            let mut dropped = Vec::new();
+            let mut freed = 0;
+            for (h, e) in &shard.entries {
+                if shard.bytes - freed + bytes <= self.shard_budget {
+                    break;
+                }
+                freed += e.bytes();
+                dropped.push(*h);
+            }
+            for h in &dropped {
+                shard.entries.remove(h);
+            }
+            shard.bytes -= freed;
+            self.evictions
+                .fetch_add(dropped.len() as u64, Ordering::Relaxed);
+        }
+        shard.bytes += bytes;
+        shard.entries.insert(hash, entry);
+    }
+
+    fn stats(&self) -> CacheStats {
+        let mut stats = CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            evictions: self.evictions.load(Ordering::Relaxed),
+            budget: (self.shard_budget * SHARDS) as u64,
+            ..CacheStats::default()
+        };
+        for shard in self.shards.iter() {
+            let shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+            stats.entries += shard.entries.len() as u64;
+            stats.bytes += shard.bytes as u64;
+        }
+        stats
+    }
+}
+
+/// See the module docs.
+pub struct ProfileCache {
+    clock: AtomicU64,
+    /// Per stripe, the stamp of the last write to any row of its users.
+    stripes: Box<[AtomicU64]>,
+    /// Per stripe, the stamp of the last write to its users' rollup rows.
+    rollup_stripes: Box<[AtomicU64]>,
+    /// The stamp of the last write to every stripe at once.
+    all: AtomicU64,
+    answers: Part<Entry>,
+    rollups: Part<RollupEntry>,
+}
+
 impl std::fmt::Debug for ProfileCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProfileCache")
             .field("stats", &self.stats())
+            .field("rollup_stats", &self.rollup_stats())
             .finish()
     }
 }
@@ -145,19 +312,42 @@ pub(crate) fn fingerprint(strategy: &Strategy) -> u64 {
     h.finish()
 }
 
+fn rollup_hash(app: &str, handle: u64, user: &str) -> u64 {
+    let mut h = FxHasher::default();
+    (app, handle, user).hash(&mut h);
+    h.finish()
+}
+
 impl ProfileCache {
-    /// A cache holding up to about `budget_bytes` of entries.
-    pub fn new(budget_bytes: usize) -> ProfileCache {
+    /// A cache keeping up to about `answers_bytes` of answers and
+    /// `rollups_bytes` of rollup rows (0: none of that kind).
+    pub fn new(answers_bytes: usize, rollups_bytes: usize) -> ProfileCache {
+        let stamps = || (0..STRIPES).map(|_| AtomicU64::new(0)).collect();
         ProfileCache {
             clock: AtomicU64::new(0),
-            stripes: (0..STRIPES).map(|_| AtomicU64::new(0)).collect(),
+            stripes: stamps(),
+            rollup_stripes: stamps(),
             all: AtomicU64::new(0),
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            shard_budget: budget_bytes / SHARDS,
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-            evictions: AtomicU64::new(0),
+            answers: Part::new(answers_bytes),
+            rollups: Part::new(rollups_bytes),
         }
+    }
+
+    /// The budgets given to [`ProfileCache::new`], as kept (rounded down
+    /// to a multiple of the shards).
+    pub fn budgets(&self) -> (usize, usize) {
+        (
+            self.answers.shard_budget * SHARDS,
+            self.rollups.shard_budget * SHARDS,
+        )
+    }
+
+    pub(crate) fn keeps_answers(&self) -> bool {
+        self.answers.keeps()
+    }
+
+    pub(crate) fn keeps_rollups(&self) -> bool {
+        self.rollups.keeps()
     }
 
     /// The clock, to note before a read reads anything.
@@ -165,12 +355,17 @@ impl ProfileCache {
         self.clock.load(Ordering::SeqCst)
     }
 
-    /// After a write to the rows of `users` of `app` completed (or
-    /// failed: it may have written some).
-    pub(crate) fn wrote<'a>(&self, app: &str, users: impl Iterator<Item = &'a [u8]>) {
+    /// After a write to `rows` of `app` completed (or failed: it may have
+    /// written some): each is its user and whether it is the user's
+    /// rollup row.
+    pub(crate) fn wrote<'a>(&self, app: &str, rows: impl Iterator<Item = (&'a [u8], bool)>) {
         let t = self.clock.fetch_add(1, Ordering::SeqCst) + 1;
-        for user in users {
-            self.stripes[stripe(app, user) as usize].fetch_max(t, Ordering::SeqCst);
+        for (user, rollup) in rows {
+            let s = stripe(app, user) as usize;
+            self.stripes[s].fetch_max(t, Ordering::SeqCst);
+            if rollup {
+                self.rollup_stripes[s].fetch_max(t, Ordering::SeqCst);
+            }
         }
     }
 
@@ -180,58 +375,44 @@ impl ProfileCache {
         self.all.fetch_max(t, Ordering::SeqCst);
     }
 
-    fn shard(&self, hash: u64) -> &Mutex<Shard> {
-        &self.shards[(hash % SHARDS as u64) as usize]
-    }
-
     fn hash(key: &Key) -> u64 {
         let mut h = FxHasher::default();
         key.hash(&mut h);
         h.finish()
     }
 
-    /// Whether no write to `stripes`, nor to everything, is stamped
-    /// after `since`.
-    fn unchanged(&self, since: u64, stripes: &[u32]) -> bool {
+    /// Whether no write to `stripes` of `stamps`, nor to everything, is
+    /// stamped after `since`.
+    fn unchanged(&self, stamps: &[AtomicU64], since: u64, stripes: &[u32]) -> bool {
         self.all.load(Ordering::SeqCst) <= since
             && stripes
                 .iter()
-                .all(|s| self.stripes[*s as usize].load(Ordering::SeqCst) <= since)
+                .all(|s| stamps[*s as usize].load(Ordering::SeqCst) <= since)
     }
 
     /// The cached answer for `key`, if one is still exact (a stale one
     /// is dropped).
     pub(crate) fn get(&self, key: &Key) -> Option<Scores> {
-        let hash = Self::hash(key);
-        let mut shard = self.shard(hash).lock().unwrap_or_else(|p| p.into_inner());
-        let stale = match shard.entries.get(&hash) {
-            Some(e) if e.key == *key => {
-                if self.unchanged(e.since, &e.stripes) {
-                    self.hits.fetch_add(1, Ordering::Relaxed);
-                    return Some(e.scores.clone());
-                }
-                true
-            }
-            _ => false,
-        };
-        if stale {
-            if let Some(e) = shard.entries.remove(&hash) {
-                shard.bytes -= e.bytes;
-            }
-        }
-        self.misses.fetch_add(1, Ordering::Relaxed);
-        None
+        self.answers.get(
+            Self::hash(key),
+            |e| e.key == *key,
+            |e| self.unchanged(&self.stripes, e.since, &e.stripes),
+            |e| e.scores.clone(),
+        )
     }
 
     /// Keep the answer of a read that began at `since` (see
     /// [`ProfileCache::now`]) and read the rows of `users`; nothing is
     /// kept when one of them was written since, or it does not fit.
     pub(crate) fn put(&self, key: Key, since: u64, users: &[&str], scores: &Scores) {
+        if !self.answers.keeps() {
+            return;
+        }
         let stripes: Box<[u32]> = users
             .iter()
             .map(|u| stripe(&key.app, u.as_bytes()))
             .collect();
-        if !self.unchanged(since, &stripes) {
+        if !self.unchanged(&self.stripes, since, &stripes) {
             return;
         }
         let bytes = ENTRY_OVERHEAD
@@ -239,35 +420,8 @@ impl ProfileCache {
             + key.user.len()
             + stripes.len() * 4
             + scores.as_ref().map_or(0, |(_, s)| s.heap_bytes());
-        if bytes > self.shard_budget {
-            return;
-        }
         let hash = Self::hash(&key);
-        let mut shard = self.shard(hash).lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(old) = shard.entries.remove(&hash) {
-            shard.bytes -= old.bytes;
-        }
-        if shard.bytes + bytes > self.shard_budget {
-            // Over the budget: drop entries (in the map's order, which
-            // is its hashes', so as good as random) until this one fits.
-            let mut dropped = Vec::new();
-            let mut freed = 0;
-            for (h, e) in &shard.entries {
-                if shard.bytes - freed + bytes <= self.shard_budget {
-                    break;
-                }
-                freed += e.bytes;
-                dropped.push(*h);
-            }
-            for h in &dropped {
-                shard.entries.remove(h);
-            }
-            shard.bytes -= freed;
-            self.evictions
-                .fetch_add(dropped.len() as u64, Ordering::Relaxed);
-        }
-        shard.bytes += bytes;
-        shard.entries.insert(
+        self.answers.put(
             hash,
             Entry {
                 key,
@@ -279,20 +433,58 @@ impl ProfileCache {
         );
     }
 
-    pub fn stats(&self) -> CacheStats {
-        let mut stats = CacheStats {
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
-            evictions: self.evictions.load(Ordering::Relaxed),
-            budget: (self.shard_budget * SHARDS) as u64,
-            ..CacheStats::default()
-        };
-        for shard in self.shards.iter() {
-            let shard = shard.lock().unwrap_or_else(|p| p.into_inner());
-            stats.entries += shard.entries.len() as u64;
-            stats.bytes += shard.bytes as u64;
+    /// `user`'s rollup row of `app` read through `handle`, if the one kept
+    /// is still what the store holds (a stale one is dropped).
+    pub(crate) fn rollup(&self, app: &str, handle: u64, user: &str) -> Option<Arc<Rollup>> {
+        self.rollups.get(
+            rollup_hash(app, handle, user),
+            |e| e.handle == handle && e.app == app && e.user == user,
+            |e| self.unchanged(&self.rollup_stripes, e.since, &[e.stripe]),
+            |e| Arc::clone(&e.rollup),
+        )
+    }
+
+    /// Keep `user`'s rollup row of `app` as a read through `handle` that
+    /// began at `since` found it; nothing is kept when the row was
+    /// written since, or it does not fit.
+    pub(crate) fn put_rollup(
+        &self,
+        app: &str,
+        handle: u64,
+        user: &str,
+        since: u64,
+        rollup: &Arc<Rollup>,
+    ) {
+        if !self.rollups.keeps() {
+            return;
         }
-        stats
+        let stripe = stripe(app, user.as_bytes());
+        if !self.unchanged(&self.rollup_stripes, since, &[stripe]) {
+            return;
+        }
+        let bytes = ENTRY_OVERHEAD + app.len() + user.len() + rollup.heap_bytes();
+        self.rollups.put(
+            rollup_hash(app, handle, user),
+            RollupEntry {
+                app: app.to_string(),
+                handle,
+                user: user.to_string(),
+                since,
+                stripe,
+                rollup: Arc::clone(rollup),
+                bytes,
+            },
+        );
+    }
+
+    /// The answers' figures.
+    pub fn stats(&self) -> CacheStats {
+        self.answers.stats()
+    }
+
+    /// The rollup rows' figures.
+    pub fn rollup_stats(&self) -> CacheStats {
+        self.rollups.stats()
     }
 }
 
@@ -304,6 +496,13 @@ fn row_user(key: &[u8]) -> Option<&[u8]> {
     }
     let end = key.iter().position(|b| *b == b',').unwrap_or(key.len());
     Some(&key[..end])
+}
+
+/// [`row_user`] of a row key, and whether the row is the user's rollup
+/// row (`user,!`, [`crate::rollup::rollup_key`]).
+fn row_of(key: &[u8]) -> Option<(&[u8], bool)> {
+    let user = row_user(key)?;
+    Some((user, &key[user.len()..] == b",!"))
 }
 
 /// A `profiles.<app>` handle that tells the cache of every write through
@@ -328,7 +527,7 @@ impl Watched {
     }
 
     fn wrote<'a>(&self, keys: impl Iterator<Item = &'a [u8]>) {
-        self.cache.wrote(&self.app, keys.filter_map(row_user));
+        self.cache.wrote(&self.app, keys.filter_map(row_of));
     }
 }
 
@@ -444,15 +643,15 @@ mod tests {
 
     #[test]
     fn an_entry_answers_until_a_user_it_read_is_written() {
-        let cache = ProfileCache::new(1 << 20);
+        let cache = ProfileCache::new(1 << 20, 1 << 20);
         let since = cache.now();
         cache.put(key("u"), since, &["u", "member"], &scores(1));
         assert_eq!(cache.get(&key("u")), Some(scores(1)));
-        cache.wrote("shop", [b"other".as_slice()].into_iter());
+        cache.wrote("shop", [(b"other".as_slice(), false)].into_iter());
         assert_eq!(cache.get(&key("u")), Some(scores(1)), "another user");
-        cache.wrote("other-app", [b"member".as_slice()].into_iter());
+        cache.wrote("other-app", [(b"member".as_slice(), false)].into_iter());
         assert_eq!(cache.get(&key("u")), Some(scores(1)), "another app");
-        cache.wrote("shop", [b"member".as_slice()].into_iter());
+        cache.wrote("shop", [(b"member".as_slice(), false)].into_iter());
         assert_eq!(cache.get(&key("u")), None, "a member was written");
         let stats = cache.stats();
         assert_eq!((stats.hits, stats.misses, stats.entries), (3, 1, 0));
@@ -460,10 +659,10 @@ mod tests {
 
     #[test]
     fn a_read_overtaken_by_a_write_is_not_kept() {
-        let cache = ProfileCache::new(1 << 20);
+        let cache = ProfileCache::new(1 << 20, 1 << 20);
         let since = cache.now();
         // The write lands while the read runs.
-        cache.wrote("shop", [b"u".as_slice()].into_iter());
+        cache.wrote("shop", [(b"u".as_slice(), false)].into_iter());
         cache.put(key("u"), since, &["u"], &scores(1));
         assert_eq!(cache.get(&key("u")), None);
         // A read that began after it is kept.
@@ -474,7 +673,7 @@ mod tests {
 
     #[test]
     fn writes_to_everything_and_other_keys() {
-        let cache = ProfileCache::new(1 << 20);
+        let cache = ProfileCache::new(1 << 20, 1 << 20);
         let since = cache.now();
         cache.put(key("u"), since, &["u"], &None);
         assert_eq!(
@@ -497,7 +696,7 @@ mod tests {
 
     #[test]
     fn the_budget_holds() {
-        let cache = ProfileCache::new(SHARDS * 4 * ENTRY_OVERHEAD);
+        let cache = ProfileCache::new(SHARDS * 4 * ENTRY_OVERHEAD, 0);
         for i in 0..1000 {
             let since = cache.now();
             cache.put(key(&format!("user-{i}")), since, &["u"], &scores(i));
@@ -507,11 +706,78 @@ mod tests {
         assert!(stats.entries > 0 && stats.evictions > 0, "{stats:?}");
     }
 
+    fn rollup(watermark: i64) -> Arc<Rollup> {
+        Arc::new(Rollup {
+            watermark: Some(crate::rollup::Watermark {
+                h: watermark,
+                lo: 1,
+            }),
+            by_facet: vec![(b"brand".to_vec(), vec![1, 2, 3])],
+            ..Rollup::default()
+        })
+    }
+
+    #[test]
+    fn a_rollup_is_kept_until_its_row_is_written() {
+        let cache = ProfileCache::new(0, 1 << 20);
+        assert!(!cache.keeps_answers() && cache.keeps_rollups());
+        let since = cache.now();
+        cache.put_rollup("shop", 1, "u", since, &rollup(5));
+        assert_eq!(cache.rollup("shop", 1, "u"), Some(rollup(5)));
+        assert_eq!(cache.rollup("shop", 2, "u"), None, "another handle");
+        assert_eq!(cache.rollup("other", 1, "u"), None, "another app");
+        assert_eq!(cache.rollup("shop", 1, "v"), None, "another user");
+        // A day row of the user: the rollup row is as it was.
+        cache.wrote("shop", [(b"u".as_slice(), false)].into_iter());
+        assert_eq!(cache.rollup("shop", 1, "u"), Some(rollup(5)), "a day row");
+        cache.wrote("shop", [(b"u".as_slice(), true)].into_iter());
+        assert_eq!(cache.rollup("shop", 1, "u"), None, "its rollup row");
+        // A read overtaken by a write of the row is not kept.
+        let since = cache.now();
+        cache.wrote("shop", [(b"u".as_slice(), true)].into_iter());
+        cache.put_rollup("shop", 1, "u", since, &rollup(6));
+        assert_eq!(cache.rollup("shop", 1, "u"), None);
+        let since = cache.now();
+        cache.put_rollup("shop", 1, "u", since, &rollup(7));
+        assert_eq!(cache.rollup("shop", 1, "u"), Some(rollup(7)));
+        cache.wrote_all();
+        assert_eq!(cache.rollup("shop", 1, "u"), None, "everything written");
+        let stats = cache.rollup_stats();
+        assert_eq!((stats.hits, stats.entries), (3, 0), "{stats:?}");
+        // No answers are kept without their budget.
+        let key = key("u");
+        let since = cache.now();
+        cache.put(key.clone(), since, &["u"], &scores(1));
+        assert_eq!(cache.get(&key), None);
+        assert_eq!(cache.stats().entries, 0);
+    }
+
+    #[test]
+    fn a_rollup_write_also_drops_answers() {
+        let cache = ProfileCache::new(1 << 20, 1 << 20);
+        let since = cache.now();
+        cache.put(key("u"), since, &["u"], &scores(1));
+        cache.wrote("shop", [(b"u".as_slice(), true)].into_iter());
+        assert_eq!(cache.get(&key("u")), None);
+    }
+
     #[test]
     fn rows_belong_to_the_user_before_the_first_comma() {
         assert_eq!(row_user(b"alice,!"), Some(b"alice".as_slice()));
         assert_eq!(row_user(b"alice,2026-11-27~03"), Some(b"alice".as_slice()));
         assert_eq!(row_user(b"alice"), Some(b"alice".as_slice()));
         assert_eq!(row_user(b"~jobs,maintain"), None);
+        assert_eq!(row_of(b"alice,!"), Some((b"alice".as_slice(), true)));
+        assert_eq!(row_of(b"alice,20421"), Some((b"alice".as_slice(), false)));
+        assert_eq!(
+            row_of(b"alice,20421,03"),
+            Some((b"alice".as_slice(), false))
+        );
+        assert_eq!(row_of(b"alice,!x"), Some((b"alice".as_slice(), false)));
+        assert_eq!(row_of(b"~hot,20421"), None);
+        assert_eq!(
+            row_of(crate::rollup::rollup_key("alice").as_bytes()),
+            Some((b"alice".as_slice(), true))
+        );
     }
 }

@@ -273,9 +273,26 @@ impl Engine {
     /// `budget_bytes` (0: none), and exact (see `cache.rs`). Only for a
     /// store no other process writes to: the embedded store or memory,
     /// not Cloud Bigtable. Set before any application is opened.
-    pub fn with_profile_cache(mut self, budget_bytes: usize) -> Engine {
-        self.profile_cache =
-            (budget_bytes > 0).then(|| Arc::new(crate::cache::ProfileCache::new(budget_bytes)));
+    pub fn with_profile_cache(self, budget_bytes: usize) -> Engine {
+        let (_, rollups) = self.cache_budgets();
+        self.with_cache_budgets(budget_bytes, rollups)
+    }
+
+    /// This engine keeping users' rollup rows between profile reads, up to
+    /// about `budget_bytes` (0: none), until the row is written (see
+    /// `cache.rs`); the same conditions as [`Engine::with_profile_cache`].
+    pub fn with_rollup_cache(self, budget_bytes: usize) -> Engine {
+        let (answers, _) = self.cache_budgets();
+        self.with_cache_budgets(answers, budget_bytes)
+    }
+
+    fn cache_budgets(&self) -> (usize, usize) {
+        self.profile_cache.as_ref().map_or((0, 0), |c| c.budgets())
+    }
+
+    fn with_cache_budgets(mut self, answers: usize, rollups: usize) -> Engine {
+        self.profile_cache = (answers > 0 || rollups > 0)
+            .then(|| Arc::new(crate::cache::ProfileCache::new(answers, rollups)));
         self
     }
 
@@ -286,9 +303,16 @@ impl Engine {
         self
     }
 
-    /// The profile cache's figures, when there is one.
+    /// The profile cache's figures, when it keeps answers.
     pub fn profile_cache_stats(&self) -> Option<crate::cache::CacheStats> {
-        self.profile_cache.as_ref().map(|c| c.stats())
+        let cache = self.profile_cache.as_ref()?;
+        cache.keeps_answers().then(|| cache.stats())
+    }
+
+    /// The rollup cache's figures, when it keeps rollup rows.
+    pub fn rollup_cache_stats(&self) -> Option<crate::cache::CacheStats> {
+        let cache = self.profile_cache.as_ref()?;
+        cache.keeps_rollups().then(|| cache.rollup_stats())
     }
 
     /// Tell the profile cache (if any) that any user's rows may have

@@ -266,7 +266,7 @@ impl MemberEvents {
         now: i64,
     ) -> Result<Vec<String>> {
         let mut members = Vec::new();
-        for (member, _) in engine.identity(app, user, window)? {
+        for (member, _) in engine.identity(app, user, window, None)? {
             if !self.0.contains_key(&member) {
                 // Events are at most an hour ahead of the clock.
                 let events =

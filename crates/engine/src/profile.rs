@@ -24,6 +24,7 @@
 use std::cell::RefCell;
 use std::ops::Bound;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use affinity_model::recent::Recent;
 use affinity_model::{
@@ -33,6 +34,7 @@ use affinity_model::{
 use affinity_rowkey::composite::{user_prefix, user_time_range};
 
 use crate::batch::visit_rows;
+use crate::cache::ProfileCache;
 use crate::engine::{App, Engine, DAY_MILLIS, SLACK_DAYS};
 use crate::error::{Error, Result};
 use crate::event::{EventType, MAX_SKEW_MILLIS};
@@ -204,7 +206,7 @@ impl Engine {
         let handle = self.app(app)?;
         let now = self.now_millis();
         let (window, newest) = (handle.config.window_start_day(now), newest_day(now));
-        let Some(cache) = &self.profile_cache else {
+        let Some(cache) = self.profile_cache.as_ref().filter(|c| c.keeps_answers()) else {
             return self.compute_scores(&handle, user, strategy, window, newest, None);
         };
         let key = crate::cache::Key {
@@ -242,7 +244,8 @@ impl Engine {
     ) -> Result<Option<(i64, SortedScores)>> {
         let weights = weights_of(strategy);
         // Read first: the accumulator borrows the rollups' values.
-        let members = self.identity(app, user, window)?;
+        let rollups = self.profile_cache.as_deref().filter(|c| c.keeps_rollups());
+        let members = self.identity(app, user, window, rollups)?;
         if let Some(read) = read {
             // The token, its identity's owner and every candidate member
             // the owner's rollup lists (members or not: a link written
@@ -497,13 +500,14 @@ impl Engine {
         app: &App,
         token: &str,
         window: i64,
-    ) -> Result<Vec<(String, Rollup)>> {
+        cache: Option<&ProfileCache>,
+    ) -> Result<Vec<(String, Arc<Rollup>)>> {
         let window_micros = window * DAY_MICROS;
-        let own = read_rollup(app, token)?;
+        let own = rollups_of(app, &[token], cache)?.remove(0);
         let (owner, owner_rollup, mut found) = match own.owner(window_micros) {
             Some(owner) if owner != token => {
                 let owner = owner.to_string();
-                let rollup = read_rollup(app, &owner)?;
+                let rollup = rollups_of(app, &[&owner], cache)?.remove(0);
                 // Its member cell may be missing (a crash between the two
                 // link writes): the link alone makes `token` a member.
                 (owner, rollup, vec![(token.to_string(), own)])
@@ -515,7 +519,7 @@ impl Engine {
             .into_iter()
             .filter(|c| *c != owner && found.iter().all(|(f, _)| f != c))
             .collect();
-        let rollups = read_rollups(app, &candidates)?;
+        let rollups = rollups_of(app, &candidates, cache)?;
         for (candidate, rollup) in candidates.iter().zip(rollups) {
             if rollup.owner(window_micros) == Some(owner.as_str()) {
                 found.push((candidate.to_string(), rollup));
@@ -534,7 +538,7 @@ impl Engine {
     pub fn delete_user(&self, app: &str, user: &str) -> Result<Deleted> {
         let app = self.app(app)?;
         let window = app.config.window_start_day(self.now_millis());
-        let identity = self.identity(&app, user, window)?;
+        let identity = self.identity(&app, user, window, None)?;
         let doomed: Vec<String> = if identity.first().is_some_and(|(owner, _)| owner == user) {
             identity.into_iter().map(|(member, _)| member).collect()
         } else {
@@ -844,6 +848,41 @@ fn add_value(
 }
 
 /// The physical rows of a logical events range.
+/// The rollup rows of `users` of `app`, in their order (an empty rollup
+/// for a user without one): those `cache` keeps, the others read from the
+/// store in one read (and kept).
+fn rollups_of(app: &App, users: &[&str], cache: Option<&ProfileCache>) -> Result<Vec<Arc<Rollup>>> {
+    let Some(cache) = cache else {
+        return Ok(read_rollups(app, users)?
+            .into_iter()
+            .map(Arc::new)
+            .collect());
+    };
+    // Before anything is read (see `cache.rs`).
+    let since = cache.now();
+    let mut out: Vec<Option<Arc<Rollup>>> = users
+        .iter()
+        .map(|u| cache.rollup(&app.id, app.handle, u))
+        .collect();
+    let missing: Vec<&str> = users
+        .iter()
+        .zip(&out)
+        .filter(|(_, kept)| kept.is_none())
+        .map(|(u, _)| *u)
+        .collect();
+    if !missing.is_empty() {
+        let mut read = read_rollups(app, &missing)?.into_iter();
+        for (user, slot) in users.iter().zip(&mut out) {
+            if slot.is_none() {
+                let rollup = Arc::new(read.next().unwrap_or_default());
+                cache.put_rollup(&app.id, app.handle, user, since, &rollup);
+                *slot = Some(rollup);
+            }
+        }
+    }
+    Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+}
+
 fn physical(app: &App, range: &RowRange) -> RowSet {
     RowSet::from_ranges(
         app.physical_ranges(range)

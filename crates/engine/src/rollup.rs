@@ -177,6 +177,21 @@ fn other_than(column: RowFilter, value: &[u8]) -> RowFilter {
 }
 
 impl Rollup {
+    /// About what the row holds on the heap (the profile cache's budget).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let pairs = |v: &[(Vec<u8>, Vec<u8>)]| -> usize {
+            v.iter().map(|(q, c)| q.len() + c.len() + 48).sum()
+        };
+        let named = |v: &[(String, i64)]| -> usize { v.iter().map(|(n, _)| n.len() + 32).sum() };
+        pairs(&self.by_facet)
+            + pairs(&self.totals)
+            + self.latest.iter().map(|(q, _)| q.len() + 32).sum::<usize>()
+            + self.marks.len() * 16
+            + self.deletion.as_ref().map_or(0, Vec::len)
+            + named(&self.links)
+            + named(&self.members)
+    }
+
     /// Decode the cells of a rollup row.
     pub(crate) fn decode(row: &RowRef<'_>) -> Result<Rollup> {
         let mut out = Rollup::default();

@@ -75,16 +75,19 @@ impl Reference {
     }
 }
 
-/// With `cached`, through a profile cache, every token read twice.
+/// With cache budgets `(answers, rollups)` other than `(0, 0)`, through a
+/// profile cache, every token read twice.
 fn run(
     store: Arc<dyn Store>,
     clock: FakeClock,
     ops: &[Op],
-    cached: bool,
+    (answers, rollups): (usize, usize),
 ) -> Result<(), TestCaseError> {
+    let cached = answers > 0 || rollups > 0;
     let engine = Engine::with_clock(store, clock.engine_clock())
         .unwrap()
-        .with_profile_cache(if cached { 1 << 20 } else { 0 });
+        .with_profile_cache(answers)
+        .with_rollup_cache(rollups);
     engine
         .configure_app(
             APP,
@@ -155,7 +158,7 @@ proptest! {
     ) {
         let start = 1_700_000_000_000 - 1_700_000_000_000 % DAY + hour * 3_600_000;
         let clock = FakeClock::new(start);
-        run(clock.memory_store(), clock, &ops, false)?;
+        run(clock.memory_store(), clock, &ops, (0, 0))?;
     }
 
     #[test]
@@ -165,7 +168,17 @@ proptest! {
     ) {
         let start = 1_700_000_000_000 - 1_700_000_000_000 % DAY + hour * 3_600_000;
         let clock = FakeClock::new(start);
-        run(clock.memory_store(), clock, &ops, true)?;
+        run(clock.memory_store(), clock, &ops, (1 << 20, 1 << 20))?;
+    }
+
+    #[test]
+    fn memory_store_joined_profiles_with_rollups_kept_equal_the_reference(
+        ops in proptest::collection::vec(op(), 1..30),
+        hour in 0i64..24,
+    ) {
+        let start = 1_700_000_000_000 - 1_700_000_000_000 % DAY + hour * 3_600_000;
+        let clock = FakeClock::new(start);
+        run(clock.memory_store(), clock, &ops, (0, 1 << 20))?;
     }
 }
 
@@ -180,6 +193,6 @@ proptest! {
     ) {
         let now = real_now();
         let clock = FakeClock::new(now - now % DAY + hour * 3_600_000);
-        run(affinity_bigtable::emulator::test_store(), clock, &ops, false)?;
+        run(affinity_bigtable::emulator::test_store(), clock, &ops, (0, 0))?;
     }
 }

@@ -204,7 +204,9 @@ impl World {
         let expected = reference_profiles(APP, &self.kept, now, i64::from(RETENTION_DAYS) * DAY);
         let got = streaming_profiles(&self.engine, APP, &users());
         prop_assert_eq!(&got, &expected, "after step {} ({:?})", step, op);
-        if self.engine.profile_cache_stats().is_some() {
+        let cached = self.engine.profile_cache_stats().is_some()
+            || self.engine.rollup_cache_stats().is_some();
+        if cached {
             let again = streaming_profiles(&self.engine, APP, &users());
             prop_assert_eq!(again, expected, "read again after step {} ({:?})", step, op);
         }
@@ -224,14 +226,15 @@ fn busy() -> HotPolicy {
     }
 }
 
-/// With `cached`, both engines share a profile cache (two engines of one
-/// process), and every check reads each profile twice (the second from
-/// the cache when nothing changed).
+/// With cache budgets `(answers, rollups)` other than `(0, 0)`, both
+/// engines share a profile cache (two engines of one process), and every
+/// check reads each profile twice (the second from the cache when nothing
+/// changed, or with the rollup rows it kept).
 fn run(
     store: Arc<dyn Store>,
     clock: FakeClock,
     ops: &[Op],
-    cached: bool,
+    (answers, rollups): (usize, usize),
 ) -> Result<(), TestCaseError> {
     let mut engine = Engine::with_clock(store.clone(), clock.engine_clock())
         .unwrap()
@@ -239,8 +242,8 @@ fn run(
     let mut other = Engine::with_clock(store, clock.engine_clock())
         .unwrap()
         .with_hot_policy(busy());
-    if cached {
-        let cache = Arc::new(ProfileCache::new(1 << 20));
+    if answers > 0 || rollups > 0 {
+        let cache = Arc::new(ProfileCache::new(answers, rollups));
         engine = engine.with_shared_profile_cache(Arc::clone(&cache));
         other = other.with_shared_profile_cache(cache);
     }
@@ -428,14 +431,21 @@ proptest! {
     fn memory_store_reads_equal_the_reference(ops in ops(), hour in 0i64..24) {
         let start = 1_700_000_000_000 - 1_700_000_000_000 % DAY + hour * 3_600_000;
         let clock = FakeClock::new(start);
-        run(clock.memory_store(), clock, &ops, false)?;
+        run(clock.memory_store(), clock, &ops, (0, 0))?;
     }
 
     #[test]
     fn memory_store_cached_reads_equal_the_reference(ops in ops(), hour in 0i64..24) {
         let start = 1_700_000_000_000 - 1_700_000_000_000 % DAY + hour * 3_600_000;
         let clock = FakeClock::new(start);
-        run(clock.memory_store(), clock, &ops, true)?;
+        run(clock.memory_store(), clock, &ops, (1 << 20, 1 << 20))?;
+    }
+
+    #[test]
+    fn memory_store_reads_with_rollups_kept_equal_the_reference(ops in ops(), hour in 0i64..24) {
+        let start = 1_700_000_000_000 - 1_700_000_000_000 % DAY + hour * 3_600_000;
+        let clock = FakeClock::new(start);
+        run(clock.memory_store(), clock, &ops, (0, 1 << 20))?;
     }
 }
 
@@ -447,7 +457,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(affinity_embedded::EmbeddedStore::open(dir.path()).unwrap());
         let now = real_now();
-        run(store, FakeClock::new(now - now % DAY + hour * 3_600_000), &ops, false)?;
+        run(store, FakeClock::new(now - now % DAY + hour * 3_600_000), &ops, (0, 0))?;
     }
 
     #[test]
@@ -455,7 +465,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(affinity_embedded::EmbeddedStore::open(dir.path()).unwrap());
         let now = real_now();
-        run(store, FakeClock::new(now - now % DAY + hour * 3_600_000), &ops, true)?;
+        run(store, FakeClock::new(now - now % DAY + hour * 3_600_000), &ops, (1 << 20, 1 << 20))?;
     }
 
     #[ignore = "needs the Cloud Bigtable emulator (scripts/test runs it)"]
@@ -463,7 +473,7 @@ proptest! {
     fn emulator_reads_equal_the_reference(ops in ops(), hour in 0i64..24) {
         let store = affinity_bigtable::emulator::test_store();
         let now = real_now();
-        run(store, FakeClock::new(now - now % DAY + hour * 3_600_000), &ops, false)?;
+        run(store, FakeClock::new(now - now % DAY + hour * 3_600_000), &ops, (0, 0))?;
     }
 }
 

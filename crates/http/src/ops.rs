@@ -67,6 +67,37 @@ pub async fn health(Shared(state): Shared<Arc<State>>) -> Result<Json<Value>> {
 }
 
 /// `GET /metrics`: Prometheus text format.
+/// The figures of the `kind` cache (`profile`, `rollup`) in `text`; `lookups`
+/// says what its lookups are.
+fn cache_metrics(
+    text: &mut String,
+    kind: &str,
+    lookups: &str,
+    c: affinity_engine::cache::CacheStats,
+) {
+    let name = format!("affinity_{kind}_cache_lookups_total");
+    let _ = writeln!(
+        text,
+        "# HELP {name} {lookups}\n# TYPE {name} counter\n\
+         {name}{{result=\"hit\"}} {}\n{name}{{result=\"miss\"}} {}",
+        c.hits, c.misses
+    );
+    let name = format!("affinity_{kind}_cache_evictions_total");
+    let _ = writeln!(
+        text,
+        "# HELP {name} Entries of the {kind} cache dropped to stay within its budget.\n\
+         # TYPE {name} counter\n{name} {}",
+        c.evictions
+    );
+    let name = format!("affinity_{kind}_cache_bytes");
+    let _ = writeln!(
+        text,
+        "# HELP {name} Bytes the {kind} cache holds, and its budget.\n\
+         # TYPE {name} gauge\n{name}{{of=\"entries\"}} {}\n{name}{{of=\"budget\"}} {}",
+        c.bytes, c.budget
+    );
+}
+
 pub async fn metrics(Shared(state): Shared<Arc<State>>) -> impl IntoResponse {
     let mut text = state.metrics.render(&state.jobs);
     state.limiter.render_metrics(&mut text);
@@ -79,27 +110,19 @@ pub async fn metrics(Shared(state): Shared<Arc<State>>) -> impl IntoResponse {
          {name}{{result=\"listed\"}} {listed}\n{name}{{result=\"failed\"}} {failed}"
     );
     if let Some(c) = state.engine.profile_cache_stats() {
-        let name = "affinity_profile_cache_lookups_total";
-        let _ = writeln!(
-            text,
-            "# HELP {name} Profile reads answered from the profile cache (hit) and computed \
-             from the store (miss).\n# TYPE {name} counter\n\
-             {name}{{result=\"hit\"}} {}\n{name}{{result=\"miss\"}} {}",
-            c.hits, c.misses
+        cache_metrics(
+            &mut text,
+            "profile",
+            "Profile reads answered from the profile cache (hit) and computed from the store (miss).",
+            c,
         );
-        let name = "affinity_profile_cache_evictions_total";
-        let _ = writeln!(
-            text,
-            "# HELP {name} Profile cache entries dropped to stay within its budget.\n\
-             # TYPE {name} counter\n{name} {}",
-            c.evictions
-        );
-        let name = "affinity_profile_cache_bytes";
-        let _ = writeln!(
-            text,
-            "# HELP {name} Bytes the profile cache holds, and its budget.\n\
-             # TYPE {name} gauge\n{name}{{of=\"entries\"}} {}\n{name}{{of=\"budget\"}} {}",
-            c.bytes, c.budget
+    }
+    if let Some(c) = state.engine.rollup_cache_stats() {
+        cache_metrics(
+            &mut text,
+            "rollup",
+            "Rollup rows profile reads took from the rollup cache (hit) and read from the store (miss).",
+            c,
         );
     }
     (

@@ -20,11 +20,17 @@ async fn profile(server: &Server, user: &str) -> (u16, Value) {
     .await
 }
 
-/// `(hits, misses)` of the cache, from `/metrics`.
+/// `(hits, misses)` of the answers kept, from `/metrics`.
 async fn lookups(server: &Server) -> (u64, u64) {
+    lookups_of(server, "profile").await
+}
+
+/// `(hits, misses)` of the `kind` cache (`profile`, `rollup`), from
+/// `/metrics`.
+async fn lookups_of(server: &Server, kind: &str) -> (u64, u64) {
     let text = server.metrics().await;
     let count = |result: &str| -> u64 {
-        let line = format!("affinity_profile_cache_lookups_total{{result=\"{result}\"}} ");
+        let line = format!("affinity_{kind}_cache_lookups_total{{result=\"{result}\"}} ");
         text.lines()
             .find_map(|l| l.strip_prefix(line.as_str()))
             .unwrap_or_else(|| panic!("no {line:?} in {text}"))
@@ -71,10 +77,18 @@ async fn every_change_shows(server: Server) {
         "the repeat is a hit: {before:?} {after:?}"
     );
 
-    // A new event.
+    // A new event: the answer is computed again, with the rollup row
+    // kept (a day row was written, not the rollup row).
     assert_eq!(server.post_events(&[click("u1", "B")]).await.status(), 200);
+    let (answers, rollups) = (lookups(&server).await, lookups_of(&server, "rollup").await);
     let (_, read) = profile(&server, "u1").await;
     assert!(brand(&read, "B").is_some(), "{read}");
+    assert_eq!(lookups(&server).await.1, answers.1 + 1, "an answer missed");
+    assert_eq!(
+        lookups_of(&server, "rollup").await.0,
+        rollups.0 + 1,
+        "its rollup row kept"
+    );
 
     // Another strategy: brand weighs nothing, color alone.
     let color_only = json!({

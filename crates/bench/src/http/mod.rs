@@ -116,6 +116,12 @@ pub struct HttpBenchArgs {
     /// none: values of 2 to 4 characters.
     #[arg(long, default_value = "", value_parser = value_prefix)]
     value_prefix: String,
+    /// In process, on the embedded store: MiB of users' rollup rows the
+    /// server keeps between reads, as `affinity serve --rollup-cache-mib`
+    /// (0: every read reads them). Profile answers are never kept: every
+    /// read is computed, as when the user's rows were written since.
+    #[arg(long, default_value_t = affinity_engine::cache::DEFAULT_BUDGET_MIB)]
+    rollup_cache_mib: usize,
     /// With history: the seed the users' classes and events are drawn from.
     #[arg(long, default_value_t = 42)]
     seed: u64,

@@ -79,7 +79,11 @@ pub fn in_process(
         described,
         _tmp,
     } = ServerStore::open(backend)?;
-    let engine = Arc::new(Engine::open(Arc::clone(&store))?);
+    let mut engine = Engine::open(Arc::clone(&store))?;
+    if backend.bigtable.is_none() {
+        engine = engine.with_rollup_cache(args.rollup_cache_mib << 20);
+    }
+    let engine = Arc::new(engine);
     let local = Local {
         store,
         engine: Arc::clone(&engine),
@@ -87,7 +91,13 @@ pub fn in_process(
     };
     let mut keys = Keys::default();
     keys.add(APP, KEY, [Acl::Admin])?;
-    let described = format!("an in-process server on the {described}");
+    let described = match engine.rollup_cache_stats() {
+        Some(kept) => format!(
+            "an in-process server on the {described} keeping {} MiB of rollup rows and no profile answers",
+            kept.budget >> 20
+        ),
+        None => format!("an in-process server on the {described}"),
+    };
     // Reads of the store on this machine are fast enough to run on the
     // server's async workers.
     let inline = backend.bigtable.is_none();

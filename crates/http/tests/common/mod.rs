@@ -60,7 +60,8 @@ impl Server {
     }
 
     /// A server on a fresh embedded store whose engine keeps profile
-    /// answers between reads (`affinity serve --profile-cache-mib`),
+    /// answers and rollup rows between reads (`affinity serve
+    /// --profile-cache-mib`, `--rollup-cache-mib`),
     /// reading profiles on the async workers when `inline` (as `affinity
     /// serve` on a local store does).
     pub async fn cached_with(inline: bool) -> Server {
@@ -68,7 +69,8 @@ impl Server {
         let store = affinity_embedded::EmbeddedStore::open(dir.path()).unwrap();
         let engine = Engine::open(Arc::new(store))
             .unwrap()
-            .with_profile_cache(1 << 20);
+            .with_profile_cache(1 << 20)
+            .with_rollup_cache(1 << 20);
         let engine = Arc::new(engine);
         let state = State::with_inline_reads(Arc::clone(&engine), keys(), inline);
         let mut server = Server::serve(engine, state).await;
