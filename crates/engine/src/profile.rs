@@ -494,7 +494,9 @@ impl Engine {
     /// identity first (`token` itself, or the identity its first link in
     /// the window names), then every anonymous token whose first link names
     /// it (`docs/design/identity.md`). A token with no link costs nothing
-    /// beyond its own rollup row, which the read needs anyway.
+    /// beyond its own rollup row, which the read needs anyway. Rollup rows
+    /// `cache` keeps are taken from it (profile reads); the others, and all
+    /// of them without it, are read from the store.
     pub(crate) fn identity(
         &self,
         app: &App,
@@ -847,7 +849,6 @@ fn add_value(
         .map_err(|_| Error::corrupt("counter qualifier", String::from_utf8_lossy(q).into_owned()))
 }
 
-/// The physical rows of a logical events range.
 /// The rollup rows of `users` of `app`, in their order (an empty rollup
 /// for a user without one): those `cache` keeps, the others read from the
 /// store in one read (and kept).
@@ -883,6 +884,7 @@ fn rollups_of(app: &App, users: &[&str], cache: Option<&ProfileCache>) -> Result
     Ok(out.into_iter().map(Option::unwrap_or_default).collect())
 }
 
+/// The physical rows of a logical events range.
 fn physical(app: &App, range: &RowRange) -> RowSet {
     RowSet::from_ranges(
         app.physical_ranges(range)
