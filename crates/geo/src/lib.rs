@@ -9,7 +9,8 @@
 //!   writes, and queries that read the planner's ranges and keep exactly
 //!   the points inside the box and time range;
 //! - [`csv`], [`load`]: CSV input (its times in the forms of
-//!   `affinity_rowkey::time::parse_time`).
+//!   `affinity_rowkey::time::parse_time`);
+//! - [`sample`]: seeded sensor points for tests and benchmarks.
 //!
 //! It is not a curve library or a planner (those are `affinity_rowkey`'s),
 //! nor a storage backend; regional trends (facet values around a place)
@@ -47,6 +48,7 @@ pub mod error;
 pub mod layout;
 pub mod load;
 pub mod point;
+pub mod sample;
 pub mod table;
 
 pub use error::{Error, Result};

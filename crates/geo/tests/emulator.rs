@@ -6,11 +6,12 @@
 mod common;
 
 use affinity_geo::csv::Columns;
+use affinity_geo::sample::GENERATED_START;
 use affinity_geo::{KeyKind, PointLayout};
 use affinity_rowkey::geo::TimeBin;
 use affinity_rowkey::plan::{BBox, GeoQuery};
 
-use common::datasets::{generated, read_csv, GENERATED_START};
+use common::datasets::{generated, read_csv};
 use common::{check_dataset, geo_file};
 
 #[ignore = "needs the Cloud Bigtable emulator (scripts/test runs it)"]
