@@ -49,8 +49,12 @@
 //! rows it misses. Maintenance, deletions and explanations read the
 //! store. (A rollup row's read costs less than it seems to: the user's
 //! day rows are in the same block of the store, which the day rows'
-//! read then fetches instead. Light users, whose rollup is most of their
-//! profile, gain most.)
+//! read then fetches instead.) Beside a kept rollup the cache also keeps
+//! its counters weighed under the strategy last read with
+//! ([`ProfileCache::put_weighed`], in the rollup's budget): they are made
+//! from the rollup alone, so they are as fresh as it is, and the next
+//! read under that strategy copies them instead of weighing the counters
+//! again.
 
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,7 +68,7 @@ use affinity_model::{
 use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::rollup::Rollup;
-use crate::scoring::SortedScores;
+use crate::scoring::{SortedRuns, SortedScores};
 use crate::strategy::Strategy;
 
 /// The budget `affinity serve` gives the cache unless told otherwise.
@@ -116,6 +120,9 @@ struct RollupEntry {
     since: u64,
     stripe: u32,
     rollup: Arc<Rollup>,
+    /// The rollup's by-facet counters weighed under one strategy (its
+    /// [`fingerprint`]), once a read has weighed them.
+    weighed: Option<(u64, Arc<SortedRuns>)>,
     bytes: usize,
 }
 
@@ -219,6 +226,13 @@ impl<E: Weighed> Part<E> {
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
         None
+    }
+
+    /// `answer` of the entry of `hash`, if any, as it is: no freshness
+    /// check, not counted in the figures (a second look at an entry just
+    /// taken).
+    fn peek<T>(&self, hash: u64, answer: impl FnOnce(&E) -> Option<T>) -> Option<T> {
+        self.shard(hash).entries.get(&hash).and_then(answer)
     }
 
     /// Keep `entry` under `hash` (in place of the entry there), unless it
@@ -472,9 +486,66 @@ impl ProfileCache {
                 since,
                 stripe,
                 rollup: Arc::clone(rollup),
+                weighed: None,
                 bytes,
             },
         );
+    }
+
+    /// The runs [`ProfileCache::put_weighed`] kept beside `rollup` (the
+    /// very rollup this cache gave for `user`) for the strategy of
+    /// fingerprint `strategy`. The runs are made from the rollup alone,
+    /// so they are as fresh as it is; only the rollup's lookup counts in
+    /// the figures.
+    pub(crate) fn weighed(
+        &self,
+        app: &str,
+        handle: u64,
+        user: &str,
+        rollup: &Arc<Rollup>,
+        strategy: u64,
+    ) -> Option<Arc<SortedRuns>> {
+        self.rollups.peek(rollup_hash(app, handle, user), |e| {
+            let (fp, runs) = e.weighed.as_ref()?;
+            (*fp == strategy && Arc::ptr_eq(&e.rollup, rollup) && e.handle == handle)
+                .then(|| Arc::clone(runs))
+        })
+    }
+
+    /// Keep `runs`, `rollup`'s by-facet counters weighed under the
+    /// strategy of fingerprint `strategy`, beside the rollup, in place of
+    /// runs of another strategy; nothing when the entry no longer holds
+    /// this rollup, or does not fit with them.
+    pub(crate) fn put_weighed(
+        &self,
+        app: &str,
+        handle: u64,
+        user: &str,
+        rollup: &Arc<Rollup>,
+        strategy: u64,
+        runs: &Arc<SortedRuns>,
+    ) {
+        let hash = rollup_hash(app, handle, user);
+        let entry = self.rollups.peek(hash, |e| {
+            (Arc::ptr_eq(&e.rollup, rollup) && e.handle == handle).then(|| {
+                let before = e.weighed.as_ref().map_or(0, |(_, r)| r.heap_bytes());
+                RollupEntry {
+                    app: e.app.clone(),
+                    handle,
+                    user: e.user.clone(),
+                    since: e.since,
+                    stripe: e.stripe,
+                    rollup: Arc::clone(rollup),
+                    weighed: Some((strategy, Arc::clone(runs))),
+                    bytes: e.bytes - before + runs.heap_bytes(),
+                }
+            })
+        });
+        // Put as a new entry: kept with the read time of the rollup, the
+        // entry stays exactly as fresh as before.
+        if let Some(entry) = entry {
+            self.rollups.put(hash, entry);
+        }
     }
 
     /// The answers' figures.
@@ -750,6 +821,62 @@ mod tests {
         cache.put(key.clone(), since, &["u"], &scores(1));
         assert_eq!(cache.get(&key), None);
         assert_eq!(cache.stats().entries, 0);
+    }
+
+    fn runs(value: &str) -> Arc<SortedRuns> {
+        let mut runs = SortedRuns::default();
+        let run = [Ok::<_, ()>((value.as_bytes(), 1))];
+        runs.push_run(0, 1, run, |_| ()).unwrap();
+        Arc::new(runs)
+    }
+
+    #[test]
+    fn weighed_runs_are_kept_beside_their_rollup() {
+        let cache = ProfileCache::new(0, 1 << 20);
+        let since = cache.now();
+        let kept = rollup(5);
+        cache.put_rollup("shop", 1, "u", since, &kept);
+        let bytes = cache.rollup_stats().bytes;
+        assert!(cache.weighed("shop", 1, "u", &kept, 7).is_none());
+        let (a, b) = (runs("a"), runs("b"));
+        cache.put_weighed("shop", 1, "u", &kept, 7, &a);
+        let got = cache.weighed("shop", 1, "u", &kept, 7).unwrap();
+        assert!(Arc::ptr_eq(&got, &a));
+        assert_eq!(
+            cache.rollup_stats().bytes,
+            bytes + a.heap_bytes() as u64,
+            "the runs count in the budget"
+        );
+        assert!(
+            cache.weighed("shop", 1, "u", &kept, 8).is_none(),
+            "another strategy"
+        );
+        assert!(
+            cache.weighed("shop", 2, "u", &kept, 7).is_none(),
+            "another handle"
+        );
+        assert!(
+            cache.weighed("shop", 1, "v", &kept, 7).is_none(),
+            "another user"
+        );
+        // Only for the very rollup kept: not for an equal one read anew.
+        assert!(cache.weighed("shop", 1, "u", &rollup(5), 7).is_none());
+        cache.put_weighed("shop", 1, "u", &rollup(5), 8, &b);
+        assert!(cache.weighed("shop", 1, "u", &kept, 8).is_none());
+        // Another strategy's runs take the place of the first's.
+        cache.put_weighed("shop", 1, "u", &kept, 8, &b);
+        assert!(cache.weighed("shop", 1, "u", &kept, 7).is_none());
+        assert!(Arc::ptr_eq(
+            &cache.weighed("shop", 1, "u", &kept, 8).unwrap(),
+            &b
+        ));
+        assert_eq!(cache.rollup_stats().bytes, bytes + b.heap_bytes() as u64);
+        // The rollup stays as fresh as it was, and goes with its runs.
+        assert_eq!(cache.rollup("shop", 1, "u"), Some(rollup(5)));
+        cache.wrote("shop", [(b"u".as_slice(), true)].into_iter());
+        assert_eq!(cache.rollup("shop", 1, "u"), None);
+        assert!(cache.weighed("shop", 1, "u", &kept, 8).is_none());
+        assert_eq!(cache.rollup_stats().bytes, 0);
     }
 
     #[test]

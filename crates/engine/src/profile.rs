@@ -44,7 +44,7 @@ use crate::rollup::{
     LINKS_FAMILY, MARKS_FAMILY, MEMBERS_FAMILY, TOMBSTONE_FAMILY, TOTALS_FAMILY, WATERMARK_FAMILY,
 };
 use crate::schema::{decode_row, since};
-use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedScores};
+use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedRuns, SortedScores};
 use crate::state::{
     parse_counter_qualifier, parse_last_qualifier, state_row_key, EventId, COUNTERS_FAMILY,
     IDS_FAMILY, LAST_FAMILY,
@@ -261,11 +261,26 @@ impl Engine {
                 );
             }
         }
+        // Each member's rollup weighed, kept beside it (also read first).
+        let runs = match rollups {
+            Some(cache) => {
+                let strategy = crate::cache::fingerprint(strategy);
+                members
+                    .iter()
+                    .map(|(member, rollup)| {
+                        weighed_rollup(app, cache, member, rollup, strategy, &weights)
+                    })
+                    .collect::<Result<Vec<_>>>()?
+            }
+            None => Vec::new(),
+        };
         let mut acc = Accumulator::new(&weights);
         let mut any_state = false;
-        for (member, rollup) in &members {
-            any_state |=
-                self.add_member(app, member, rollup, window, newest, &weights, &mut acc)?;
+        for (i, (member, rollup)) in members.iter().enumerate() {
+            let runs = runs.get(i).and_then(Option::as_deref);
+            any_state |= self.add_member(
+                app, member, rollup, runs, window, newest, &weights, &mut acc,
+            )?;
         }
         if !any_state {
             return Ok(None);
@@ -274,13 +289,16 @@ impl Engine {
     }
 
     /// Add one member's profile state to `acc`; `false` when it has none.
-    /// `newest` is the newest day a day row can have ([`newest_day`]).
+    /// `runs`, when given, is `rollup`'s by-facet counters weighed under
+    /// `weights` ([`weighed_rollup`]). `newest` is the newest day a day
+    /// row can have ([`newest_day`]).
     #[allow(clippy::too_many_arguments)]
     fn add_member<'a>(
         &self,
         app: &App,
         user: &str,
         rollup: &'a Rollup,
+        runs: Option<&'a SortedRuns>,
         window: i64,
         newest: i64,
         weights: &Weights,
@@ -307,35 +325,11 @@ impl Engine {
             Ok(())
         };
         if folded.is_some() {
-            for (facet, cell) in &rollup.by_facet {
-                let cell = packed::unpack_facet(cell, facet)?;
-                let damaged = || {
-                    Error::corrupt(
-                        "rollup totals",
-                        format!("facet {}", String::from_utf8_lossy(facet)),
-                    )
-                };
-                // One weight per prefix (0 where the strategy does not
-                // score it); every prefix is of the cell's facet.
-                let mut slot = None;
-                let mut weights = Vec::with_capacity(cell.prefixes().len());
-                for prefix in cell.prefixes() {
-                    let (ty, name, of) = parse_last_qualifier(prefix)?;
-                    if of.as_bytes() != facet.as_slice() {
-                        return Err(damaged());
-                    }
-                    weights.push(match counters.resolve(ty, &name, &of) {
-                        Some((s, w)) => {
-                            slot = Some(s);
-                            w
-                        }
-                        None => 0,
-                    });
-                }
-                let Some(slot) = slot else {
-                    continue;
-                };
-                acc.add_borrowed_sorted_at(slot, 1, cell.weighted(&weights), |_| damaged())?;
+            match runs {
+                Some(runs) => acc.add_runs(runs),
+                None => weigh_by_facet(rollup, weights, |slot, weighted, damaged| {
+                    acc.add_borrowed_sorted_at(slot, 1, weighted, |_| damaged())
+                })?,
             }
             for (prefix, cell) in &rollup.totals {
                 let (ty, name, facet) = parse_last_qualifier(prefix)?;
@@ -771,13 +765,8 @@ impl<'w> CounterColumns<'w> {
         Ok(Some((value, self.prefixes[self.current].1, true)))
     }
 
-    /// The facet slot and weight of the counters of `(ty, name, facet)`,
-    /// `None` when the strategy does not score them.
     fn resolve(&self, ty: EventType, name: &str, facet: &str) -> Option<SlotWeight> {
-        match (self.weights.event(ty, name), self.weights.facet_slot(facet)) {
-            (Some(es), Some((slot, fs))) => Some((slot, i64::from(es) * i64::from(fs))),
-            _ => None,
-        }
+        resolve(self.weights, ty, name, facet)
     }
 
     /// A quoted (or malformed) counter qualifier: the full CSV parse.
@@ -847,6 +836,83 @@ fn add_value(
 ) -> Result<()> {
     acc.add_utf8_at(slot, value, add)
         .map_err(|_| Error::corrupt("counter qualifier", String::from_utf8_lossy(q).into_owned()))
+}
+
+/// The facet slot and weight under `weights` of the counters of `(ty,
+/// name, facet)`, `None` when the strategy does not score them.
+fn resolve(weights: &Weights, ty: EventType, name: &str, facet: &str) -> Option<SlotWeight> {
+    match (weights.event(ty, name), weights.facet_slot(facet)) {
+        (Some(es), Some((slot, fs))) => Some((slot, i64::from(es) * i64::from(fs))),
+        _ => None,
+    }
+}
+
+/// Weigh each by-facet cell of `rollup` that `weights` scores: `each(slot,
+/// run, damaged)` with the facet's slot, its values in order with
+/// `sum(weight * count)` over the cell's prefixes, and the error that
+/// names the cell as damaged.
+fn weigh_by_facet<'r>(
+    rollup: &'r Rollup,
+    weights: &Weights,
+    mut each: impl FnMut(usize, packed::Weighted<'r, '_>, &dyn Fn() -> Error) -> Result<()>,
+) -> Result<()> {
+    for (facet, cell) in &rollup.by_facet {
+        let cell = packed::unpack_facet(cell, facet)?;
+        let damaged = || {
+            Error::corrupt(
+                "rollup totals",
+                format!("facet {}", String::from_utf8_lossy(facet)),
+            )
+        };
+        // One weight per prefix (0 where the strategy does not score it);
+        // every prefix is of the cell's facet.
+        let mut slot = None;
+        let mut prefix_weights = Vec::with_capacity(cell.prefixes().len());
+        for prefix in cell.prefixes() {
+            let (ty, name, of) = parse_last_qualifier(prefix)?;
+            if of.as_bytes() != facet.as_slice() {
+                return Err(damaged());
+            }
+            prefix_weights.push(match resolve(weights, ty, &name, &of) {
+                Some((s, w)) => {
+                    slot = Some(s);
+                    w
+                }
+                None => 0,
+            });
+        }
+        if let Some(slot) = slot {
+            each(slot, cell.weighted(&prefix_weights), &damaged)?;
+        }
+    }
+    Ok(())
+}
+
+/// `member`'s rollup's by-facet counters weighed under `weights` (the
+/// strategy's, of fingerprint `strategy`): those `cache` keeps beside
+/// the rollup, or weighed now and kept there; `None` when the rollup has
+/// none.
+fn weighed_rollup(
+    app: &App,
+    cache: &ProfileCache,
+    member: &str,
+    rollup: &Arc<Rollup>,
+    strategy: u64,
+    weights: &Weights,
+) -> Result<Option<Arc<SortedRuns>>> {
+    if rollup.by_facet.is_empty() {
+        return Ok(None);
+    }
+    if let Some(runs) = cache.weighed(&app.id, app.handle, member, rollup, strategy) {
+        return Ok(Some(runs));
+    }
+    let mut runs = SortedRuns::default();
+    weigh_by_facet(rollup, weights, |slot, weighted, damaged| {
+        runs.push_run(slot, 1, weighted, |_| damaged())
+    })?;
+    let runs = Arc::new(runs);
+    cache.put_weighed(&app.id, app.handle, member, rollup, strategy, &runs);
+    Ok(Some(runs))
 }
 
 /// The rollup rows of `users` of `app`, in their order (an empty rollup

@@ -44,7 +44,7 @@ use crate::event::EventType;
 use crate::strategy::Weights;
 
 pub use accumulator::eq_bytes;
-pub(crate) use accumulator::{cmp_bytes, Accumulator};
+pub(crate) use accumulator::{cmp_bytes, Accumulator, SortedRuns};
 pub use facets::FacetCounts;
 pub use sorted::{json_string, FacetIndex, FacetScores, SortedScores};
 

@@ -14,12 +14,13 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use affinity_engine::cache::ProfileCache;
 use affinity_engine::hot::{list_cutoff_millis, HotPolicy};
 use affinity_engine::rollup::{rollup_key, FACET_TOTALS_FAMILY, TOTALS_FAMILY};
+use affinity_engine::scoring::{reference, Profile};
 use affinity_engine::{
     AppConfig, Engine, Event, MaintainOptions, Progress, RebuildOptions, Schema,
 };
@@ -207,11 +208,45 @@ impl World {
         let cached = self.engine.profile_cache_stats().is_some()
             || self.engine.rollup_cache_stats().is_some();
         if cached {
+            // Another strategy between two reads under the application's:
+            // weighed rollups kept for one are not taken for the other.
+            let other = other_strategy();
+            let retention = i64::from(RETENTION_DAYS) * DAY;
+            let expected_other =
+                reference::profiles(&listed(APP, &self.kept), &other, now, retention);
+            let got_other: BTreeMap<String, Profile> = users()
+                .iter()
+                .filter_map(|u| {
+                    let p = self
+                        .engine
+                        .profile_with(APP, u, &other)
+                        .expect("profile read");
+                    p.map(|p| (u.clone(), p))
+                })
+                .collect();
+            prop_assert_eq!(
+                got_other,
+                expected_other,
+                "another strategy after step {} ({:?})",
+                step,
+                op
+            );
             let again = streaming_profiles(&self.engine, APP, &users());
             prop_assert_eq!(again, expected, "read again after step {} ({:?})", step, op);
         }
         Ok(())
     }
+}
+
+/// A strategy weighing the same events and facets otherwise than
+/// [`strategy`], and leaving out one of each.
+fn other_strategy() -> affinity_engine::Strategy {
+    affinity_engine::Strategy::from_json(&serde_json::json!({
+        "eventsScoring":[{"eventName":"click","eventType":"click","score":3},
+                         {"eventName":"buy, now","eventType":"conversion","score":20}],
+        "facetsScoring":[{"facetName":"color","score":90}],
+        "personalizationImpact":60}))
+    .expect("valid strategy")
 }
 
 /// Lists any user with a third of a process's adds of the day (at least

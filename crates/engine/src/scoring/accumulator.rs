@@ -197,6 +197,39 @@ impl<'a> Accumulator<'a> {
         Ok(())
     }
 
+    /// Add `runs` (built under this accumulator's weights): a slot with
+    /// nothing sorted yet takes its run as it is, borrowing its values,
+    /// without the checks a run read from the store goes through (the
+    /// run went through them when it was built); others merge it.
+    pub(crate) fn add_runs(&mut self, runs: &'a SortedRuns) {
+        if self.sorted.is_empty() {
+            self.sorted
+                .resize_with(self.weights.facet_names().len(), Vec::new);
+        }
+        for (slot, run) in &runs.runs {
+            let Some(base) = self.sorted.get_mut(*slot) else {
+                continue;
+            };
+            if base.is_empty() {
+                base.reserve_exact(run.len());
+                base.extend(run.iter().map(|e| Entry {
+                    head: e.head,
+                    value: Cow::Borrowed(runs.value(e)),
+                    raw: e.raw,
+                }));
+                continue;
+            }
+            let merged = self.merge_run(
+                *slot,
+                1,
+                run.iter().map(|e| Ok((runs.value(e), e.raw))),
+                |_| (),
+                Cow::Borrowed,
+            );
+            debug_assert!(merged.is_ok(), "a built run is sorted and UTF-8");
+        }
+    }
+
     /// `raw(slot, value) += add`; a value not met before is kept only if
     /// `check` passes it.
     fn add_new_checked<E>(
@@ -312,6 +345,86 @@ impl<'a> Accumulator<'a> {
             scores.end_facet(facet);
         }
         Some((last_event_millis, scores.build()))
+    }
+}
+
+/// Sorted runs of values with their raw scores, at most one per facet
+/// slot, owning their values: a rollup's counters weighed under one
+/// strategy, kept beside the rollup (`crate::cache`) so that the next
+/// read under that strategy takes the runs
+/// ([`Accumulator::add_runs`]) instead of weighing the counters again.
+#[derive(Debug, Default)]
+pub(crate) struct SortedRuns {
+    /// Every run's values, one after another.
+    text: Vec<u8>,
+    runs: Vec<(usize, Vec<RunEntry>)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RunEntry {
+    head: u64,
+    start: u32,
+    end: u32,
+    raw: i64,
+}
+
+impl SortedRuns {
+    /// Add the run of `slot` (one not added before): each `(value,
+    /// count)` of `run` as `weight * count`, values strictly increasing
+    /// (bytewise) and UTF-8, as [`Accumulator::add_sorted_at`] takes
+    /// them; an error (from `run` or a bad value) leaves the runs unfit
+    /// for use.
+    pub(crate) fn push_run<'v, E>(
+        &mut self,
+        slot: usize,
+        weight: i64,
+        run: impl IntoIterator<Item = Result<(&'v [u8], i64), E>>,
+        bad_value: impl Fn(&[u8]) -> E,
+    ) -> Result<(), E> {
+        debug_assert!(self.runs.iter().all(|(s, _)| *s != slot));
+        let mut entries = Vec::new();
+        let mut last: Option<(u64, &[u8])> = None;
+        for item in run {
+            let (value, count) = item?;
+            let h = head(value);
+            if last.is_some_and(|(lh, lv)| cmp_headed(lh, lv, h, value) != Ordering::Less)
+                || !is_utf8(h, value)
+            {
+                return Err(bad_value(value));
+            }
+            last = Some((h, value));
+            let (Ok(start), Ok(end)) = (
+                u32::try_from(self.text.len()),
+                u32::try_from(self.text.len() + value.len()),
+            ) else {
+                return Err(bad_value(value));
+            };
+            self.text.extend_from_slice(value);
+            entries.push(RunEntry {
+                head: h,
+                start,
+                end,
+                raw: weight * count,
+            });
+        }
+        if !entries.is_empty() {
+            self.runs.push((slot, entries));
+        }
+        Ok(())
+    }
+
+    /// About what the runs take on the heap, in bytes.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.text.capacity()
+            + self
+                .runs
+                .iter()
+                .map(|(_, r)| 32 + r.capacity() * std::mem::size_of::<RunEntry>())
+                .sum::<usize>()
+    }
+
+    fn value(&self, e: &RunEntry) -> &[u8] {
+        &self.text[e.start as usize..e.end as usize]
     }
 }
 
@@ -465,6 +578,7 @@ mod tests {
     use crate::scoring::FacetCounts;
     use crate::strategy::Strategy;
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     fn strategy() -> Strategy {
         Strategy::from_json(
@@ -640,6 +754,72 @@ mod tests {
             single.note_event_time(1);
             proptest::prop_assert_eq!(runs_acc.take_sorted(), single.take_sorted());
         }
+    }
+
+    proptest::proptest! {
+        /// Runs built once and added by [`Accumulator::add_runs`] score
+        /// as the same runs added from the store do, into empty slots and
+        /// into slots holding values already (another member's), and
+        /// with runs added after them (today's rows).
+        #[test]
+        fn built_runs_count_as_the_runs_they_hold(
+            before in proptest::collection::vec(
+                (0usize..2, proptest::collection::btree_map("(aaaaaaaa)?[a-eé]{0,2}", -3i64..6, 0..8)),
+                0..2,
+            ),
+            built in proptest::collection::btree_map(
+                0usize..2,
+                (1i64..4, proptest::collection::btree_map("(aaaaaaaa)?[a-fé]{1,2}", -3i64..6, 0..40)),
+                0..3,
+            ),
+            after in proptest::collection::vec(
+                (0usize..2, proptest::collection::btree_map("(aaaaaaaa)?[a-eé]{0,2}", -3i64..6, 0..8)),
+                0..3,
+            ),
+        ) {
+            let strategy = strategy();
+            let weights = strategy.weights();
+            let mut runs = SortedRuns::default();
+            for (slot, (weight, values)) in &built {
+                let run = values.iter().map(|(v, n)| Ok::<_, ()>((v.as_bytes(), *n)));
+                runs.push_run(*slot, *weight, run, |_| ()).unwrap();
+            }
+            let mut kept = Accumulator::new(&weights);
+            let mut read = Accumulator::new(&weights);
+            let add = |acc: &mut Accumulator<'_>, slot: usize, weight: i64, values: &BTreeMap<String, i64>| {
+                let run = values.iter().map(|(v, n)| Ok::<_, ()>((v.as_bytes(), *n)));
+                acc.add_sorted_at(slot, weight, run, |_| ()).unwrap();
+            };
+            for (slot, values) in &before {
+                add(&mut kept, *slot, 1, values);
+                add(&mut read, *slot, 1, values);
+            }
+            kept.add_runs(&runs);
+            for (slot, (weight, values)) in &built {
+                add(&mut read, *slot, *weight, values);
+            }
+            for (slot, values) in &after {
+                add(&mut kept, *slot, 1, values);
+                add(&mut read, *slot, 1, values);
+            }
+            kept.note_event_time(1);
+            read.note_event_time(1);
+            proptest::prop_assert_eq!(kept.take_sorted(), read.take_sorted());
+        }
+    }
+
+    #[test]
+    fn a_built_run_refuses_disorder_and_bad_text() {
+        let mut runs = SortedRuns::default();
+        let run = [Ok::<_, ()>((&b"b"[..], 1)), Ok((&b"a"[..], 1))];
+        assert!(runs.push_run(0, 1, run, |_| ()).is_err());
+        let mut runs = SortedRuns::default();
+        let run = [Ok::<_, ()>((&b"bad \xff"[..], 1))];
+        assert!(runs.push_run(0, 1, run, |_| ()).is_err());
+        let mut runs = SortedRuns::default();
+        let run = [Ok::<_, ()>((&b"a"[..], 2)), Ok((&b"b"[..], 3))];
+        runs.push_run(1, 5, run, |_| ()).unwrap();
+        assert!(runs.heap_bytes() >= 2 + 2 * std::mem::size_of::<RunEntry>());
     }
 
     #[test]
