@@ -40,7 +40,7 @@ use crate::error::{Error, Result};
 use crate::event::{EventType, MAX_SKEW_MILLIS};
 use crate::rollup::{
     arrival_day, deletion_value, packed, read_rollup, read_rollups, rollup_key, row_day, Arrivals,
-    Rollup, CLOSE_MARGIN_MILLIS, DELETED, DELETING, FACET_TOTALS_FAMILY, LATEST_FAMILY,
+    Rollup, Watermark, CLOSE_MARGIN_MILLIS, DELETED, DELETING, FACET_TOTALS_FAMILY, LATEST_FAMILY,
     LINKS_FAMILY, MARKS_FAMILY, MEMBERS_FAMILY, TOMBSTONE_FAMILY, TOTALS_FAMILY, WATERMARK_FAMILY,
 };
 use crate::schema::{decode_row, since};
@@ -268,7 +268,7 @@ impl Engine {
                 members
                     .iter()
                     .map(|(member, rollup)| {
-                        weighed_rollup(app, cache, member, rollup, strategy, &weights)
+                        weighed_rollup(app, cache, member, rollup, (strategy, window), &weights)
                     })
                     .collect::<Result<Vec<_>>>()?
             }
@@ -305,8 +305,7 @@ impl Engine {
         acc: &mut Accumulator<'a>,
     ) -> Result<bool> {
         let folded = match rollup.watermark {
-            Some(w) if w.lo < window - i64::from(SLACK_DAYS) || w.lo > window => {
-                // Too old to correct (or from a clock ahead of ours).
+            Some(w) if !correctable(w, window) => {
                 self.add_from_events(app, user, window, acc)?;
                 return Ok(true);
             }
@@ -838,6 +837,13 @@ fn add_value(
         .map_err(|_| Error::corrupt("counter qualifier", String::from_utf8_lossy(q).into_owned()))
 }
 
+/// Whether a rollup folded to watermark `w` can be read for the window
+/// starting on day `window`: not when it is too old to correct (or from
+/// a clock ahead of ours); the read then counts the events themselves.
+fn correctable(w: Watermark, window: i64) -> bool {
+    w.lo >= window - i64::from(SLACK_DAYS) && w.lo <= window
+}
+
 /// The facet slot and weight under `weights` of the counters of `(ty,
 /// name, facet)`, `None` when the strategy does not score them.
 fn resolve(weights: &Weights, ty: EventType, name: &str, facet: &str) -> Option<SlotWeight> {
@@ -891,16 +897,17 @@ fn weigh_by_facet<'r>(
 /// `member`'s rollup's by-facet counters weighed under `weights` (the
 /// strategy's, of fingerprint `strategy`): those `cache` keeps beside
 /// the rollup, or weighed now and kept there; `None` when the rollup has
-/// none.
+/// none, or the read for the window starting on day `window` does not
+/// take them ([`correctable`]).
 fn weighed_rollup(
     app: &App,
     cache: &ProfileCache,
     member: &str,
     rollup: &Arc<Rollup>,
-    strategy: u64,
+    (strategy, window): (u64, i64),
     weights: &Weights,
 ) -> Result<Option<Arc<SortedRuns>>> {
-    if rollup.by_facet.is_empty() {
+    if rollup.by_facet.is_empty() || !rollup.watermark.is_some_and(|w| correctable(w, window)) {
         return Ok(None);
     }
     if let Some(runs) = cache.weighed(&app.id, app.handle, member, rollup, strategy) {

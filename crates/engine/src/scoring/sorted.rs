@@ -130,8 +130,12 @@ impl<'s> FacetIndex<'s> {
                 i => i as usize - 1,
             };
             let (a, b, score) = self.scores.values[i];
+            // Equal heads: the bytes past the first 8 decide (no `memcmp`
+            // call for a value of 8 bytes or fewer, as most are).
             if self.scores.heads[i] == head
-                && &self.scores.text.as_bytes()[a as usize..b as usize] == value
+                && (b - a) as usize == value.len()
+                && (value.len() <= 8
+                    || self.scores.text.as_bytes()[a as usize + 8..b as usize] == value[8..])
             {
                 return Some(score);
             }
