@@ -121,9 +121,9 @@ impl<'s> FacetIndex<'s> {
     #[inline]
     pub fn get(&self, value: &str) -> Option<u32> {
         let value = value.as_bytes();
-        let head = head(value);
+        let h = head(value);
         let mask = self.slots.len() - 1;
-        let mut at = self.slot(index_hash(value, head));
+        let mut at = self.slot(index_hash(value, h));
         loop {
             let i = match self.slots[at] {
                 0 => return None,
@@ -132,7 +132,7 @@ impl<'s> FacetIndex<'s> {
             let (a, b, score) = self.scores.values[i];
             // Equal heads: the bytes past the first 8 decide (no `memcmp`
             // call for a value of 8 bytes or fewer, as most are).
-            if self.scores.heads[i] == head
+            if self.scores.heads[i] == h
                 && (b - a) as usize == value.len()
                 && (value.len() <= 8
                     || self.scores.text.as_bytes()[a as usize + 8..b as usize] == value[8..])
