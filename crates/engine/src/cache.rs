@@ -137,6 +137,14 @@ impl Weighed for Entry {
     }
 }
 
+impl RollupEntry {
+    /// Whether this entry (found by its key's hash) holds `rollup` itself,
+    /// as read through `handle`.
+    fn holds(&self, handle: u64, rollup: &Arc<Rollup>) -> bool {
+        self.handle == handle && Arc::ptr_eq(&self.rollup, rollup)
+    }
+}
+
 impl Weighed for RollupEntry {
     fn bytes(&self) -> usize {
         self.bytes
@@ -507,8 +515,7 @@ impl ProfileCache {
     ) -> Option<Arc<SortedRuns>> {
         self.rollups.peek(rollup_hash(app, handle, user), |e| {
             let (fp, runs) = e.weighed.as_ref()?;
-            (*fp == strategy && Arc::ptr_eq(&e.rollup, rollup) && e.handle == handle)
-                .then(|| Arc::clone(runs))
+            (*fp == strategy && e.holds(handle, rollup)).then(|| Arc::clone(runs))
         })
     }
 
@@ -527,7 +534,7 @@ impl ProfileCache {
     ) {
         let hash = rollup_hash(app, handle, user);
         let entry = self.rollups.peek(hash, |e| {
-            (Arc::ptr_eq(&e.rollup, rollup) && e.handle == handle).then(|| {
+            e.holds(handle, rollup).then(|| {
                 let before = e.weighed.as_ref().map_or(0, |(_, r)| r.heap_bytes());
                 RollupEntry {
                     app: e.app.clone(),

@@ -152,10 +152,9 @@ impl<'a> Accumulator<'a> {
         for item in run {
             let (value, count) = item?;
             let h = head(value);
-            if last.is_some_and(|(lh, lv)| cmp_headed(lh, lv, h, value) != Ordering::Less) {
+            if !rises(&mut last, h, value) {
                 return Err(bad_value(value));
             }
-            last = Some((h, value));
             // The run rises, so the list's values before `i` are below
             // `value`.
             let (at, found) = seek(base, i, h, value);
@@ -387,12 +386,9 @@ impl SortedRuns {
         for item in run {
             let (value, count) = item?;
             let h = head(value);
-            if last.is_some_and(|(lh, lv)| cmp_headed(lh, lv, h, value) != Ordering::Less)
-                || !is_utf8(h, value)
-            {
+            if !rises(&mut last, h, value) || !is_utf8(h, value) {
                 return Err(bad_value(value));
             }
-            last = Some((h, value));
             let (Ok(start), Ok(end)) = (
                 u32::try_from(self.text.len()),
                 u32::try_from(self.text.len() + value.len()),
@@ -479,6 +475,15 @@ fn seek(list: &[Entry<'_>], from: usize, h: u64, value: &[u8]) -> (usize, bool) 
     } else {
         (at, list[at].cmp_to(h, value) == Ordering::Equal)
     }
+}
+
+/// Whether `value` (head `h`) comes after `last`, a run's value before it
+/// (none: the run's first); `value` is then `last`.
+#[inline]
+fn rises<'v>(last: &mut Option<(u64, &'v [u8])>, h: u64, value: &'v [u8]) -> bool {
+    let rises = last.is_none_or(|(lh, lv)| cmp_headed(lh, lv, h, value) == Ordering::Less);
+    *last = Some((h, value));
+    rises
 }
 
 /// Whether `value` (head `h`) is UTF-8: up to 8 ASCII bytes are seen in
