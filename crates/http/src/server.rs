@@ -363,14 +363,21 @@ impl Connection {
             let mut app = app.clone();
             async move { app.call(request.map(axum::body::Body::new)).await }
         });
-        let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-        tokio::pin!(connection);
-        let result = tokio::select! {
-            result = connection.as_mut() => result,
-            _ = stop.changed() => {
-                connection.as_mut().graceful_shutdown();
-                connection.await
+        let result = {
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                result = connection.as_mut() => result,
+                _ = stop.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
             }
+            // The connection, and with it the router and the state it
+            // holds, dropped here: before `open`, so that when the server
+            // returns no connection still holds the state. (Otherwise the
+            // last holder could be a per-core thread, which nothing joins:
+            // the process could exit while that thread closes the store.)
         };
         if let Err(e) = result {
             tracing::debug!(%peer, error = %e, "connection ended");
