@@ -66,7 +66,6 @@ pub async fn health(Shared(state): Shared<Arc<State>>) -> Result<Json<Value>> {
     .await
 }
 
-/// `GET /metrics`: Prometheus text format.
 /// The figures of the `kind` cache (`profile`, `rollup`) in `text`; `lookups`
 /// says what its lookups are.
 fn cache_metrics(
@@ -98,6 +97,7 @@ fn cache_metrics(
     );
 }
 
+/// `GET /metrics`: Prometheus text format.
 pub async fn metrics(Shared(state): Shared<Arc<State>>) -> impl IntoResponse {
     let mut text = state.metrics.render(&state.jobs);
     state.limiter.render_metrics(&mut text);
