@@ -440,14 +440,15 @@ pub fn maintain(args: MaintainArgs, backend: &BackendArgs) -> anyhow::Result<()>
     let secs = progress.snapshot().elapsed.as_secs_f64();
     let conflicts = count("conflicts");
     println!(
-        "maintained {} users in {secs:.2} s: {} rollups rewritten from {} day rows ({:.0} users/s, {} ranges{}; job {})",
+        "maintained {} users in {secs:.2} s: {} rollups rewritten from {} day rows, {} users' closed hours of today digested ({:.0} users/s, {} ranges{}; job {})",
         count("users"),
         count("folded"),
         count("rowsRead"),
+        count("digested"),
         count("users") as f64 / secs.max(1e-9),
         count("ranges"),
         if conflicts > 0 {
-            format!(", {conflicts} users left to the next run: another fold or a deletion came first")
+            format!(", {conflicts} users left to the next run: another fold, digest or deletion came first")
         } else {
             String::new()
         },

@@ -52,7 +52,7 @@ use crate::error::{Error, Result};
 use crate::event::EventType;
 use crate::rollup;
 use crate::schema::{Schema, WIDE_FAMILY};
-use crate::state::{COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY};
+use crate::state::{COUNTERS_FAMILY, DIGEST_FAMILY, IDS_FAMILY, LAST_FAMILY};
 use crate::strategy::Strategy;
 use crate::variants::Variants;
 
@@ -388,6 +388,7 @@ impl Engine {
             .with_sum_family(COUNTERS_FAMILY, state.clone())
             .with_sum_family(IDS_FAMILY, state.clone())
             .with_sum_family(LAST_FAMILY, latest)
+            .with_family(DIGEST_FAMILY, state.clone())
             .with_sum_family(rollup::MARKS_FAMILY, state.clone())
             .with_family(rollup::LINKS_FAMILY, state.clone())
             .with_family(rollup::MEMBERS_FAMILY, state)

@@ -55,7 +55,7 @@ use crate::hot::{push_sub_row_key, sub_row, BatchLists};
 use crate::rollup::{day_qualifier, rollup_key, LINKS_FAMILY, MARKS_FAMILY, MEMBERS_FAMILY};
 use crate::scoring::{FacetCounts, ScoredEvent};
 use crate::state::{
-    day_micros, push_state_row_key, EventId, COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY,
+    day_micros, hour_micros, push_state_row_key, EventId, COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY,
 };
 
 /// Events per batch of [`Engine::ingest_json_lines`] (the API's limit).
@@ -135,17 +135,19 @@ impl IngestReport {
 type CounterKey<'e> = (EventType, &'e str, &'e str, &'e str);
 
 /// The adds of one state row for `events` (one user, one day; each event
-/// once): its counters and one id add per event, their qualifiers cut
-/// from `arena`.
+/// once) arriving at `now_millis`: its counters, stamped with the arrival
+/// hour, and one id add per event, stamped with the arrival day; their
+/// qualifiers cut from `arena`.
 fn state_mutations<E: Borrow<Prepared>>(
     events: &[E],
-    arrival: i64,
+    now_millis: i64,
     arena: &mut Arena,
 ) -> Vec<Mutation> {
     if events.is_empty() {
         return Vec::new();
     }
-    let ts = day_micros(arrival);
+    let ts = day_micros(now_millis.div_euclid(DAY_MILLIS));
+    let hour = hour_micros(now_millis);
     // Sorted, so equal batches write equal rows in the same order (one
     // event's lists are sorted already: its counts come sorted).
     let pairs: usize = events.iter().map(|e| e.borrow().event.counts.len()).sum();
@@ -195,7 +197,7 @@ fn state_mutations<E: Borrow<Prepared>>(
             out.extend_from_slice(prefix.as_bytes());
             csv::push_record(out, &[v]);
         });
-        out.push(Mutation::add_to_cell(COUNTERS_FAMILY, q, ts, n));
+        out.push(Mutation::add_to_cell(COUNTERS_FAMILY, q, hour, n));
     }
     for ((ty, name, f), millis) in latest {
         let q = arena.csv(&[ty.as_str(), name, f]);
@@ -399,9 +401,10 @@ impl Engine {
         links: Vec<RowMutations>,
         arena: &mut Arena,
     ) -> Result<()> {
-        // Every state add is stamped with today: the day it arrived (see
-        // `docs/design/profiles.md`).
-        let arrival = self.now_millis().div_euclid(DAY_MILLIS);
+        // Every state add is stamped with today: the day it arrived, and
+        // the counters with the hour (see `docs/design/profiles.md`).
+        let now = self.now_millis();
+        let arrival = now.div_euclid(DAY_MILLIS);
         let days = || events.chunk_by(|a, b| a.user() == b.user() && a.id.day() == b.id.day());
         // Late events (of a day before today) are announced on the user's
         // rollup row before their state is written, so a reader that sees
@@ -443,7 +446,7 @@ impl Engine {
             let rows = lists.get(self, app, d)?.rows(user);
             if rows == 1 {
                 let key = arena.take(|out| push_state_row_key(out, user, d));
-                state.push(RowMutations::new(key, state_mutations(day, arrival, arena)));
+                state.push(RowMutations::new(key, state_mutations(day, now, arena)));
                 continue;
             }
             let mut spread: Vec<(u32, &Prepared)> =
@@ -453,10 +456,7 @@ impl Engine {
             for part in spread.chunk_by(|a, b| a.0 == b.0) {
                 let events: Vec<&Prepared> = part.iter().map(|(_, e)| *e).collect();
                 let key = arena.take(|out| push_sub_row_key(out, user, d, part[0].0));
-                state.push(RowMutations::new(
-                    key,
-                    state_mutations(&events, arrival, arena),
-                ));
+                state.push(RowMutations::new(key, state_mutations(&events, now, arena)));
             }
         }
         // The markers (and links) first, unsynced: the state write after

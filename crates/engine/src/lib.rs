@@ -76,6 +76,7 @@ pub mod boost;
 pub mod cache;
 pub mod catalog;
 pub mod csv;
+pub mod digest;
 mod engine;
 mod error;
 mod event;

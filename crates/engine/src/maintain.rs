@@ -1,6 +1,7 @@
 //! Maintenance: fold every user's closed days into their rollup and take
-//! expired days out of it (see [`crate::rollup`]), so profile reads touch
-//! the rollup and the few days since.
+//! expired days out of it (see [`crate::rollup`]), and digest the closed
+//! hours of their row of today (see [`crate::digest`]), so profile reads
+//! touch the rollup, the few days since and today's last hours.
 //!
 //! Users are found in `profiles.<app>` itself: its key range is split at
 //! the table's `sample_row_keys`, each cut moved back to the start of its
@@ -20,6 +21,7 @@ use std::sync::Mutex;
 use affinity_model::{prefix_successor, Bytes, ReadRowsRequest, RowFilter, RowRange, RowSet};
 
 use crate::batch::{run_ranges, visit_rows, Progress};
+use crate::digest::DigestOutcome;
 use crate::engine::{App, Engine};
 use crate::error::{Error, Result};
 use crate::rollup::{closed_through, read_rollup_head, rollup_key, row_day, FoldOutcome, Rollup};
@@ -51,6 +53,9 @@ pub struct MaintainReport {
     pub folded: u64,
     /// Day rows read by the folds.
     pub rows_read: u64,
+    /// Users whose rows of today had closed hours digested
+    /// ([`Engine::digest_user`]).
+    pub digested: u64,
     /// Users another fold or a deletion got to first (nothing written;
     /// the next maintenance folds them).
     pub conflicts: u64,
@@ -221,6 +226,7 @@ impl Engine {
                 total.users += local.users;
                 total.folded += local.folded;
                 total.rows_read += local.rows_read;
+                total.digested += local.digested;
                 total.conflicts += local.conflicts;
                 Ok(())
             },
@@ -261,6 +267,11 @@ impl Engine {
                         .fetch_add(rows_read as u64, Ordering::Relaxed);
                 }
                 FoldOutcome::Conflict => local.conflicts += 1,
+            }
+            match self.digest_user(app, user)? {
+                DigestOutcome::UpToDate => {}
+                DigestOutcome::Digested { .. } => local.digested += 1,
+                DigestOutcome::Conflict => local.conflicts += 1,
             }
             local.users += 1;
             progress.users.fetch_add(1, Ordering::Relaxed);

@@ -47,7 +47,7 @@ use crate::schema::{decode_row, since};
 use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedRuns, SortedScores};
 use crate::state::{
     parse_counter_qualifier, parse_last_qualifier, state_row_key, EventId, COUNTERS_FAMILY,
-    IDS_FAMILY, LAST_FAMILY,
+    DIGEST_FAMILY, IDS_FAMILY, LAST_FAMILY,
 };
 use crate::strategy::{Strategy, Weights};
 
@@ -65,6 +65,7 @@ const DAY_MICROS: i64 = DAY_MILLIS * 1000;
 pub(crate) fn state_read_filter() -> RowFilter {
     RowFilter::interleave(vec![
         RowFilter::exact_family(COUNTERS_FAMILY),
+        RowFilter::exact_family(DIGEST_FAMILY),
         RowFilter::exact_family(LAST_FAMILY),
         RowFilter::Chain(vec![
             RowFilter::exact_family(IDS_FAMILY),
@@ -377,6 +378,10 @@ impl Engine {
                     note_latest(acc, cell.qualifier, cell.timestamp_micros)?;
                     continue;
                 }
+                if cell.family == DIGEST_FAMILY {
+                    add_digest(acc, weights, (cell.qualifier, cell.value), 1)?;
+                    continue;
+                }
                 let n = decode_sum(cell.value)?;
                 if cell.family == COUNTERS_FAMILY {
                     counters.add_to_run(cell.qualifier, n, &mut run, acc)?;
@@ -399,6 +404,7 @@ impl Engine {
         if !rows.keys.is_empty() || !rows.ranges.is_empty() {
             let request = ReadRowsRequest::new(rows).with_filter(RowFilter::interleave(vec![
                 RowFilter::exact_family(COUNTERS_FAMILY),
+                RowFilter::exact_family(DIGEST_FAMILY),
                 RowFilter::exact_family(IDS_FAMILY),
                 RowFilter::exact_family(LAST_FAMILY),
             ]));
@@ -415,6 +421,13 @@ impl Engine {
                         }
                         COUNTERS_FAMILY if day >= window && day <= h && arrival > h => {
                             counters.add(cell.qualifier, decode_sum(cell.value)?, acc)?;
+                        }
+                        // A digest: counters as the row's, of its arrival day.
+                        DIGEST_FAMILY if day < window && arrival <= h => {
+                            add_digest(acc, weights, (cell.qualifier, cell.value), -1)?;
+                        }
+                        DIGEST_FAMILY if day >= window && day <= h && arrival > h => {
+                            add_digest(acc, weights, (cell.qualifier, cell.value), 1)?;
                         }
                         IDS_FAMILY => {
                             let id: [u8; 16] = cell.qualifier.try_into().map_err(|_| {
@@ -860,23 +873,34 @@ fn resolve(weights: &Weights, ty: EventType, name: &str, facet: &str) -> Option<
 fn weigh_by_facet<'r>(
     rollup: &'r Rollup,
     weights: &Weights,
+    each: impl FnMut(usize, packed::Weighted<'r, '_>, &dyn Fn() -> Error) -> Result<()>,
+) -> Result<()> {
+    let cells = rollup
+        .by_facet
+        .iter()
+        .map(|(f, c)| (f.as_slice(), c.as_slice()));
+    weigh_facet_cells(cells, "rollup totals", weights, each)
+}
+
+/// [`weigh_by_facet`] of packed by-facet cells `(facet, cell)`: a
+/// rollup's (`f`) or a day row's digest (`g`); `what` names them in the
+/// damaged cell's error.
+fn weigh_facet_cells<'r>(
+    cells: impl IntoIterator<Item = (&'r [u8], &'r [u8])>,
+    what: &'static str,
+    weights: &Weights,
     mut each: impl FnMut(usize, packed::Weighted<'r, '_>, &dyn Fn() -> Error) -> Result<()>,
 ) -> Result<()> {
-    for (facet, cell) in &rollup.by_facet {
+    for (facet, cell) in cells {
         let cell = packed::unpack_facet(cell, facet)?;
-        let damaged = || {
-            Error::corrupt(
-                "rollup totals",
-                format!("facet {}", String::from_utf8_lossy(facet)),
-            )
-        };
+        let damaged = || Error::corrupt(what, format!("facet {}", String::from_utf8_lossy(facet)));
         // One weight per prefix (0 where the strategy does not score it);
         // every prefix is of the cell's facet.
         let mut slot = None;
         let mut prefix_weights = Vec::with_capacity(cell.prefixes().len());
         for prefix in cell.prefixes() {
             let (ty, name, of) = parse_last_qualifier(prefix)?;
-            if of.as_bytes() != facet.as_slice() {
+            if of.as_bytes() != facet {
                 return Err(damaged());
             }
             prefix_weights.push(match resolve(weights, ty, &name, &of) {
@@ -892,6 +916,22 @@ fn weigh_by_facet<'r>(
         }
     }
     Ok(())
+}
+
+/// Add a day row's digest cell (`g`: a facet's counters of the row's
+/// closed hours) to `acc`, `sign` times.
+fn add_digest(
+    acc: &mut Accumulator<'_>,
+    weights: &Weights,
+    (facet, cell): (&[u8], &[u8]),
+    sign: i64,
+) -> Result<()> {
+    weigh_facet_cells(
+        [(facet, cell)],
+        "day digest",
+        weights,
+        |slot, weighted, damaged| acc.add_sorted_at(slot, sign, weighted, |_| damaged()),
+    )
 }
 
 /// `member`'s rollup's by-facet counters weighed under `weights` (the

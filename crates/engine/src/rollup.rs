@@ -41,7 +41,7 @@ use crate::engine::{App, Engine, DAY_MILLIS, SLACK_DAYS};
 use crate::error::{Error, Result};
 use crate::state::{
     last_qualifier, parse_last_qualifier, split_counter_qualifier, state_row_key, EventId,
-    COUNTERS_FAMILY, IDS_FAMILY, LAST_FAMILY,
+    COUNTERS_FAMILY, DIGEST_FAMILY, IDS_FAMILY, LAST_FAMILY,
 };
 
 pub(crate) mod packed;
@@ -405,7 +405,7 @@ impl Arrivals {
 pub type Totals = BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, i64>>;
 
 /// Add `n` to the sum of `(prefix, value)`.
-fn add_total(totals: &mut Totals, prefix: &[u8], value: &[u8], n: i64) {
+pub(crate) fn add_total(totals: &mut Totals, prefix: &[u8], value: &[u8], n: i64) {
     let values = match totals.get_mut(prefix) {
         Some(values) => values,
         None => totals.entry(prefix.to_vec()).or_default(),
@@ -419,7 +419,7 @@ fn add_total(totals: &mut Totals, prefix: &[u8], value: &[u8], n: i64) {
 }
 
 /// The by-facet cells of `totals`: facet -> packed cell.
-fn facet_cells(totals: &Totals) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+pub(crate) fn facet_cells(totals: &Totals) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
     // Facet -> its prefixes and their sums.
     type Sums = BTreeMap<Vec<u8>, i64>;
     let mut facets: BTreeMap<Vec<u8>, Vec<(&[u8], &Sums)>> = BTreeMap::new();
@@ -587,6 +587,7 @@ impl Engine {
         }
         let filter = RowFilter::interleave(vec![
             RowFilter::exact_family(COUNTERS_FAMILY),
+            RowFilter::exact_family(DIGEST_FAMILY),
             RowFilter::exact_family(IDS_FAMILY),
             RowFilter::exact_family(LAST_FAMILY),
         ]);
@@ -617,6 +618,14 @@ impl Engine {
                         })?;
                         let (prefix, value) = split_counter_qualifier(cell.qualifier)?;
                         add_total(&mut plan.totals, &prefix, &value, sign * n);
+                    }
+                    // A digest: counters as the row's, of its arrival day.
+                    DIGEST_FAMILY if arrival >= from && arrival <= to => {
+                        let digest = packed::unpack_facet(cell.value, cell.qualifier)?;
+                        let prefixes = digest.prefixes();
+                        digest.for_each(|value, j, n| {
+                            add_total(&mut plan.totals, prefixes[j], value, sign * n)
+                        })?;
                     }
                     IDS_FAMILY => {
                         let n = affinity_model::apply::decode_i64(cell.value).ok_or_else(|| {

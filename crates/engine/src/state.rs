@@ -45,6 +45,9 @@ pub const COUNTERS_FAMILY: &str = "n";
 pub const IDS_FAMILY: &str = "i";
 /// The state family of latest event times.
 pub const LAST_FAMILY: &str = "t";
+/// The digest of a day row's closed arrival hours: its counters of those
+/// hours, one packed cell per facet (see `crate::digest`).
+pub const DIGEST_FAMILY: &str = "g";
 
 /// An event id within a user: its timestamp and key suffix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -163,11 +166,20 @@ pub fn parse_last_qualifier(q: &[u8]) -> Result<(EventType, Cow<'_, str>, Cow<'_
     Ok((ty, name, facet))
 }
 
-/// The timestamp of `day`'s cells in `n` and `i`: the day's first
-/// microsecond.
+/// The timestamp of `day`'s cells in `i`: the day's first microsecond.
 #[inline]
 pub fn day_micros(day: i64) -> i64 {
     day * DAY_MILLIS * 1000
+}
+
+/// An hour.
+pub const HOUR_MILLIS: i64 = 3_600_000;
+
+/// The timestamp of the counters (`n`) added at `now_millis`: its hour's
+/// first microsecond, in the arrival day as [`day_micros`] is.
+#[inline]
+pub fn hour_micros(now_millis: i64) -> i64 {
+    now_millis.div_euclid(HOUR_MILLIS) * HOUR_MILLIS * 1000
 }
 
 /// The state row of a user's day: `user,DDDDDDDD` (the day number,

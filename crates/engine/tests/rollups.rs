@@ -1,7 +1,8 @@
 //! Exactness of profile reads with rollups, at every moment: random
 //! sequences of ingestion (late events, retries on the same and on later
 //! days), clock moves (days leaving the window), maintenance (whole, cut
-//! short, two maintainers racing), deletions and rebuilds (after state was
+//! short, two maintainers racing), digests of today's closed hours,
+//! deletions and rebuilds (after state was
 //! lost, or not), rollups rewritten as older folds wrote them (by counter
 //! prefix, not by facet), with every user's profile compared with the naive
 //! reference after every step. Some users' days are spread over sub-rows
@@ -18,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use affinity_engine::cache::ProfileCache;
+use affinity_engine::digest::DigestOutcome;
 use affinity_engine::hot::{list_cutoff_millis, HotPolicy};
 use affinity_engine::rollup::{rollup_key, FACET_TOTALS_FAMILY, TOTALS_FAMILY};
 use affinity_engine::scoring::{reference, Profile};
@@ -47,6 +49,9 @@ enum Op {
     Maintain,
     /// Fold only the users in the mask (a maintenance cut short).
     FoldSome(u8),
+    /// Digest the closed hours of today of the users in the mask, through
+    /// this engine or the other one.
+    DigestSome(u8, bool),
     /// Two maintainers prepare folds of one user, the clock moving
     /// `hours` in between, and commit in either order.
     Race {
@@ -71,7 +76,8 @@ fn op() -> impl Strategy<Value = Op> {
     let event = (
         any::<u8>(),
         0u8..4,
-        0u32..(24 * (RETENTION_DAYS + 1)),
+        // Half within the last hours: today's row, which digests take.
+        prop_oneof![0u32..6, 0u32..(24 * (RETENTION_DAYS + 1))],
         proptest::collection::vec(any::<u8>(), 1..4),
         any::<bool>(),
     );
@@ -82,6 +88,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => prop_oneof![1u32..6, 6u32..30, 30u32..80].prop_map(Op::Advance),
         2 => Just(Op::Maintain),
         1 => any::<u8>().prop_map(Op::FoldSome),
+        2 => (any::<u8>(), any::<bool>()).prop_map(|(mask, other)| Op::DigestSome(mask, other)),
         1 => (0u8..4, 0u32..30, any::<bool>())
             .prop_map(|(user, hours, second_first)| Op::Race { user, hours, second_first }),
         1 => (0u8..4).prop_map(Op::DeleteDuringFold),
@@ -363,6 +370,19 @@ fn run(
                 for u in 0..4u8 {
                     let plan = world.engine.prepare_fold(&app, &user(u)).unwrap();
                     prop_assert!(plan.is_none(), "{} left to fold: {:?}", user(u), plan);
+                    // And no closed hour of today left to digest.
+                    let digest = world.engine.digest_user(&app, &user(u)).unwrap();
+                    prop_assert_eq!(digest, DigestOutcome::UpToDate, "{}", user(u));
+                }
+            }
+            Op::DigestSome(mask, other) => {
+                let engine = if *other { &world.other } else { &world.engine };
+                let app = engine.app(APP).unwrap();
+                for u in 0..4u8 {
+                    if mask & (1 << u) != 0 {
+                        let outcome = engine.digest_user(&app, &user(u)).unwrap();
+                        prop_assert_ne!(outcome, DigestOutcome::Conflict);
+                    }
                 }
             }
             Op::FoldSome(mask) => {

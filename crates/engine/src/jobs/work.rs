@@ -388,7 +388,7 @@ impl Engine {
                 let r = self.maintain_job(&job.app, options, &job.id, progress)?;
                 Ok(
                     json!({"users": r.users, "folded": r.folded, "rowsRead": r.rows_read,
-                          "conflicts": r.conflicts, "ranges": r.ranges}),
+                          "digested": r.digested, "conflicts": r.conflicts, "ranges": r.ranges}),
                 )
             }
             JobKind::Rebuild => {
