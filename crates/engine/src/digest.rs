@@ -47,14 +47,31 @@ pub enum DigestOutcome {
     Conflict,
 }
 
-/// One physical row of today as the digest reads it.
-struct Held {
+/// A digest of one physical row of today, prepared
+/// ([`Engine::prepare_digest`]) and not yet committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigestPlan {
     key: Vec<u8>,
-    /// The row's `g` cells: facet, packed counters; and their timestamp.
-    digest: Vec<(Vec<u8>, Vec<u8>)>,
-    digest_stamp: Option<i64>,
-    /// The closed hours' counter cells: qualifier, count.
-    counters: Vec<(Vec<u8>, i64)>,
+    /// The row's `g` cells' timestamp as read (`None`: no digest yet).
+    read_stamp: Option<i64>,
+    /// The counter cells it moves, and their time range.
+    columns: Vec<Vec<u8>>,
+    range: TimestampRange,
+    /// The new `g` cells (facet, packed counters) and their timestamp.
+    cells: BTreeMap<Vec<u8>, Vec<u8>>,
+    stamp: i64,
+}
+
+impl DigestPlan {
+    /// The row it digests.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// The counter cells the digest moves.
+    pub fn moved(&self) -> usize {
+        self.columns.len()
+    }
 }
 
 /// A filter that keeps a `g` cell unless its timestamp is `stamp`: with
@@ -74,15 +91,36 @@ fn digest_changed(stamp: Option<i64>) -> RowFilter {
 }
 
 impl Engine {
-    /// Digest the closed hours of today in `user`'s rows of today (see the
-    /// module docs). In the first hours of a day (none of its hours closed
-    /// yet) there is nothing to do; yesterday's row is the fold's.
+    /// Digest the closed hours of today in `user`'s rows of today:
+    /// [`Engine::prepare_digest`] then [`Engine::commit_digest`] of each
+    /// row.
     pub fn digest_user(&self, app: &App, user: &str) -> Result<DigestOutcome> {
+        let (mut rows, mut cells, mut conflict) = (0, 0, false);
+        for plan in self.prepare_digest(app, user)? {
+            if self.commit_digest(app, &plan)? {
+                rows += 1;
+                cells += plan.moved();
+            } else {
+                conflict = true;
+            }
+        }
+        Ok(match (rows, conflict) {
+            (_, true) => DigestOutcome::Conflict,
+            (0, false) => DigestOutcome::UpToDate,
+            (rows, false) => DigestOutcome::Digested { rows, cells },
+        })
+    }
+
+    /// The digests of `user`'s rows of today (one per physical row with
+    /// counters of a closed hour of today; none in the first hours of a
+    /// day, when none of its hours is closed yet: yesterday's row is the
+    /// fold's). Reads only.
+    pub fn prepare_digest(&self, app: &App, user: &str) -> Result<Vec<DigestPlan>> {
         let now = self.now_millis();
         let today = now.div_euclid(DAY_MILLIS);
         let (start, end) = (day_micros(today), closed_hours_end(now) * 1000);
         if end <= start {
-            return Ok(DigestOutcome::UpToDate);
+            return Ok(Vec::new());
         }
         let mut rows = RowSet::default();
         self.push_day_rows(app, user, [today], &mut rows)?;
@@ -93,88 +131,90 @@ impl Engine {
             ]),
             RowFilter::exact_family(DIGEST_FAMILY),
         ]);
-        let mut held: Vec<Held> = Vec::new();
+        let mut plans = Vec::new();
         visit_rows(
             app.profiles.as_ref(),
             &ReadRowsRequest::new(rows).with_filter(filter),
             |row| {
-                let mut h = Held {
-                    key: row.key.to_vec(),
-                    digest: Vec::new(),
-                    digest_stamp: None,
-                    counters: Vec::new(),
-                };
+                let mut totals = Totals::new();
+                let mut read_stamp = None;
+                let mut columns: Vec<Vec<u8>> = Vec::new();
                 for cell in row.cells {
                     if cell.family == DIGEST_FAMILY {
-                        h.digest
-                            .push((cell.qualifier.to_vec(), cell.value.to_vec()));
-                        h.digest_stamp = h.digest_stamp.max(Some(cell.timestamp_micros));
-                    } else {
-                        let n = affinity_model::apply::decode_i64(cell.value).ok_or_else(|| {
-                            Error::corrupt("state cell", format!("{} bytes", cell.value.len()))
+                        let digest = packed::unpack_facet(cell.value, cell.qualifier)?;
+                        let prefixes = digest.prefixes();
+                        digest.for_each(|value, j, n| {
+                            add_total(&mut totals, prefixes[j], value, n)
                         })?;
-                        h.counters.push((cell.qualifier.to_vec(), n));
+                        read_stamp = read_stamp.max(Some(cell.timestamp_micros));
+                        continue;
+                    }
+                    let n = affinity_model::apply::decode_i64(cell.value).ok_or_else(|| {
+                        Error::corrupt("state cell", format!("{} bytes", cell.value.len()))
+                    })?;
+                    let (prefix, value) = split_counter_qualifier(cell.qualifier)?;
+                    add_total(&mut totals, &prefix, &value, n);
+                    // A column's versions come one after another.
+                    if columns
+                        .last()
+                        .is_none_or(|q| q.as_slice() != cell.qualifier)
+                    {
+                        columns.push(cell.qualifier.to_vec());
                     }
                 }
-                if !h.counters.is_empty() {
-                    held.push(h);
+                if columns.is_empty() {
+                    return Ok(());
                 }
+                totals.retain(|_, values| {
+                    values.retain(|_, n| *n != 0);
+                    !values.is_empty()
+                });
+                plans.push(DigestPlan {
+                    key: row.key.to_vec(),
+                    read_stamp,
+                    columns,
+                    range: TimestampRange::new(start, end),
+                    cells: facet_cells(&totals)?,
+                    // The last digested hour: in today, and other than
+                    // the stamp of the digest it replaces.
+                    stamp: end - HOUR_MILLIS * 1000,
+                });
                 Ok(())
             },
         )?;
-        let (mut digested, mut cells, mut conflict) = (0, 0, false);
-        for row in held {
-            let mut totals = Totals::new();
-            for (facet, cell) in &row.digest {
-                let cell = packed::unpack_facet(cell, facet)?;
-                let prefixes = cell.prefixes();
-                cell.for_each(|value, j, n| add_total(&mut totals, prefixes[j], value, n))?;
-            }
-            let mut columns: BTreeMap<&[u8], ()> = BTreeMap::new();
-            for (q, n) in &row.counters {
-                let (prefix, value) = split_counter_qualifier(q)?;
-                add_total(&mut totals, &prefix, &value, *n);
-                columns.insert(q, ());
-            }
-            totals.retain(|_, values| {
-                values.retain(|_, n| *n != 0);
-                !values.is_empty()
-            });
-            let mut write: Vec<Mutation> = columns
-                .keys()
-                .map(|q| Mutation::DeleteFromColumn {
-                    family: COUNTERS_FAMILY.into(),
-                    qualifier: Bytes::copy_from_slice(q),
-                    time_range: TimestampRange::new(start, end),
-                })
-                .collect();
-            write.push(Mutation::DeleteFromFamily {
-                family: DIGEST_FAMILY.into(),
-            });
-            // Stamped with the last digested hour: in today, and other
-            // than the digest it replaces.
-            let stamp = end - HOUR_MILLIS * 1000;
-            for (facet, cell) in facet_cells(&totals)? {
-                write.push(Mutation::set_cell(DIGEST_FAMILY, facet, stamp, cell));
-            }
-            // Unsynced: a digest lost in a crash is one not yet made.
-            let changed = app.profiles.check_and_mutate_row_unsynced(
-                &row.key,
-                Some(&digest_changed(row.digest_stamp)),
-                &[],
-                &write,
-            )?;
-            if changed {
-                conflict = true;
-            } else {
-                digested += 1;
-                cells += row.counters.len();
-            }
+        Ok(plans)
+    }
+
+    /// Commit a digest: `false` (nothing written) when the row's digest
+    /// changed since it was read (another digest came first).
+    pub fn commit_digest(&self, app: &App, plan: &DigestPlan) -> Result<bool> {
+        let mut write: Vec<Mutation> = plan
+            .columns
+            .iter()
+            .map(|q| Mutation::DeleteFromColumn {
+                family: COUNTERS_FAMILY.into(),
+                qualifier: Bytes::copy_from_slice(q),
+                time_range: plan.range,
+            })
+            .collect();
+        write.push(Mutation::DeleteFromFamily {
+            family: DIGEST_FAMILY.into(),
+        });
+        for (facet, cell) in &plan.cells {
+            write.push(Mutation::set_cell(
+                DIGEST_FAMILY,
+                facet.clone(),
+                plan.stamp,
+                cell.clone(),
+            ));
         }
-        Ok(match (digested, conflict) {
-            (_, true) => DigestOutcome::Conflict,
-            (0, false) => DigestOutcome::UpToDate,
-            (rows, false) => DigestOutcome::Digested { rows, cells },
-        })
+        // Unsynced: a digest lost in a crash is one not yet made.
+        let changed = app.profiles.check_and_mutate_row_unsynced(
+            &plan.key,
+            Some(&digest_changed(plan.read_stamp)),
+            &[],
+            &write,
+        )?;
+        Ok(!changed)
     }
 }

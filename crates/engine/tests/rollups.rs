@@ -59,6 +59,15 @@ enum Op {
         hours: u32,
         second_first: bool,
     },
+    /// Two digests of one user prepared, the clock moving `hours` in
+    /// between, committed in either order; or a digest prepared, the user
+    /// folded, then the digest committed.
+    DigestRace {
+        user: u8,
+        hours: u32,
+        second_first: bool,
+        fold_between: bool,
+    },
     /// A fold prepared, then the user deleted, then the fold committed.
     DeleteDuringFold(u8),
     /// Delete a user.
@@ -91,6 +100,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (any::<u8>(), any::<bool>()).prop_map(|(mask, other)| Op::DigestSome(mask, other)),
         1 => (0u8..4, 0u32..30, any::<bool>())
             .prop_map(|(user, hours, second_first)| Op::Race { user, hours, second_first }),
+        1 => (0u8..4, 0u32..4, any::<bool>(), any::<bool>()).prop_map(
+            |(user, hours, second_first, fold_between)| Op::DigestRace { user, hours, second_first, fold_between }
+        ),
         1 => (0u8..4).prop_map(Op::DeleteDuringFold),
         1 => (0u8..4).prop_map(Op::Delete),
         1 => (any::<u8>(), any::<bool>())
@@ -417,6 +429,35 @@ fn run(
                 if committed.len() == 2 && committed[0] && committed[1] {
                     prop_assert_eq!(plans[0].old.map(|w| w.h), Some(plans[0].new.h));
                 }
+            }
+            Op::DigestRace {
+                user: u,
+                hours,
+                second_first,
+                fold_between,
+            } => {
+                let app = world.engine.app(APP).unwrap();
+                let first = world.engine.prepare_digest(&app, &user(*u)).unwrap();
+                world.clock.set(now + i64::from(*hours) * 3_600_000);
+                if *fold_between {
+                    world.engine.fold_user(&app, &user(*u)).unwrap();
+                }
+                let second = world.other.prepare_digest(&app, &user(*u)).unwrap();
+                let (a, b) = if *second_first {
+                    (second, first)
+                } else {
+                    (first, second)
+                };
+                // Both read each row as it was: per row, the first to commit
+                // does, and the second then finds another digest there.
+                let mut commits: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
+                for plan in a.iter().chain(&b) {
+                    let count = commits.entry(plan.key().to_vec()).or_default();
+                    if world.engine.commit_digest(&app, plan).unwrap() {
+                        *count += 1;
+                    }
+                }
+                prop_assert!(commits.values().all(|n| *n == 1), "{:?}", commits);
             }
             Op::DeleteDuringFold(u) => {
                 let app = world.engine.app(APP).unwrap();
