@@ -49,6 +49,11 @@ impl DayClock {
         self.at.store(day_end(day), Ordering::Relaxed);
     }
 
+    /// Set the clock to `millis`.
+    pub fn set_at(&self, millis: i64) {
+        self.at.store(millis, Ordering::Relaxed);
+    }
+
     /// Set the clock to an hour and a half into `day`: the day before is
     /// closed, the day itself is not.
     pub fn set_after_close(&self, day: i64) {

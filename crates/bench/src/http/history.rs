@@ -25,6 +25,10 @@ pub struct Preload {
     /// `(day, events stored)`, oldest first.
     pub per_day: Vec<(i64, usize)>,
     pub seconds: f64,
+    /// Today's events that arrived in hours maintenance has digested
+    /// (`--today-live-hours`), and the seconds to ingest and digest them.
+    pub today_digested: usize,
+    pub digest_seconds: f64,
     pub settle_seconds: Option<f64>,
     threads: usize,
 }
@@ -60,6 +64,24 @@ pub fn preload(
         per_day.push((day, stored));
     }
     let seconds = started.elapsed().as_secs_f64();
+    // Today's events of the hours no longer live: arrived at noon, then
+    // digested at the day's end, as maintenance keeps today's row.
+    let started = Instant::now();
+    let sums = mix.digested_sums(today);
+    let today_digested = sums.last().copied().unwrap_or(0);
+    if today_digested > 0 {
+        clock.set_at(today * DAY_MILLIS + DAY_MILLIS / 2);
+        crate::days::ingest_all(&clock.engine, APP, today_digested, threads, |i| {
+            mix.digested_event(&sums, today, i, DAY_MILLIS / 2)
+        })
+        .context("preloading today's digested events")?;
+        clock.set_day(today);
+        let app = clock.engine.app(APP)?;
+        for u in 0..mix.users() {
+            clock.engine.digest_user(&app, &format!("user{u}"))?;
+        }
+    }
+    let digest_seconds = started.elapsed().as_secs_f64();
     let settle_seconds = match settle {
         Some(settle) => {
             let t = Instant::now();
@@ -72,6 +94,8 @@ pub fn preload(
         days,
         per_day,
         seconds,
+        today_digested,
+        digest_seconds,
         settle_seconds,
         threads,
     })
@@ -148,8 +172,15 @@ pub fn report(mix: &Mix, preload: &Preload, done: &Maintained) -> (String, Value
         Some(s) => format!("; store settled in {s:.2} s"),
         None => String::new(),
     };
+    let today = match preload.today_digested {
+        0 => String::new(),
+        n => format!(
+            "; today: {n} events of its closed hours, ingested and digested in {:.1} s",
+            preload.digest_seconds
+        ),
+    };
     let history_line = format!(
-        "history: {} days before today, {} users ({heavy} heavy at ~{} events/day, {} light at ~{}/day, facet values {}): {events} events in {:.1} s = {rate:.0} events/s (in process, Engine::ingest on each day's clock, {} threads){settled}",
+        "history: {} days before today, {} users ({heavy} heavy at ~{} events/day, {} light at ~{}/day, facet values {}): {events} events in {:.1} s = {rate:.0} events/s (in process, Engine::ingest on each day's clock, {} threads){settled}{today}",
         preload.days,
         mix.users(),
         mix.heavy_per_day,
@@ -172,6 +203,7 @@ pub fn report(mix: &Mix, preload: &Preload, done: &Maintained) -> (String, Value
         "events": events, "seconds": preload.seconds, "events_per_s": rate,
         "settle_seconds": preload.settle_seconds, "threads": preload.threads,
         "events_per_day": preload.per_day.iter().map(|(_, n)| n).collect::<Vec<_>>(),
+        "today_digested_events": preload.today_digested,
     });
     let maintenance = json!({
         "users": r.users, "folded": r.folded, "rows_read": r.rows_read, "conflicts": r.conflicts,

@@ -99,6 +99,9 @@ pub struct Mix {
     /// The share of a day's events each user has had today
     /// (`--today-share`).
     today_share: f64,
+    /// The share of those still live when the reads start: the others
+    /// were digested (`--today-live-hours` of 24).
+    live_share: f64,
 }
 
 impl Mix {
@@ -124,6 +127,7 @@ impl Mix {
             skew: (args.value_skew > 0.0).then(|| Skew::new(args.value_skew)),
             value_prefix: args.value_prefix.clone(),
             today_share: args.today_share,
+            live_share: args.today_live_hours / 24.0,
         }
     }
 
@@ -193,12 +197,36 @@ impl Mix {
         self.sums(day, |events| events)
     }
 
-    /// [`Mix::day_sums`] of today: each user's first `--today-share` of
-    /// the day's events (rounded, so none at 0).
+    /// [`Mix::day_sums`] of today's live events: of each user's first
+    /// `--today-share` of the day's events (rounded, so none at 0), the
+    /// share still live when the reads start (rounded). They are the
+    /// user's events `0 .. live` of today.
     pub fn today_sums(&self, today: i64) -> Vec<usize> {
-        self.sums(today, |events| {
-            (events as f64 * self.today_share).round() as usize
-        })
+        self.sums(today, |events| self.today_split(events).0)
+    }
+
+    /// [`Mix::day_sums`] of today's digested events: the rest of each
+    /// user's share, its events `live .. live + digested` of today.
+    pub fn digested_sums(&self, today: i64) -> Vec<usize> {
+        self.sums(today, |events| self.today_split(events).1)
+    }
+
+    /// Of a user's `events` on a day: those of today still live, and
+    /// those digested.
+    fn today_split(&self, events: usize) -> (usize, usize) {
+        let today = (events as f64 * self.today_share).round() as usize;
+        let live = ((today as f64 * self.live_share).round() as usize).min(today);
+        (live, today - live)
+    }
+
+    /// Digested event number `i` of `today` (numbered by
+    /// [`Mix::digested_sums`]), with a time within `span` of the day's
+    /// start.
+    pub fn digested_event(&self, sums: &[usize], today: i64, i: usize, span: i64) -> Event {
+        let user = sums.partition_point(|s| *s <= i) - 1;
+        let live = self.today_split(self.events_on(user, today)).0;
+        let (drawn, ts) = self.event(user, today, live + i - sums[user], span);
+        drawn.event(format!("user{user}"), ts, &self.value_prefix)
     }
 
     /// Prefix sums of `take(events)` for each user's events on `day`.
@@ -437,9 +465,10 @@ mod tests {
 
     #[test]
     fn todays_share_of_a_day_is_what_the_users_get_today() {
-        let full = mix(&["--users", "200"]);
+        let full = mix(&["--users", "200", "--today-live-hours", "24"]);
         let full_sums = full.day_sums(DAY);
         assert_eq!(full.today_sums(DAY), full_sums);
+        assert_eq!(full.digested_sums(DAY), vec![0; 201]);
         let none = mix(&["--users", "200", "--today-share", "0"]);
         assert_eq!(none.today_sums(DAY), vec![0; 201]);
         let live = Live::new(Arc::new(none), DAY * DAY_MILLIS + 3_600_000, 100);
@@ -453,7 +482,14 @@ mod tests {
         }
         // An hour's share: each user's day times a 24th, rounded (a light
         // user's 5 a day make none, a heavy user's 100 about 4).
-        let hour = mix(&["--users", "200", "--today-share", "0.0417"]);
+        let hour = mix(&[
+            "--users",
+            "200",
+            "--today-share",
+            "0.0417",
+            "--today-live-hours",
+            "24",
+        ]);
         let sums = hour.today_sums(DAY);
         for u in 0..200 {
             let (day, today) = (full.events_on(u, DAY), sums[u + 1] - sums[u]);
@@ -462,6 +498,30 @@ mod tests {
                 Class::Heavy => assert!((3..=5).contains(&today), "{u}: {today}"),
                 Class::Light => assert_eq!(today, 0),
             }
+        }
+        // By default the last 2 hours' share is live, the rest digested:
+        // the user's first events live, the next ones digested, none twice.
+        let split = mix(&["--users", "200"]);
+        let (live, digested) = (split.today_sums(DAY), split.digested_sums(DAY));
+        for u in 0..200 {
+            let day = full.events_on(u, DAY);
+            let (l, d) = (live[u + 1] - live[u], digested[u + 1] - digested[u]);
+            let expected = (day as f64 * (2.0 / 24.0)).round() as usize;
+            assert_eq!((l + d, l), (day, expected), "{u}");
+            let mut seen = std::collections::BTreeSet::new();
+            for i in live[u]..live[u + 1] {
+                let e = split.day_event(&live, DAY, i, 1000);
+                assert!(seen.insert(format!("{e:?}")), "{u}");
+            }
+            for i in digested[u]..digested[u + 1] {
+                let e = split.digested_event(&digested, DAY, i, 1000);
+                assert_eq!(e.user_token, format!("user{u}"));
+                assert!(
+                    seen.insert(format!("{e:?}")),
+                    "{u}: an event live and digested"
+                );
+            }
+            assert_eq!(seen.len(), day);
         }
         // Refused before anything starts, naming the flag.
         let refused = |flags: &[&str]| {
@@ -476,6 +536,12 @@ mod tests {
                 "--today-share must be within 0 and 1"
             );
         }
+        for bad in ["25", "-0.5", "NaN"] {
+            assert_eq!(
+                refused(&[&format!("--today-live-hours={bad}")]),
+                "--today-live-hours must be within 0 and 24"
+            );
+        }
         assert_eq!(
             refused(&["--today-share", "0.5", "--history-days", "0"]),
             "--today-share needs history (--history-days 1 or more)"
@@ -484,7 +550,14 @@ mod tests {
 
     #[test]
     fn live_traffic_is_the_users_day_then_visitors_all_today() {
-        let m = Arc::new(mix(&["--users", "20", "--visitors", "7"]));
+        let m = Arc::new(mix(&[
+            "--users",
+            "20",
+            "--visitors",
+            "7",
+            "--today-live-hours",
+            "24",
+        ]));
         let now = DAY * DAY_MILLIS + 5 * 3_600_000;
         let live = Live::new(Arc::clone(&m), now, 100);
         let today = live.user_events();

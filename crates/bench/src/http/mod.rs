@@ -110,6 +110,14 @@ pub struct HttpBenchArgs {
     /// user's first visit of the day).
     #[arg(long, default_value_t = 1.0)]
     today_share: f64,
+    /// With history: the hours of today whose events are still live
+    /// cells of today's row when the reads start; the events of the
+    /// other hours arrived earlier and maintenance digested them (2: a
+    /// read at the day's end with maintenance keeping up, the most a
+    /// read sees; 24: none digested, as when maintenance never ran
+    /// today).
+    #[arg(long, default_value_t = 2.0)]
+    today_live_hours: f64,
     /// With history: this text before every facet value, in the events
     /// and in the hits re-ranked, as long values that share their first
     /// bytes are (`"Electronics > "`: hierarchical categories). Default
@@ -215,6 +223,10 @@ pub fn run(args: HttpBenchArgs, backend: &BenchBackend) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.today_share == 1.0 || args.history_days > 0,
         "--today-share needs history (--history-days 1 or more)"
+    );
+    anyhow::ensure!(
+        (0.0..=24.0).contains(&args.today_live_hours),
+        "--today-live-hours must be within 0 and 24"
     );
     anyhow::ensure!(args.seconds > 0, "--seconds must be positive");
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -131,6 +131,7 @@ impl HistoryFigures {
         json["settings"]["value_skew"] = json!(args.value_skew);
         json["settings"]["value_prefix"] = json!(args.value_prefix);
         json["settings"]["today_share"] = json!(args.today_share);
+        json["settings"]["today_live_hours"] = json!(args.today_live_hours);
         json["settings"]["rollup_cache_mib"] = json!(args.rollup_cache_mib);
         json["settings"]["seed"] = json!(args.seed);
         lines.insert_str(0, &first);
