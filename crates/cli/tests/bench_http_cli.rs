@@ -399,6 +399,15 @@ fn bench_http_with_history_folds_it_and_reads_per_class() {
         "{report}"
     );
     assert_eq!(printed(&stdout, "history:", "events"), loaded, "{stdout}");
+    // Today's events of the hours before the last two came in the history,
+    // digested (`--today-live-hours 2`, the default).
+    let digested = number(&history["today_digested_events"]);
+    assert!(digested > 0.0, "{report}");
+    let line = stdout.lines().find(|l| l.starts_with("history:")).unwrap();
+    assert!(
+        line.contains(&format!("today: {digested} events of its closed hours")),
+        "{line}"
+    );
 
     // The maintenance folded every user with history, and the rollups
     // hold exactly the events of the closed days loaded.

@@ -378,8 +378,9 @@ impl Engine {
     }
 
     fn profiles_spec(config: &AppConfig) -> TableSpec {
-        // Day-row cells are stamped with their arrival day: they outlive
-        // the retention by the rollup slack plus a day of margin.
+        // Day-row cells are stamped with their arrival day (or an hour
+        // of it): they outlive the retention by the rollup slack plus a
+        // day of margin.
         let days = u64::from(config.retention_days + SLACK_DAYS + 2);
         let state = GcRule::MaxAge(Duration::from_millis(days * DAY_MILLIS as u64));
         let latest = GcRule::Union(vec![GcRule::MaxVersions(1), state.clone()]);

@@ -127,7 +127,12 @@ impl Mix {
             skew: (args.value_skew > 0.0).then(|| Skew::new(args.value_skew)),
             value_prefix: args.value_prefix.clone(),
             today_share: args.today_share,
-            live_share: args.today_live_hours / 24.0,
+            // A server elsewhere (`--url`) gets no history: every event
+            // of today goes to it live.
+            live_share: match args.url {
+                Some(_) => 1.0,
+                None => args.today_live_hours / 24.0,
+            },
         }
     }
 

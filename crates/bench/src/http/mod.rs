@@ -110,12 +110,12 @@ pub struct HttpBenchArgs {
     /// user's first visit of the day).
     #[arg(long, default_value_t = 1.0)]
     today_share: f64,
-    /// With history: the hours of today whose events are still live
-    /// cells of today's row when the reads start; the events of the
-    /// other hours arrived earlier and maintenance digested them (2: a
-    /// read at the day's end with maintenance keeping up, the most a
-    /// read sees; 24: none digested, as when maintenance never ran
-    /// today).
+    /// With history (in process): the hours of today whose events are
+    /// still live cells of today's row when the reads start; the events
+    /// of the other hours arrived earlier and maintenance digested them
+    /// (2: a read at the day's end with maintenance keeping up, the most
+    /// a read sees; 24: none digested, as when maintenance never ran
+    /// today). With `--url` every event of today is sent live.
     #[arg(long, default_value_t = 2.0)]
     today_live_hours: f64,
     /// With history: this text before every facet value, in the events

@@ -57,9 +57,13 @@ pub async fn bench(
         (None, _) => (String::new(), "of profile reads"),
     };
     let today = match &mix {
-        Some(_) => format!(
+        Some(_) if args.url.is_none() && args.today_live_hours < 24.0 => format!(
             " (first the users' events of today's last {} hours, of {} of a day's each; the earlier ones digested in the history)",
             args.today_live_hours, args.today_share
+        ),
+        Some(_) if args.today_share != 1.0 => format!(
+            " (first the users' events of today, {} of a day's each)",
+            args.today_share
         ),
         _ => String::new(),
     };
