@@ -10,10 +10,10 @@
 //! of today into family `g` of the same row: one cell per facet, packed as
 //! a rollup's `f` cells are, with the sums of the digest before it. One
 //! check-and-mutate on the row deletes the digested counter cells and
-//! writes the new `g` cells, if the row's `g` cells are still those it
-//! read. So every reader of the row sees the counters either as cells or
-//! in the digest, never both nor neither, and a crash loses a digest
-//! whole. Reads and folds take `g` cells as counters of the arrival day of
+//! writes the new `g` cells, if the earliest cell it read is still there
+//! (not moved by another digest, nor deleted with the user). So every
+//! reader of the row sees the counters either as cells or in the digest,
+//! never both nor neither, and a crash loses a digest whole. Reads and folds take `g` cells as counters of the arrival day of
 //! their timestamp (the last digested hour's first microsecond); the `i`
 //! and `t` cells stay where they are, so the exactly-once corrections are
 //! unchanged.
@@ -52,8 +52,9 @@ pub enum DigestOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DigestPlan {
     key: Vec<u8>,
-    /// The row's `g` cells' timestamp as read (`None`: no digest yet).
-    read_stamp: Option<i64>,
+    /// The earliest counter cell it moves (column, timestamp): the
+    /// commit's check.
+    earliest: (Vec<u8>, i64),
     /// The counter cells it moves, and their time range.
     columns: Vec<Vec<u8>>,
     range: TimestampRange,
@@ -71,22 +72,6 @@ impl DigestPlan {
     /// The counter cells the digest moves.
     pub fn moved(&self) -> usize {
         self.columns.len()
-    }
-}
-
-/// A filter that keeps a `g` cell unless its timestamp is `stamp`: with
-/// `None`, any `g` cell.
-fn digest_changed(stamp: Option<i64>) -> RowFilter {
-    let family = RowFilter::exact_family(DIGEST_FAMILY);
-    match stamp {
-        None => family,
-        Some(s) => RowFilter::Chain(vec![
-            family,
-            RowFilter::interleave(vec![
-                RowFilter::TimestampRange(TimestampRange::new(0, s)),
-                RowFilter::TimestampRange(TimestampRange::new(s + 1000, 0)),
-            ]),
-        ]),
     }
 }
 
@@ -137,7 +122,7 @@ impl Engine {
             &ReadRowsRequest::new(rows).with_filter(filter),
             |row| {
                 let mut totals = Totals::new();
-                let mut read_stamp = None;
+                let mut earliest: Option<(Vec<u8>, i64)> = None;
                 let mut columns: Vec<Vec<u8>> = Vec::new();
                 for cell in row.cells {
                     if cell.family == DIGEST_FAMILY {
@@ -146,7 +131,6 @@ impl Engine {
                         digest.for_each(|value, j, n| {
                             add_total(&mut totals, prefixes[j], value, n)
                         })?;
-                        read_stamp = read_stamp.max(Some(cell.timestamp_micros));
                         continue;
                     }
                     let n = affinity_model::apply::decode_i64(cell.value).ok_or_else(|| {
@@ -154,6 +138,12 @@ impl Engine {
                     })?;
                     let (prefix, value) = split_counter_qualifier(cell.qualifier)?;
                     add_total(&mut totals, &prefix, &value, n);
+                    if earliest
+                        .as_ref()
+                        .is_none_or(|(_, t)| cell.timestamp_micros < *t)
+                    {
+                        earliest = Some((cell.qualifier.to_vec(), cell.timestamp_micros));
+                    }
                     // A column's versions come one after another.
                     if columns
                         .last()
@@ -162,16 +152,16 @@ impl Engine {
                         columns.push(cell.qualifier.to_vec());
                     }
                 }
-                if columns.is_empty() {
+                let Some(earliest) = earliest else {
                     return Ok(());
-                }
+                };
                 totals.retain(|_, values| {
                     values.retain(|_, n| *n != 0);
                     !values.is_empty()
                 });
                 plans.push(DigestPlan {
                     key: row.key.to_vec(),
-                    read_stamp,
+                    earliest,
                     columns,
                     range: TimestampRange::new(start, end),
                     cells: facet_cells(&totals)?,
@@ -185,8 +175,12 @@ impl Engine {
         Ok(plans)
     }
 
-    /// Commit a digest: `false` (nothing written) when the row's digest
-    /// changed since it was read (another digest came first).
+    /// Commit a digest: `false` (nothing written) when the earliest
+    /// counter cell it moves is gone from the row: another digest moved
+    /// it (one through a later hour moved every cell this one read; one
+    /// through an earlier hour may have, else this one's digest holds
+    /// everything that one's does), or a deletion took the row. No add
+    /// can write that cell again: its hour is closed.
     pub fn commit_digest(&self, app: &App, plan: &DigestPlan) -> Result<bool> {
         let mut write: Vec<Mutation> = plan
             .columns
@@ -209,12 +203,14 @@ impl Engine {
             ));
         }
         // Unsynced: a digest lost in a crash is one not yet made.
-        let changed = app.profiles.check_and_mutate_row_unsynced(
-            &plan.key,
-            Some(&digest_changed(plan.read_stamp)),
-            &[],
-            &write,
-        )?;
-        Ok(!changed)
+        let (column, t) = &plan.earliest;
+        let still_there = RowFilter::Chain(vec![
+            RowFilter::exact_family(COUNTERS_FAMILY),
+            RowFilter::exact_qualifier(column),
+            RowFilter::TimestampRange(TimestampRange::new(*t, t + 1000)),
+        ]);
+        app.profiles
+            .check_and_mutate_row_unsynced(&plan.key, Some(&still_there), &write, &[])
+            .map_err(Into::into)
     }
 }

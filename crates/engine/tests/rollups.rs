@@ -68,6 +68,8 @@ enum Op {
         second_first: bool,
         fold_between: bool,
     },
+    /// A digest prepared, then the user deleted, then the digest committed.
+    DeleteDuringDigest(u8),
     /// A fold prepared, then the user deleted, then the fold committed.
     DeleteDuringFold(u8),
     /// Delete a user.
@@ -103,6 +105,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..4, 0u32..4, any::<bool>(), any::<bool>()).prop_map(
             |(user, hours, second_first, fold_between)| Op::DigestRace { user, hours, second_first, fold_between }
         ),
+        1 => (0u8..4).prop_map(Op::DeleteDuringDigest),
         1 => (0u8..4).prop_map(Op::DeleteDuringFold),
         1 => (0u8..4).prop_map(Op::Delete),
         1 => (any::<u8>(), any::<bool>())
@@ -449,7 +452,7 @@ fn run(
                     (first, second)
                 };
                 // Both read each row as it was: per row, the first to commit
-                // does, and the second then finds another digest there.
+                // does, and the second then finds its earliest cell moved.
                 let mut commits: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
                 for plan in a.iter().chain(&b) {
                     let count = commits.entry(plan.key().to_vec()).or_default();
@@ -458,6 +461,14 @@ fn run(
                     }
                 }
                 prop_assert!(commits.values().all(|n| *n == 1), "{:?}", commits);
+            }
+            Op::DeleteDuringDigest(u) => {
+                let app = world.engine.app(APP).unwrap();
+                let plans = world.engine.prepare_digest(&app, &user(*u)).unwrap();
+                world.delete(&user(*u));
+                for plan in &plans {
+                    prop_assert!(!world.engine.commit_digest(&app, plan).unwrap());
+                }
             }
             Op::DeleteDuringFold(u) => {
                 let app = world.engine.app(APP).unwrap();
