@@ -13,10 +13,10 @@
 //! writes the new `g` cells, if the earliest cell it read is still there
 //! (not moved by another digest, nor deleted with the user). So every
 //! reader of the row sees the counters either as cells or in the digest,
-//! never both nor neither, and a crash loses a digest whole. Reads and folds take `g` cells as counters of the arrival day of
-//! their timestamp (the last digested hour's first microsecond); the `i`
-//! and `t` cells stay where they are, so the exactly-once corrections are
-//! unchanged.
+//! never both nor neither, and a crash loses a digest whole. Reads and
+//! folds take `g` cells as counters of the arrival day of their timestamp
+//! (the last digested hour's first microsecond); the `i` and `t` cells
+//! stay where they are, so the exactly-once corrections are unchanged.
 
 use std::collections::BTreeMap;
 
@@ -42,8 +42,8 @@ pub enum DigestOutcome {
     UpToDate,
     /// Rows of today digested, and the counter cells they moved.
     Digested { rows: usize, cells: usize },
-    /// Another digest committed first to one of the rows (the others
-    /// were digested); the next maintenance digests it.
+    /// Another digest or a deletion came first to one of the rows (the
+    /// others were digested); the next maintenance digests it.
     Conflict,
 }
 
@@ -165,8 +165,8 @@ impl Engine {
                     columns,
                     range: TimestampRange::new(start, end),
                     cells: facet_cells(&totals)?,
-                    // The last digested hour: in today, and other than
-                    // the stamp of the digest it replaces.
+                    // The last digested hour: in today, the digest's
+                    // arrival day for every reader.
                     stamp: end - HOUR_MILLIS * 1000,
                 });
                 Ok(())
@@ -202,13 +202,13 @@ impl Engine {
                 cell.clone(),
             ));
         }
-        // Unsynced: a digest lost in a crash is one not yet made.
         let (column, t) = &plan.earliest;
         let still_there = RowFilter::Chain(vec![
             RowFilter::exact_family(COUNTERS_FAMILY),
             RowFilter::exact_qualifier(column),
             RowFilter::TimestampRange(TimestampRange::new(*t, t + 1000)),
         ]);
+        // Unsynced: a digest lost in a crash is one not yet made.
         app.profiles
             .check_and_mutate_row_unsynced(&plan.key, Some(&still_there), &write, &[])
             .map_err(Into::into)

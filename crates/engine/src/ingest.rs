@@ -16,19 +16,20 @@
 //! adds, per user-day row, the batch's counts of that day to `n` (stamped
 //! with the arrival hour, which digests need: `crate::digest`), 1 per
 //! event to its `i` cell (stamped with the arrival day) and the events'
-//! times to `t`: each row's adds are one atomic entry. Only (3) waits for a durable write; (1), (2) and the
-//! trends rows are written unsynced before it (`mutate_rows_unsynced`), so
-//! on the embedded store, whose one log holds every write in order, a batch
-//! costs one log sync, and a crash keeps a prefix of its writes.
+//! times to `t`: each row's adds are one atomic entry. Only (3) waits for
+//! a durable write; (1), (2) and the trends rows are written unsynced
+//! before it (`mutate_rows_unsynced`), so on the embedded store, whose
+//! one log holds every write in order, a batch costs one log sync, and a
+//! crash keeps a prefix of its writes.
 //!
 //! Invariant, at every instant, because a row's counters and ids change
 //! in the same atomic mutation: for each arrival day, a row's counters (its
 //! `n` cells and its digest, which a digest moves between in one atomic
-//! mutation) equal the sum over its `i` cells of `times * counts(event)`. A reader
-//! takes an event added other than once and corrects it by reading that
-//! one event row and adding its counts as many times as needed, so a
-//! profile read is exact whatever crashed where, and nothing is ever read
-//! before a write:
+//! mutation) equal the sum over its `i` cells of `times * counts(event)`.
+//! A reader takes an event added other than once and corrects it by
+//! reading that one event row and adding its counts as many times as
+//! needed, so a profile read is exact whatever crashed where, and nothing
+//! is ever read before a write:
 //! - crash before (3): nothing counted; the batch was not acknowledged and
 //!   its retry applies it (the event rows are already there);
 //! - crash after (3), or a retry of an acknowledged batch: the events count

@@ -56,8 +56,8 @@ pub struct MaintainReport {
     /// Users whose rows of today had closed hours digested
     /// ([`Engine::digest_user`]).
     pub digested: u64,
-    /// Users another fold or a deletion got to first (nothing written;
-    /// the next maintenance folds them).
+    /// Users another fold, digest or deletion got to first (nothing
+    /// written; the next maintenance folds or digests them).
     pub conflicts: u64,
     /// Key ranges run (a named job skips those it finished before).
     pub ranges: usize,
