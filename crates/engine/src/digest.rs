@@ -24,11 +24,9 @@ use affinity_model::{Bytes, Mutation, ReadRowsRequest, RowFilter, RowSet, Timest
 
 use crate::batch::visit_rows;
 use crate::engine::{App, Engine, DAY_MILLIS};
-use crate::error::{Error, Result};
-use crate::rollup::{add_total, facet_cells, packed, Totals, CLOSE_MARGIN_MILLIS};
-use crate::state::{
-    day_micros, split_counter_qualifier, COUNTERS_FAMILY, DIGEST_FAMILY, HOUR_MILLIS,
-};
+use crate::error::Result;
+use crate::rollup::{add_counter, add_facet_cell, facet_cells, Totals, CLOSE_MARGIN_MILLIS};
+use crate::state::{day_micros, decode_sum, COUNTERS_FAMILY, DIGEST_FAMILY, HOUR_MILLIS};
 
 /// The end (ms, exclusive) of the closed arrival hours at `now_millis`.
 pub fn closed_hours_end(now_millis: i64) -> i64 {
@@ -40,8 +38,8 @@ pub fn closed_hours_end(now_millis: i64) -> i64 {
 pub enum DigestOutcome {
     /// No counter of a closed hour of today waits.
     UpToDate,
-    /// Rows of today digested, and the counter cells they moved.
-    Digested { rows: usize, cells: usize },
+    /// Rows of today digested.
+    Digested,
     /// Another digest or a deletion came first to one of the rows (the
     /// others were digested); the next maintenance digests it.
     Conflict,
@@ -55,7 +53,7 @@ pub struct DigestPlan {
     /// The earliest counter cell it moves (column, timestamp): the
     /// commit's check.
     earliest: (Vec<u8>, i64),
-    /// The counter cells it moves, and their time range.
+    /// The counter columns it moves cells of, and their time range.
     columns: Vec<Vec<u8>>,
     range: TimestampRange,
     /// The new `g` cells (facet, packed counters) and their timestamp.
@@ -68,11 +66,6 @@ impl DigestPlan {
     pub fn key(&self) -> &[u8] {
         &self.key
     }
-
-    /// The counter cells the digest moves.
-    pub fn moved(&self) -> usize {
-        self.columns.len()
-    }
 }
 
 impl Engine {
@@ -80,19 +73,18 @@ impl Engine {
     /// [`Engine::prepare_digest`] then [`Engine::commit_digest`] of each
     /// row.
     pub fn digest_user(&self, app: &App, user: &str) -> Result<DigestOutcome> {
-        let (mut rows, mut cells, mut conflict) = (0, 0, false);
+        let (mut digested, mut conflict) = (false, false);
         for plan in self.prepare_digest(app, user)? {
             if self.commit_digest(app, &plan)? {
-                rows += 1;
-                cells += plan.moved();
+                digested = true;
             } else {
                 conflict = true;
             }
         }
-        Ok(match (rows, conflict) {
+        Ok(match (digested, conflict) {
             (_, true) => DigestOutcome::Conflict,
-            (0, false) => DigestOutcome::UpToDate,
-            (rows, false) => DigestOutcome::Digested { rows, cells },
+            (false, false) => DigestOutcome::UpToDate,
+            (true, false) => DigestOutcome::Digested,
         })
     }
 
@@ -126,18 +118,10 @@ impl Engine {
                 let mut columns: Vec<Vec<u8>> = Vec::new();
                 for cell in row.cells {
                     if cell.family == DIGEST_FAMILY {
-                        let digest = packed::unpack_facet(cell.value, cell.qualifier)?;
-                        let prefixes = digest.prefixes();
-                        digest.for_each(|value, j, n| {
-                            add_total(&mut totals, prefixes[j], value, n)
-                        })?;
+                        add_facet_cell(&mut totals, cell.qualifier, cell.value, 1)?;
                         continue;
                     }
-                    let n = affinity_model::apply::decode_i64(cell.value).ok_or_else(|| {
-                        Error::corrupt("state cell", format!("{} bytes", cell.value.len()))
-                    })?;
-                    let (prefix, value) = split_counter_qualifier(cell.qualifier)?;
-                    add_total(&mut totals, &prefix, &value, n);
+                    add_counter(&mut totals, cell.qualifier, decode_sum(cell.value)?)?;
                     if earliest
                         .as_ref()
                         .is_none_or(|(_, t)| cell.timestamp_micros < *t)

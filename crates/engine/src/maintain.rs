@@ -270,7 +270,7 @@ impl Engine {
             }
             match self.digest_user(app, user)? {
                 DigestOutcome::UpToDate => {}
-                DigestOutcome::Digested { .. } => local.digested += 1,
+                DigestOutcome::Digested => local.digested += 1,
                 DigestOutcome::Conflict => local.conflicts += 1,
             }
             local.users += 1;

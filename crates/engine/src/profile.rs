@@ -46,8 +46,8 @@ use crate::rollup::{
 use crate::schema::{decode_row, since};
 use crate::scoring::{Accumulator, Profile, ScoredEvent, SortedRuns, SortedScores};
 use crate::state::{
-    parse_counter_qualifier, parse_last_qualifier, state_row_key, EventId, COUNTERS_FAMILY,
-    DIGEST_FAMILY, IDS_FAMILY, LAST_FAMILY,
+    decode_sum, parse_counter_qualifier, parse_last_qualifier, state_row_key, EventId,
+    COUNTERS_FAMILY, DIGEST_FAMILY, IDS_FAMILY, LAST_FAMILY,
 };
 use crate::strategy::{Strategy, Weights};
 
@@ -414,20 +414,23 @@ impl Engine {
                 ids.clear();
                 for cell in row.cells {
                     let arrival = arrival_day(cell.timestamp_micros);
+                    // What the cell's counters (or digest: counters of its
+                    // arrival day) do: taken out of an expired day the
+                    // rollup holds them for, added to a folded day they
+                    // arrived at after the fold.
+                    let sign = if day < window && arrival <= h {
+                        -1
+                    } else if day >= window && day <= h && arrival > h {
+                        1
+                    } else {
+                        0
+                    };
                     match cell.family {
-                        COUNTERS_FAMILY if day < window && arrival <= h => {
-                            // Expired: the rollup holds it; take it out.
-                            counters.add(cell.qualifier, -decode_sum(cell.value)?, acc)?;
+                        COUNTERS_FAMILY if sign != 0 => {
+                            counters.add(cell.qualifier, sign * decode_sum(cell.value)?, acc)?;
                         }
-                        COUNTERS_FAMILY if day >= window && day <= h && arrival > h => {
-                            counters.add(cell.qualifier, decode_sum(cell.value)?, acc)?;
-                        }
-                        // A digest: counters as the row's, of its arrival day.
-                        DIGEST_FAMILY if day < window && arrival <= h => {
-                            add_digest(acc, weights, (cell.qualifier, cell.value), -1)?;
-                        }
-                        DIGEST_FAMILY if day >= window && day <= h && arrival > h => {
-                            add_digest(acc, weights, (cell.qualifier, cell.value), 1)?;
+                        DIGEST_FAMILY if sign != 0 => {
+                            add_digest(acc, weights, (cell.qualifier, cell.value), sign)?;
                         }
                         IDS_FAMILY => {
                             let id: [u8; 16] = cell.qualifier.try_into().map_err(|_| {
@@ -1044,11 +1047,6 @@ fn delete_rows(table: &dyn Table, keys: &[affinity_model::Bytes]) -> Result<()> 
 }
 
 /// An aggregate cell's sum.
-fn decode_sum(value: &[u8]) -> Result<i64> {
-    affinity_model::apply::decode_i64(value)
-        .ok_or_else(|| Error::corrupt("state cell", format!("{} bytes", value.len())))
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -40,8 +40,8 @@ use crate::batch::visit_rows;
 use crate::engine::{App, Engine, DAY_MILLIS, SLACK_DAYS};
 use crate::error::{Error, Result};
 use crate::state::{
-    last_qualifier, parse_last_qualifier, split_counter_qualifier, state_row_key, EventId,
-    COUNTERS_FAMILY, DIGEST_FAMILY, IDS_FAMILY, LAST_FAMILY,
+    decode_sum, last_qualifier, parse_last_qualifier, split_counter_qualifier, state_row_key,
+    EventId, COUNTERS_FAMILY, DIGEST_FAMILY, IDS_FAMILY, LAST_FAMILY,
 };
 
 pub(crate) mod packed;
@@ -418,6 +418,27 @@ pub(crate) fn add_total(totals: &mut Totals, prefix: &[u8], value: &[u8], n: i64
     }
 }
 
+/// Add counter cell `qualifier` (CSV(type, name, facet, value)) with sum
+/// `n` to `totals`.
+pub(crate) fn add_counter(totals: &mut Totals, qualifier: &[u8], n: i64) -> Result<()> {
+    let (prefix, value) = split_counter_qualifier(qualifier)?;
+    add_total(totals, &prefix, &value, n);
+    Ok(())
+}
+
+/// Add packed by-facet cell `cell` of `facet` (a rollup's `f`, a day
+/// row's digest `g`) to `totals`, `sign` times.
+pub(crate) fn add_facet_cell(
+    totals: &mut Totals,
+    facet: &[u8],
+    cell: &[u8],
+    sign: i64,
+) -> Result<()> {
+    let cell = packed::unpack_facet(cell, facet)?;
+    let prefixes = cell.prefixes();
+    cell.for_each(|value, j, n| add_total(totals, prefixes[j], value, sign * n))
+}
+
 /// The by-facet cells of `totals`: facet -> packed cell.
 pub(crate) fn facet_cells(totals: &Totals) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
     // Facet -> its prefixes and their sums.
@@ -530,11 +551,7 @@ impl Engine {
         let old_h = match base {
             Some(w) => {
                 for (facet, cell) in &rollup.by_facet {
-                    let cell = packed::unpack_facet(cell, facet)?;
-                    let prefixes = cell.prefixes();
-                    cell.for_each(|value, j, n| {
-                        add_total(&mut plan.totals, prefixes[j], value, n)
-                    })?;
+                    add_facet_cell(&mut plan.totals, facet, cell, 1)?;
                 }
                 for (prefix, cell) in &rollup.totals {
                     for counter in packed::unpack(cell, prefix) {
@@ -613,24 +630,18 @@ impl Engine {
                 let arrival = arrival_day(cell.timestamp_micros);
                 match cell.family {
                     COUNTERS_FAMILY if arrival >= from && arrival <= to => {
-                        let n = affinity_model::apply::decode_i64(cell.value).ok_or_else(|| {
-                            Error::corrupt("state cell", format!("{} bytes", cell.value.len()))
-                        })?;
-                        let (prefix, value) = split_counter_qualifier(cell.qualifier)?;
-                        add_total(&mut plan.totals, &prefix, &value, sign * n);
+                        add_counter(
+                            &mut plan.totals,
+                            cell.qualifier,
+                            sign * decode_sum(cell.value)?,
+                        )?;
                     }
                     // A digest: counters as the row's, of its arrival day.
                     DIGEST_FAMILY if arrival >= from && arrival <= to => {
-                        let digest = packed::unpack_facet(cell.value, cell.qualifier)?;
-                        let prefixes = digest.prefixes();
-                        digest.for_each(|value, j, n| {
-                            add_total(&mut plan.totals, prefixes[j], value, sign * n)
-                        })?;
+                        add_facet_cell(&mut plan.totals, cell.qualifier, cell.value, sign)?;
                     }
                     IDS_FAMILY => {
-                        let n = affinity_model::apply::decode_i64(cell.value).ok_or_else(|| {
-                            Error::corrupt("state cell", format!("{} bytes", cell.value.len()))
-                        })?;
+                        let n = decode_sum(cell.value)?;
                         let id: [u8; 16] = cell.qualifier.try_into().map_err(|_| {
                             Error::corrupt("event id qualifier", format!("{:?}", cell.qualifier))
                         })?;

@@ -172,6 +172,12 @@ pub fn day_micros(day: i64) -> i64 {
     day * DAY_MILLIS * 1000
 }
 
+/// The sum a cell of a sum family (`n`, `i`) holds.
+pub(crate) fn decode_sum(value: &[u8]) -> Result<i64> {
+    affinity_model::apply::decode_i64(value)
+        .ok_or_else(|| Error::corrupt("state cell", format!("{} bytes", value.len())))
+}
+
 /// An hour.
 pub const HOUR_MILLIS: i64 = 3_600_000;
 
