@@ -429,6 +429,36 @@ const RESERVED_OBJECTS: usize = 1000;
 /// Nesting the scanner takes (serde_json's limit is 128).
 const MAX_DEPTH: usize = 64;
 
+/// Where the run of plain string bytes of `bytes` from `at` ends: at the
+/// first quote, backslash or control character (or the end). Eight bytes
+/// at a time: most names and values are no longer.
+#[inline]
+fn plain_run(bytes: &[u8], mut at: usize) -> usize {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let x = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        // A byte's high bit is set in `below(x, n)` where the byte is below
+        // `n`, and may be set above such a byte (a borrow carried): the
+        // lowest byte set is a true one.
+        let below = |v: u64, n: u8| v.wrapping_sub(ONES * u64::from(n)) & !v;
+        let quote = x ^ (ONES * u64::from(b'"'));
+        let backslash = x ^ (ONES * u64::from(b'\\'));
+        let stop = (below(quote, 1) | below(backslash, 1) | below(x, 0x20)) & HIGH;
+        if stop != 0 {
+            return at + (stop.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    while let Some(&c) = bytes.get(at) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            break;
+        }
+        at += 1;
+    }
+    at
+}
+
 /// A scanner of JSON text: each method takes one piece of the grammar
 /// (RFC 8259) at the scanner's place and moves past it, or gives up
 /// (`None`). It gives up on all text serde_json refuses, and also on a
@@ -479,15 +509,8 @@ impl<'a> Scan<'a> {
     fn name(&mut self) -> Option<&'a str> {
         (self.peek() == Some(b'"')).then_some(())?;
         let start = self.at + 1;
-        self.at = start;
-        loop {
-            match self.peek()? {
-                b'"' => break,
-                b'\\' => return None,
-                c if c < 0x20 => return None,
-                _ => self.at += 1,
-            }
-        }
+        self.at = plain_run(self.text.as_bytes(), start);
+        (self.peek()? == b'"').then_some(())?;
         let name = &self.text[start..self.at];
         self.at += 1;
         self.eat(b':')?;
@@ -500,6 +523,7 @@ impl<'a> Scan<'a> {
         let bytes = self.text.as_bytes();
         self.at += 1;
         loop {
+            self.at = plain_run(bytes, self.at);
             match *bytes.get(self.at)? {
                 b'"' => {
                     self.at += 1;
@@ -832,6 +856,25 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// Eight bytes at a time, a plain run ends where one byte at a time
+        /// finds its end: runs of every length, ending at each kind of stop
+        /// (and bytes of UTF-8 beside them).
+        #[test]
+        fn a_plain_run_ends_at_the_first_stop(
+            bytes in prop::collection::vec(
+                prop_oneof![Just(b'"'), Just(b'\\'), 0u8..0x20, 0x20u8..=0xff, 0x80u8..=0xff],
+                0..40,
+            ),
+            from in 0usize..40,
+        ) {
+            let from = from.min(bytes.len());
+            let naive = bytes[from..]
+                .iter()
+                .position(|c| *c == b'"' || *c == b'\\' || *c < 0x20)
+                .map_or(bytes.len(), |i| from + i);
+            prop_assert_eq!(plain_run(&bytes, from), naive);
+        }
 
         /// Bodies of hits with any values, whitespace and names, whole or
         /// with one character changed: what the scanner takes, serde_json

@@ -520,11 +520,29 @@ pub(crate) fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
 }
 
 /// Whether `a` and `b` are the same bytes, without a call into `memcmp`
-/// when they are at most eight bytes long (as most names and facet
-/// values are).
+/// when they are at most 16 bytes long (as most names and facet values
+/// are): compared as their first and last 8 bytes (4 when shorter; first,
+/// middle and last byte when shorter still), which overlap or meet.
 #[inline]
 pub fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && head(a) == head(b) && (a.len() <= 8 || a[8..] == b[8..])
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word =
+        |s: &[u8], at: usize| u64::from_ne_bytes(s[at..at + 8].try_into().unwrap_or_default());
+    let half =
+        |s: &[u8], at: usize| u32::from_ne_bytes(s[at..at + 4].try_into().unwrap_or_default());
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        _ => {
+            word(a, 0) == word(b, 0)
+                && word(a, n - 8) == word(b, n - 8)
+                && (n <= 16 || a[8..n - 8] == b[8..n - 8])
+        }
+    }
 }
 
 /// [`cmp_bytes`] of `a` and `b` whose heads are `ha` and `hb`.
@@ -860,6 +878,16 @@ mod tests {
             proptest::prop_assert_eq!(cmp_bytes(&a, &b), a.cmp(&b));
             proptest::prop_assert_eq!(eq_bytes(&a, &b), a == b);
             proptest::prop_assert!(eq_bytes(&a, &a.clone()));
+            // A byte changed anywhere in a slice of any length up to 40.
+            let mut long = a.clone();
+            long.extend_from_slice(&b);
+            long.extend_from_slice(&a);
+            for at in 0..long.len() {
+                let mut other = long.clone();
+                other[at] ^= 0x20;
+                proptest::prop_assert!(!eq_bytes(&long, &other), "{long:?} at {at}");
+                proptest::prop_assert!(eq_bytes(&long[..at], &other[..at]));
+            }
             let mut c = a.clone();
             c.extend_from_slice(&b);
             proptest::prop_assert_eq!(cmp_bytes(&a, &c), a.as_slice().cmp(&c));
