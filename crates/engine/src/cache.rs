@@ -54,7 +54,13 @@
 //! ([`ProfileCache::put_weighed`], in the rollup's budget): they are made
 //! from the rollup alone, so they are as fresh as it is, and the next
 //! read under that strategy copies them instead of weighing the counters
-//! again.
+//! again. It keeps them also merged with the digest (family `g`) of one
+//! day row, the first a read met ([`ProfileCache::put_digested`]), under
+//! that digest's row key, cells and timestamps: a read that meets the
+//! same bytes takes the merged runs instead of weighing the digest and
+//! merging it in. A digest changes once an hour at most, where the row's
+//! other cells change at every event, so it is the part of today's row
+//! worth keeping whole.
 
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -123,7 +129,25 @@ struct RollupEntry {
     /// The rollup's by-facet counters weighed under one strategy (its
     /// [`fingerprint`]), once a read has weighed them.
     weighed: Option<(u64, Arc<SortedRuns>)>,
+    /// Those runs merged with one day row's digest, once a read has.
+    digested: Option<Digested>,
     bytes: usize,
+}
+
+/// A rollup's weighed runs merged with a day row's digest.
+#[derive(Clone)]
+struct Digested {
+    /// The strategy's [`fingerprint`].
+    strategy: u64,
+    /// The digest as read: its row key, cells and timestamps.
+    digest: Box<[u8]>,
+    runs: Arc<SortedRuns>,
+}
+
+impl Digested {
+    fn bytes(&self) -> usize {
+        self.digest.len() + self.runs.heap_bytes()
+    }
 }
 
 /// What an entry costs the budget.
@@ -142,6 +166,27 @@ impl RollupEntry {
     /// as read through `handle`.
     fn holds(&self, handle: u64, rollup: &Arc<Rollup>) -> bool {
         self.handle == handle && Arc::ptr_eq(&self.rollup, rollup)
+    }
+
+    /// What the runs kept beside the rollup take.
+    fn beside_bytes(&self) -> usize {
+        self.weighed.as_ref().map_or(0, |(_, r)| r.heap_bytes())
+            + self.digested.as_ref().map_or(0, Digested::bytes)
+    }
+
+    /// The entry without the runs beside the rollup.
+    fn copy(&self) -> RollupEntry {
+        RollupEntry {
+            app: self.app.clone(),
+            handle: self.handle,
+            user: self.user.clone(),
+            since: self.since,
+            stripe: self.stripe,
+            rollup: Arc::clone(&self.rollup),
+            weighed: None,
+            digested: None,
+            bytes: self.bytes,
+        }
     }
 }
 
@@ -495,6 +540,7 @@ impl ProfileCache {
                 stripe,
                 rollup: Arc::clone(rollup),
                 weighed: None,
+                digested: None,
                 bytes,
             },
         );
@@ -532,24 +578,80 @@ impl ProfileCache {
         strategy: u64,
         runs: &Arc<SortedRuns>,
     ) {
+        self.replace_beside(app, handle, user, rollup, |e| RollupEntry {
+            weighed: Some((strategy, Arc::clone(runs))),
+            digested: e.digested.clone(),
+            ..e.copy()
+        });
+    }
+
+    /// The runs [`ProfileCache::put_digested`] kept beside `rollup` (the
+    /// very rollup this cache gave for `user`) for the strategy of
+    /// fingerprint `strategy` and the day row's digest `digest` (its row
+    /// key, cells and timestamps, as [`ProfileCache::put_digested`] took
+    /// them). Not counted in the figures.
+    pub(crate) fn digested(
+        &self,
+        app: &str,
+        handle: u64,
+        user: &str,
+        rollup: &Arc<Rollup>,
+        strategy: u64,
+        digest: &[u8],
+    ) -> Option<Arc<SortedRuns>> {
+        self.rollups.peek(rollup_hash(app, handle, user), |e| {
+            let d = e.digested.as_ref()?;
+            (d.strategy == strategy && e.holds(handle, rollup) && *d.digest == *digest)
+                .then(|| Arc::clone(&d.runs))
+        })
+    }
+
+    /// Keep `runs`, `rollup`'s by-facet counters weighed under the
+    /// strategy of fingerprint `strategy` and merged with the day row's
+    /// digest `digest`, beside the rollup, in place of others; nothing
+    /// when the entry no longer holds this rollup, or does not fit with
+    /// them.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn put_digested(
+        &self,
+        app: &str,
+        handle: u64,
+        user: &str,
+        rollup: &Arc<Rollup>,
+        strategy: u64,
+        digest: &[u8],
+        runs: &Arc<SortedRuns>,
+    ) {
+        self.replace_beside(app, handle, user, rollup, |e| RollupEntry {
+            weighed: e.weighed.clone(),
+            digested: Some(Digested {
+                strategy,
+                digest: digest.into(),
+                runs: Arc::clone(runs),
+            }),
+            ..e.copy()
+        });
+    }
+
+    /// Replace the entry holding `rollup` by what `with` makes of it, its
+    /// size counted again; put as a new entry, with the read time of the
+    /// rollup, so that it stays exactly as fresh as before.
+    fn replace_beside(
+        &self,
+        app: &str,
+        handle: u64,
+        user: &str,
+        rollup: &Arc<Rollup>,
+        with: impl FnOnce(&RollupEntry) -> RollupEntry,
+    ) {
         let hash = rollup_hash(app, handle, user);
         let entry = self.rollups.peek(hash, |e| {
             e.holds(handle, rollup).then(|| {
-                let before = e.weighed.as_ref().map_or(0, |(_, r)| r.heap_bytes());
-                RollupEntry {
-                    app: e.app.clone(),
-                    handle,
-                    user: e.user.clone(),
-                    since: e.since,
-                    stripe: e.stripe,
-                    rollup: Arc::clone(rollup),
-                    weighed: Some((strategy, Arc::clone(runs))),
-                    bytes: e.bytes - before + runs.heap_bytes(),
-                }
+                let mut entry = with(e);
+                entry.bytes = e.bytes - e.beside_bytes() + entry.beside_bytes();
+                entry
             })
         });
-        // Put as a new entry: kept with the read time of the rollup, the
-        // entry stays exactly as fresh as before.
         if let Some(entry) = entry {
             self.rollups.put(hash, entry);
         }
@@ -883,6 +985,67 @@ mod tests {
         cache.wrote("shop", [(b"u".as_slice(), true)].into_iter());
         assert_eq!(cache.rollup("shop", 1, "u"), None);
         assert!(cache.weighed("shop", 1, "u", &kept, 8).is_none());
+        assert_eq!(cache.rollup_stats().bytes, 0);
+    }
+
+    #[test]
+    fn digested_runs_are_kept_beside_their_rollup_for_one_digest() {
+        let cache = ProfileCache::new(0, 1 << 20);
+        let since = cache.now();
+        let kept = rollup(5);
+        cache.put_rollup("shop", 1, "u", since, &kept);
+        let bytes = cache.rollup_stats().bytes;
+        let (a, b, w) = (runs("a"), runs("b"), runs("w"));
+        assert!(cache.digested("shop", 1, "u", &kept, 7, b"g1").is_none());
+        cache.put_digested("shop", 1, "u", &kept, 7, b"g1", &a);
+        let got = cache.digested("shop", 1, "u", &kept, 7, b"g1").unwrap();
+        assert!(Arc::ptr_eq(&got, &a));
+        assert_eq!(
+            cache.rollup_stats().bytes,
+            bytes + (a.heap_bytes() + 2) as u64,
+            "the runs and the digest count in the budget"
+        );
+        for (handle, user, strategy, digest, what) in [
+            (1, "u", 8, &b"g1"[..], "another strategy"),
+            (1, "u", 7, b"g2", "another digest"),
+            (1, "u", 7, b"g", "a digest's prefix"),
+            (2, "u", 7, b"g1", "another handle"),
+            (1, "v", 7, b"g1", "another user"),
+        ] {
+            assert!(
+                cache
+                    .digested("shop", handle, user, &kept, strategy, digest)
+                    .is_none(),
+                "{what}"
+            );
+        }
+        assert!(cache
+            .digested("shop", 1, "u", &rollup(5), 7, b"g1")
+            .is_none());
+        // The weighed runs and the digested ones are kept side by side.
+        cache.put_weighed("shop", 1, "u", &kept, 7, &w);
+        assert!(Arc::ptr_eq(
+            &cache.weighed("shop", 1, "u", &kept, 7).unwrap(),
+            &w
+        ));
+        assert!(cache.digested("shop", 1, "u", &kept, 7, b"g1").is_some());
+        // A new digest takes the old one's place.
+        cache.put_digested("shop", 1, "u", &kept, 7, b"g22", &b);
+        assert!(cache.digested("shop", 1, "u", &kept, 7, b"g1").is_none());
+        let got = cache.digested("shop", 1, "u", &kept, 7, b"g22").unwrap();
+        assert!(Arc::ptr_eq(&got, &b));
+        assert!(Arc::ptr_eq(
+            &cache.weighed("shop", 1, "u", &kept, 7).unwrap(),
+            &w
+        ));
+        assert_eq!(
+            cache.rollup_stats().bytes,
+            bytes + (w.heap_bytes() + b.heap_bytes() + 3) as u64
+        );
+        // They go with the rollup.
+        cache.wrote("shop", [(b"u".as_slice(), true)].into_iter());
+        assert_eq!(cache.rollup("shop", 1, "u"), None);
+        assert!(cache.digested("shop", 1, "u", &kept, 7, b"g22").is_none());
         assert_eq!(cache.rollup_stats().bytes, 0);
     }
 

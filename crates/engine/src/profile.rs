@@ -21,7 +21,7 @@
 //! ingestion's events, and the caller verifies with
 //! [`Engine::user_row_count`].
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::ops::Bound;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -263,24 +263,37 @@ impl Engine {
             }
         }
         // Each member's rollup weighed, kept beside it (also read first).
-        let runs = match rollups {
-            Some(cache) => {
-                let strategy = crate::cache::fingerprint(strategy);
-                members
-                    .iter()
-                    .map(|(member, rollup)| {
-                        weighed_rollup(app, cache, member, rollup, (strategy, window), &weights)
-                    })
-                    .collect::<Result<Vec<_>>>()?
-            }
-            None => Vec::new(),
+        let fingerprint = rollups.map(|_| crate::cache::fingerprint(strategy));
+        let runs = match (rollups, fingerprint) {
+            (Some(cache), Some(strategy)) => members
+                .iter()
+                .map(|(member, rollup)| {
+                    weighed_rollup(app, cache, member, rollup, (strategy, window), &weights)
+                })
+                .collect::<Result<Vec<_>>>()?,
+            _ => Vec::new(),
         };
+        // Where each member's runs merged with a digest are held while
+        // the accumulator borrows them.
+        let held: Vec<OnceCell<Arc<SortedRuns>>> =
+            members.iter().map(|_| OnceCell::new()).collect();
         let mut acc = Accumulator::new(&weights);
         let mut any_state = false;
         for (i, (member, rollup)) in members.iter().enumerate() {
-            let runs = runs.get(i).and_then(Option::as_deref);
+            let folded = match (runs.get(i).and_then(Option::as_deref), rollups, fingerprint) {
+                (Some(runs), Some(cache), Some(strategy)) => Folded::Weighed {
+                    runs,
+                    digests: DigestRuns {
+                        cache,
+                        strategy,
+                        rollup,
+                        held: &held[i],
+                    },
+                },
+                _ => Folded::Counters,
+            };
             any_state |= self.add_member(
-                app, member, rollup, runs, window, newest, &weights, &mut acc,
+                app, member, rollup, folded, window, newest, &weights, &mut acc,
             )?;
         }
         if !any_state {
@@ -290,16 +303,15 @@ impl Engine {
     }
 
     /// Add one member's profile state to `acc`; `false` when it has none.
-    /// `runs`, when given, is `rollup`'s by-facet counters weighed under
-    /// `weights` ([`weighed_rollup`]). `newest` is the newest day a day
-    /// row can have ([`newest_day`]).
+    /// `folded` says how `rollup`'s by-facet counters go in. `newest` is
+    /// the newest day a day row can have ([`newest_day`]).
     #[allow(clippy::too_many_arguments)]
     fn add_member<'a>(
         &self,
         app: &App,
         user: &str,
         rollup: &'a Rollup,
-        runs: Option<&'a SortedRuns>,
+        folded_runs: Folded<'a>,
         window: i64,
         newest: i64,
         weights: &Weights,
@@ -324,7 +336,14 @@ impl Engine {
             }
             Ok(())
         };
-        if folded.is_some() {
+        // The rollup's counters, before any day row's: its by-facet runs
+        // go in whole (borrowed) into an accumulator that holds nothing
+        // yet. With the runs weighed, they wait for the first day row
+        // read, whose digest they may be kept merged with.
+        let add_folded = |acc: &mut Accumulator<'a>,
+                          counters: &mut CounterColumns,
+                          runs: Option<&'a SortedRuns>|
+         -> Result<()> {
             match runs {
                 Some(runs) => acc.add_runs(runs),
                 None => weigh_by_facet(rollup, weights, |slot, weighted, damaged| {
@@ -346,7 +365,16 @@ impl Engine {
             for (q, t) in &rollup.latest {
                 note_latest(acc, q, *t)?;
             }
-        }
+            Ok(())
+        };
+        let mut pending = match (folded.is_some(), folded_runs) {
+            (false, _) => None,
+            (true, Folded::Counters) => {
+                add_folded(acc, &mut counters, None)?;
+                None
+            }
+            (true, Folded::Weighed { runs, digests }) => Some((runs, digests)),
+        };
         let marked: Vec<i64> = rollup
             .marked_after(h)
             .into_iter()
@@ -371,6 +399,14 @@ impl Engine {
         visit_rows(app.profiles.as_ref(), &request, |row| {
             let day = row_day(row.key, user)?;
             any_state = true;
+            // The rollup's runs, merged with this row's digest when it
+            // has one (kept beside the rollup for the next read).
+            let mut digest_added = false;
+            if let Some((runs, digests)) = pending.take() {
+                let merged = digests.merged(app, user, runs, weights, row)?;
+                digest_added = merged.is_some();
+                add_folded(acc, &mut counters, Some(merged.unwrap_or(runs)))?;
+            }
             let whole_ids = marked.binary_search(&day).is_ok();
             let mut run = Run::default();
             for cell in row.cells {
@@ -379,7 +415,9 @@ impl Engine {
                     continue;
                 }
                 if cell.family == DIGEST_FAMILY {
-                    add_digest(acc, weights, (cell.qualifier, cell.value), 1)?;
+                    if !digest_added {
+                        add_digest(acc, weights, (cell.qualifier, cell.value), 1)?;
+                    }
                     continue;
                 }
                 let n = decode_sum(cell.value)?;
@@ -393,6 +431,10 @@ impl Engine {
             run.flush(acc)?;
             Ok(())
         })?;
+        if let Some((runs, _)) = pending {
+            // No day row.
+            add_folded(acc, &mut counters, Some(runs))?;
+        }
 
         // Late adds to folded days, and days that left the window since the
         // fold: read with every id version.
@@ -935,6 +977,84 @@ fn add_digest(
         weights,
         |slot, weighted, damaged| acc.add_sorted_at(slot, sign, weighted, |_| damaged()),
     )
+}
+
+/// How a profile read adds a member's rollup's by-facet counters.
+enum Folded<'a> {
+    /// Weighed from the rollup's cells.
+    Counters,
+    /// As `runs`, the counters weighed under the read's weights
+    /// ([`weighed_rollup`]), or those merged with a day row's digest.
+    Weighed {
+        runs: &'a SortedRuns,
+        digests: DigestRuns<'a>,
+    },
+}
+
+/// Where a read finds, or keeps, a member's rollup's weighed runs merged
+/// with a day row's digest: beside the rollup in `cache`, under the
+/// strategy of fingerprint `strategy`, held in `held` while the read's
+/// accumulator borrows them.
+struct DigestRuns<'a> {
+    cache: &'a ProfileCache,
+    strategy: u64,
+    rollup: &'a Arc<Rollup>,
+    held: &'a OnceCell<Arc<SortedRuns>>,
+}
+
+impl<'a> DigestRuns<'a> {
+    /// `runs` (the rollup's, weighed under `weights`) merged with the
+    /// digest of `row`, one of `member`'s day rows: those kept beside the
+    /// rollup for the same digest bytes, or merged now and kept; `None`
+    /// when the row has no digest.
+    fn merged(
+        self,
+        app: &App,
+        member: &str,
+        runs: &SortedRuns,
+        weights: &Weights,
+        row: affinity_model::RowRef<'_>,
+    ) -> Result<Option<&'a SortedRuns>> {
+        let mut cells = row
+            .cells
+            .iter()
+            .filter(|c| c.family == DIGEST_FAMILY)
+            .peekable();
+        if cells.peek().is_none() {
+            return Ok(None);
+        }
+        // The digest as read: what makes two reads' digests the same.
+        let mut digest = Vec::with_capacity(256);
+        let mut put = |bytes: &[u8]| {
+            digest.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
+            digest.extend_from_slice(bytes);
+        };
+        put(row.key);
+        for cell in cells.clone() {
+            put(cell.qualifier);
+            put(&cell.timestamp_micros.to_be_bytes());
+            put(cell.value);
+        }
+        let (cache, strategy, rollup) = (self.cache, self.strategy, self.rollup);
+        let kept = cache.digested(&app.id, app.handle, member, rollup, strategy, &digest);
+        let merged = match kept {
+            Some(merged) => merged,
+            None => {
+                let merged = SortedRuns::merged(weights, runs, |acc| {
+                    cells.try_for_each(|c| add_digest(acc, weights, (c.qualifier, c.value), 1))
+                })?;
+                let Some(merged) = merged else {
+                    return Ok(None);
+                };
+                let merged = Arc::new(merged);
+                cache.put_digested(
+                    &app.id, app.handle, member, rollup, strategy, &digest, &merged,
+                );
+                merged
+            }
+        };
+        Ok(Some(self.held.get_or_init(|| merged)))
+    }
 }
 
 /// `member`'s rollup's by-facet counters weighed under `weights` (the

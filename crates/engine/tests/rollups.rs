@@ -531,6 +531,41 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
     proptest::collection::vec(op(), 1..40)
 }
 
+/// A read keeps the rollup's runs merged with today's digest; the next
+/// digest of the day changes the digest, not the rollup, and the read
+/// after it must not take the runs merged with the first.
+#[test]
+fn a_new_digest_of_today_is_read_with_the_rollup_kept() {
+    // Each batch with items of its own: the scores differ from batch to
+    // batch (the same events again would scale every raw score alike).
+    let events = |hours: u32, item: u8| -> Op {
+        Op::Ingest(
+            (0..4u8)
+                .flat_map(|u| (0..3u8).map(move |k| (k, u, hours, vec![u, k, item], k == 1)))
+                .collect(),
+        )
+    };
+    // At 02:00: yesterday's events folded; then today's at 02:00 and
+    // 05:00, digested at 05:00 and 08:00, read after every step.
+    let ops = [
+        events(20, 7),
+        Op::Advance(3),
+        Op::Maintain,
+        events(0, 9),
+        Op::Advance(3),
+        Op::DigestSome(0xf, false),
+        events(0, 11),
+        Op::Advance(3),
+        Op::DigestSome(0xf, false),
+        events(0, 13),
+    ];
+    let start = 1_700_000_000_000 - 1_700_000_000_000 % DAY - 3_600_000;
+    for rollups in [0, 1 << 20] {
+        let clock = FakeClock::new(start);
+        run(clock.memory_store(), clock, &ops, (0, rollups)).unwrap();
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 

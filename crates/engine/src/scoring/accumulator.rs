@@ -409,6 +409,47 @@ impl SortedRuns {
         Ok(())
     }
 
+    /// `base` (built under `weights`) with what `add` adds through an
+    /// accumulator under `weights` that took `base` first, as runs of
+    /// their own: what an accumulator holds after taking `base` and then
+    /// the same adds. `add` must add sorted runs only
+    /// ([`Accumulator::add_sorted_at`]). `None` when the runs' text would
+    /// not fit their offsets.
+    pub(crate) fn merged<E>(
+        weights: &Weights,
+        base: &SortedRuns,
+        add: impl FnOnce(&mut Accumulator<'_>) -> Result<(), E>,
+    ) -> Result<Option<SortedRuns>, E> {
+        let mut acc = Accumulator::new(weights);
+        acc.add_runs(base);
+        add(&mut acc)?;
+        debug_assert!(acc.raw.iter().all(FxHashMap::is_empty), "sorted adds only");
+        let mut merged = SortedRuns::default();
+        for (slot, list) in acc.sorted.iter().enumerate() {
+            if list.is_empty() {
+                continue;
+            }
+            let mut entries = Vec::with_capacity(list.len());
+            for e in list {
+                let (Ok(start), Ok(end)) = (
+                    u32::try_from(merged.text.len()),
+                    u32::try_from(merged.text.len() + e.value.len()),
+                ) else {
+                    return Ok(None);
+                };
+                merged.text.extend_from_slice(&e.value);
+                entries.push(RunEntry {
+                    head: e.head,
+                    start,
+                    end,
+                    raw: e.raw,
+                });
+            }
+            merged.runs.push((slot, entries));
+        }
+        Ok(Some(merged))
+    }
+
     /// About what the runs take on the heap, in bytes.
     pub(crate) fn heap_bytes(&self) -> usize {
         self.text.capacity()
