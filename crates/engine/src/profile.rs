@@ -303,7 +303,7 @@ impl Engine {
     }
 
     /// Add one member's profile state to `acc`; `false` when it has none.
-    /// `folded` says how `rollup`'s by-facet counters go in. `newest` is
+    /// `folded_runs` says how `rollup`'s by-facet counters go in. `newest` is
     /// the newest day a day row can have ([`newest_day`]).
     #[allow(clippy::too_many_arguments)]
     fn add_member<'a>(
