@@ -134,6 +134,22 @@ struct RollupEntry {
     bytes: usize,
 }
 
+/// A rollup row the cache gave: `user`'s of application `app`, read
+/// through handle `handle`; what runs kept beside it are found by.
+#[derive(Clone, Copy)]
+pub(crate) struct KeptRollup<'r> {
+    pub(crate) app: &'r str,
+    pub(crate) handle: u64,
+    pub(crate) user: &'r str,
+    pub(crate) rollup: &'r Arc<Rollup>,
+}
+
+impl KeptRollup<'_> {
+    fn hash(self) -> u64 {
+        rollup_hash(self.app, self.handle, self.user)
+    }
+}
+
 /// A rollup's weighed runs merged with a day row's digest.
 #[derive(Clone)]
 struct Digested {
@@ -162,10 +178,10 @@ impl Weighed for Entry {
 }
 
 impl RollupEntry {
-    /// Whether this entry (found by its key's hash) holds `rollup` itself,
-    /// as read through `handle`.
-    fn holds(&self, handle: u64, rollup: &Arc<Rollup>) -> bool {
-        self.handle == handle && Arc::ptr_eq(&self.rollup, rollup)
+    /// Whether this entry (found by its key's hash) holds `kept.rollup`
+    /// itself, as read through `kept.handle`.
+    fn holds(&self, kept: KeptRollup<'_>) -> bool {
+        self.handle == kept.handle && Arc::ptr_eq(&self.rollup, kept.rollup)
     }
 
     /// What the runs kept beside the rollup take.
@@ -546,83 +562,61 @@ impl ProfileCache {
         );
     }
 
-    /// The runs [`ProfileCache::put_weighed`] kept beside `rollup` (the
-    /// very rollup this cache gave for `user`) for the strategy of
-    /// fingerprint `strategy`. The runs are made from the rollup alone,
-    /// so they are as fresh as it is; only the rollup's lookup counts in
-    /// the figures.
-    pub(crate) fn weighed(
-        &self,
-        app: &str,
-        handle: u64,
-        user: &str,
-        rollup: &Arc<Rollup>,
-        strategy: u64,
-    ) -> Option<Arc<SortedRuns>> {
-        self.rollups.peek(rollup_hash(app, handle, user), |e| {
+    /// The runs [`ProfileCache::put_weighed`] kept beside `kept.rollup`
+    /// (the very rollup this cache gave for the user) for the strategy of
+    /// fingerprint `strategy`. The runs are made from the rollup alone, so
+    /// they are as fresh as it is; only the rollup's lookup counts in the
+    /// figures.
+    pub(crate) fn weighed(&self, kept: KeptRollup<'_>, strategy: u64) -> Option<Arc<SortedRuns>> {
+        self.rollups.peek(kept.hash(), |e| {
             let (fp, runs) = e.weighed.as_ref()?;
-            (*fp == strategy && e.holds(handle, rollup)).then(|| Arc::clone(runs))
+            (*fp == strategy && e.holds(kept)).then(|| Arc::clone(runs))
         })
     }
 
-    /// Keep `runs`, `rollup`'s by-facet counters weighed under the
+    /// Keep `runs`, the rollup's by-facet counters weighed under the
     /// strategy of fingerprint `strategy`, beside the rollup, in place of
     /// runs of another strategy; nothing when the entry no longer holds
     /// this rollup, or does not fit with them.
-    pub(crate) fn put_weighed(
-        &self,
-        app: &str,
-        handle: u64,
-        user: &str,
-        rollup: &Arc<Rollup>,
-        strategy: u64,
-        runs: &Arc<SortedRuns>,
-    ) {
-        self.replace_beside(app, handle, user, rollup, |e| RollupEntry {
+    pub(crate) fn put_weighed(&self, kept: KeptRollup<'_>, strategy: u64, runs: &Arc<SortedRuns>) {
+        self.replace_beside(kept, |e| RollupEntry {
             weighed: Some((strategy, Arc::clone(runs))),
             digested: e.digested.clone(),
             ..e.copy()
         });
     }
 
-    /// The runs [`ProfileCache::put_digested`] kept beside `rollup` (the
-    /// very rollup this cache gave for `user`) for the strategy of
-    /// fingerprint `strategy` and the day row's digest `digest` (its row
-    /// key, cells and timestamps, as [`ProfileCache::put_digested`] took
-    /// them). Not counted in the figures.
+    /// The runs [`ProfileCache::put_digested`] kept beside `kept.rollup`
+    /// for the strategy of fingerprint `strategy` and the day row's digest
+    /// `digest` (its row key, cells and timestamps, as
+    /// [`ProfileCache::put_digested`] took them). Not counted in the
+    /// figures.
     pub(crate) fn digested(
         &self,
-        app: &str,
-        handle: u64,
-        user: &str,
-        rollup: &Arc<Rollup>,
+        kept: KeptRollup<'_>,
         strategy: u64,
         digest: &[u8],
     ) -> Option<Arc<SortedRuns>> {
-        self.rollups.peek(rollup_hash(app, handle, user), |e| {
+        self.rollups.peek(kept.hash(), |e| {
             let d = e.digested.as_ref()?;
-            (d.strategy == strategy && e.holds(handle, rollup) && *d.digest == *digest)
+            (d.strategy == strategy && e.holds(kept) && *d.digest == *digest)
                 .then(|| Arc::clone(&d.runs))
         })
     }
 
-    /// Keep `runs`, `rollup`'s by-facet counters weighed under the
+    /// Keep `runs`, the rollup's by-facet counters weighed under the
     /// strategy of fingerprint `strategy` and merged with the day row's
     /// digest `digest`, beside the rollup, in place of others; nothing
     /// when the entry no longer holds this rollup, or does not fit with
     /// them.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn put_digested(
         &self,
-        app: &str,
-        handle: u64,
-        user: &str,
-        rollup: &Arc<Rollup>,
+        kept: KeptRollup<'_>,
         strategy: u64,
         digest: &[u8],
         runs: &Arc<SortedRuns>,
     ) {
-        self.replace_beside(app, handle, user, rollup, |e| RollupEntry {
+        self.replace_beside(kept, |e| RollupEntry {
             weighed: e.weighed.clone(),
             digested: Some(Digested {
                 strategy,
@@ -633,20 +627,13 @@ impl ProfileCache {
         });
     }
 
-    /// Replace the entry holding `rollup` by what `with` makes of it, its
-    /// size counted again; put as a new entry, with the read time of the
-    /// rollup, so that it stays exactly as fresh as before.
-    fn replace_beside(
-        &self,
-        app: &str,
-        handle: u64,
-        user: &str,
-        rollup: &Arc<Rollup>,
-        with: impl FnOnce(&RollupEntry) -> RollupEntry,
-    ) {
-        let hash = rollup_hash(app, handle, user);
+    /// Replace the entry holding `kept.rollup` by what `with` makes of
+    /// it, its size counted again; put as a new entry, with the read time
+    /// of the rollup, so that it stays exactly as fresh as before.
+    fn replace_beside(&self, kept: KeptRollup<'_>, with: impl FnOnce(&RollupEntry) -> RollupEntry) {
+        let hash = kept.hash();
         let entry = self.rollups.peek(hash, |e| {
-            e.holds(handle, rollup).then(|| {
+            e.holds(kept).then(|| {
                 let mut entry = with(e);
                 entry.bytes = e.bytes - e.beside_bytes() + entry.beside_bytes();
                 entry
@@ -932,6 +919,16 @@ mod tests {
         assert_eq!(cache.stats().entries, 0);
     }
 
+    /// The rollup `rollup` of user `user` of "shop", through `handle`.
+    fn at<'r>(handle: u64, user: &'r str, rollup: &'r Arc<Rollup>) -> KeptRollup<'r> {
+        KeptRollup {
+            app: "shop",
+            handle,
+            user,
+            rollup,
+        }
+    }
+
     fn runs(value: &str) -> Arc<SortedRuns> {
         let mut runs = SortedRuns::default();
         let run = [Ok::<_, ()>((value.as_bytes(), 1))];
@@ -946,10 +943,10 @@ mod tests {
         let kept = rollup(5);
         cache.put_rollup("shop", 1, "u", since, &kept);
         let bytes = cache.rollup_stats().bytes;
-        assert!(cache.weighed("shop", 1, "u", &kept, 7).is_none());
+        assert!(cache.weighed(at(1, "u", &kept), 7).is_none());
         let (a, b) = (runs("a"), runs("b"));
-        cache.put_weighed("shop", 1, "u", &kept, 7, &a);
-        let got = cache.weighed("shop", 1, "u", &kept, 7).unwrap();
+        cache.put_weighed(at(1, "u", &kept), 7, &a);
+        let got = cache.weighed(at(1, "u", &kept), 7).unwrap();
         assert!(Arc::ptr_eq(&got, &a));
         assert_eq!(
             cache.rollup_stats().bytes,
@@ -957,26 +954,26 @@ mod tests {
             "the runs count in the budget"
         );
         assert!(
-            cache.weighed("shop", 1, "u", &kept, 8).is_none(),
+            cache.weighed(at(1, "u", &kept), 8).is_none(),
             "another strategy"
         );
         assert!(
-            cache.weighed("shop", 2, "u", &kept, 7).is_none(),
+            cache.weighed(at(2, "u", &kept), 7).is_none(),
             "another handle"
         );
         assert!(
-            cache.weighed("shop", 1, "v", &kept, 7).is_none(),
+            cache.weighed(at(1, "v", &kept), 7).is_none(),
             "another user"
         );
         // Only for the very rollup kept: not for an equal one read anew.
-        assert!(cache.weighed("shop", 1, "u", &rollup(5), 7).is_none());
-        cache.put_weighed("shop", 1, "u", &rollup(5), 8, &b);
-        assert!(cache.weighed("shop", 1, "u", &kept, 8).is_none());
+        assert!(cache.weighed(at(1, "u", &rollup(5)), 7).is_none());
+        cache.put_weighed(at(1, "u", &rollup(5)), 8, &b);
+        assert!(cache.weighed(at(1, "u", &kept), 8).is_none());
         // Another strategy's runs take the place of the first's.
-        cache.put_weighed("shop", 1, "u", &kept, 8, &b);
-        assert!(cache.weighed("shop", 1, "u", &kept, 7).is_none());
+        cache.put_weighed(at(1, "u", &kept), 8, &b);
+        assert!(cache.weighed(at(1, "u", &kept), 7).is_none());
         assert!(Arc::ptr_eq(
-            &cache.weighed("shop", 1, "u", &kept, 8).unwrap(),
+            &cache.weighed(at(1, "u", &kept), 8).unwrap(),
             &b
         ));
         assert_eq!(cache.rollup_stats().bytes, bytes + b.heap_bytes() as u64);
@@ -984,7 +981,7 @@ mod tests {
         assert_eq!(cache.rollup("shop", 1, "u"), Some(rollup(5)));
         cache.wrote("shop", [(b"u".as_slice(), true)].into_iter());
         assert_eq!(cache.rollup("shop", 1, "u"), None);
-        assert!(cache.weighed("shop", 1, "u", &kept, 8).is_none());
+        assert!(cache.weighed(at(1, "u", &kept), 8).is_none());
         assert_eq!(cache.rollup_stats().bytes, 0);
     }
 
@@ -996,9 +993,9 @@ mod tests {
         cache.put_rollup("shop", 1, "u", since, &kept);
         let bytes = cache.rollup_stats().bytes;
         let (a, b, w) = (runs("a"), runs("b"), runs("w"));
-        assert!(cache.digested("shop", 1, "u", &kept, 7, b"g1").is_none());
-        cache.put_digested("shop", 1, "u", &kept, 7, b"g1", &a);
-        let got = cache.digested("shop", 1, "u", &kept, 7, b"g1").unwrap();
+        assert!(cache.digested(at(1, "u", &kept), 7, b"g1").is_none());
+        cache.put_digested(at(1, "u", &kept), 7, b"g1", &a);
+        let got = cache.digested(at(1, "u", &kept), 7, b"g1").unwrap();
         assert!(Arc::ptr_eq(&got, &a));
         assert_eq!(
             cache.rollup_stats().bytes,
@@ -1014,28 +1011,26 @@ mod tests {
         ] {
             assert!(
                 cache
-                    .digested("shop", handle, user, &kept, strategy, digest)
+                    .digested(at(handle, user, &kept), strategy, digest)
                     .is_none(),
                 "{what}"
             );
         }
-        assert!(cache
-            .digested("shop", 1, "u", &rollup(5), 7, b"g1")
-            .is_none());
+        assert!(cache.digested(at(1, "u", &rollup(5)), 7, b"g1").is_none());
         // The weighed runs and the digested ones are kept side by side.
-        cache.put_weighed("shop", 1, "u", &kept, 7, &w);
+        cache.put_weighed(at(1, "u", &kept), 7, &w);
         assert!(Arc::ptr_eq(
-            &cache.weighed("shop", 1, "u", &kept, 7).unwrap(),
+            &cache.weighed(at(1, "u", &kept), 7).unwrap(),
             &w
         ));
-        assert!(cache.digested("shop", 1, "u", &kept, 7, b"g1").is_some());
+        assert!(cache.digested(at(1, "u", &kept), 7, b"g1").is_some());
         // A new digest takes the old one's place.
-        cache.put_digested("shop", 1, "u", &kept, 7, b"g22", &b);
-        assert!(cache.digested("shop", 1, "u", &kept, 7, b"g1").is_none());
-        let got = cache.digested("shop", 1, "u", &kept, 7, b"g22").unwrap();
+        cache.put_digested(at(1, "u", &kept), 7, b"g22", &b);
+        assert!(cache.digested(at(1, "u", &kept), 7, b"g1").is_none());
+        let got = cache.digested(at(1, "u", &kept), 7, b"g22").unwrap();
         assert!(Arc::ptr_eq(&got, &b));
         assert!(Arc::ptr_eq(
-            &cache.weighed("shop", 1, "u", &kept, 7).unwrap(),
+            &cache.weighed(at(1, "u", &kept), 7).unwrap(),
             &w
         ));
         assert_eq!(
@@ -1045,7 +1040,7 @@ mod tests {
         // They go with the rollup.
         cache.wrote("shop", [(b"u".as_slice(), true)].into_iter());
         assert_eq!(cache.rollup("shop", 1, "u"), None);
-        assert!(cache.digested("shop", 1, "u", &kept, 7, b"g22").is_none());
+        assert!(cache.digested(at(1, "u", &kept), 7, b"g22").is_none());
         assert_eq!(cache.rollup_stats().bytes, 0);
     }
 

@@ -34,7 +34,7 @@ use affinity_model::{
 use affinity_rowkey::composite::{user_prefix, user_time_range};
 
 use crate::batch::visit_rows;
-use crate::cache::ProfileCache;
+use crate::cache::{KeptRollup, ProfileCache};
 use crate::engine::{App, Engine, DAY_MILLIS, SLACK_DAYS};
 use crate::error::{Error, Result};
 use crate::event::{EventType, MAX_SKEW_MILLIS};
@@ -1035,9 +1035,14 @@ impl<'a> DigestRuns<'a> {
             put(&cell.timestamp_micros.to_be_bytes());
             put(cell.value);
         }
-        let (cache, strategy, rollup) = (self.cache, self.strategy, self.rollup);
-        let kept = cache.digested(&app.id, app.handle, member, rollup, strategy, &digest);
-        let merged = match kept {
+        let (cache, strategy) = (self.cache, self.strategy);
+        let rollup = KeptRollup {
+            app: &app.id,
+            handle: app.handle,
+            user: member,
+            rollup: self.rollup,
+        };
+        let merged = match cache.digested(rollup, strategy, &digest) {
             Some(merged) => merged,
             None => {
                 let merged = SortedRuns::merged(weights, runs, |acc| {
@@ -1047,9 +1052,7 @@ impl<'a> DigestRuns<'a> {
                     return Ok(None);
                 };
                 let merged = Arc::new(merged);
-                cache.put_digested(
-                    &app.id, app.handle, member, rollup, strategy, &digest, &merged,
-                );
+                cache.put_digested(rollup, strategy, &digest, &merged);
                 merged
             }
         };
@@ -1073,7 +1076,13 @@ fn weighed_rollup(
     if rollup.by_facet.is_empty() || !rollup.watermark.is_some_and(|w| correctable(w, window)) {
         return Ok(None);
     }
-    if let Some(runs) = cache.weighed(&app.id, app.handle, member, rollup, strategy) {
+    let kept = KeptRollup {
+        app: &app.id,
+        handle: app.handle,
+        user: member,
+        rollup,
+    };
+    if let Some(runs) = cache.weighed(kept, strategy) {
         return Ok(Some(runs));
     }
     let mut runs = SortedRuns::default();
@@ -1081,7 +1090,7 @@ fn weighed_rollup(
         runs.push_run(slot, 1, weighted, |_| damaged())
     })?;
     let runs = Arc::new(runs);
-    cache.put_weighed(&app.id, app.handle, member, rollup, strategy, &runs);
+    cache.put_weighed(kept, strategy, &runs);
     Ok(Some(runs))
 }
 
