@@ -263,15 +263,15 @@ impl Engine {
             }
         }
         // Each member's rollup weighed, kept beside it (also read first).
-        let fingerprint = rollups.map(|_| crate::cache::fingerprint(strategy));
-        let runs = match (rollups, fingerprint) {
-            (Some(cache), Some(strategy)) => members
+        let kept = rollups.map(|cache| (cache, crate::cache::fingerprint(strategy)));
+        let runs = match kept {
+            Some((cache, strategy)) => members
                 .iter()
                 .map(|(member, rollup)| {
                     weighed_rollup(app, cache, member, rollup, (strategy, window), &weights)
                 })
                 .collect::<Result<Vec<_>>>()?,
-            _ => Vec::new(),
+            None => Vec::new(),
         };
         // Where each member's runs merged with a digest are held while
         // the accumulator borrows them.
@@ -280,8 +280,8 @@ impl Engine {
         let mut acc = Accumulator::new(&weights);
         let mut any_state = false;
         for (i, (member, rollup)) in members.iter().enumerate() {
-            let folded = match (runs.get(i).and_then(Option::as_deref), rollups, fingerprint) {
-                (Some(runs), Some(cache), Some(strategy)) => Folded::Weighed {
+            let folded = match (runs.get(i).and_then(Option::as_deref), kept) {
+                (Some(runs), Some((cache, strategy))) => Folded::Weighed {
                     runs,
                     digests: DigestRuns {
                         cache,
