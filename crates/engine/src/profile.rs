@@ -1175,7 +1175,6 @@ fn delete_rows(table: &dyn Table, keys: &[affinity_model::Bytes]) -> Result<()> 
     Ok(())
 }
 
-/// An aggregate cell's sum.
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -389,19 +389,10 @@ impl SortedRuns {
             if !rises(&mut last, h, value) || !is_utf8(h, value) {
                 return Err(bad_value(value));
             }
-            let (Ok(start), Ok(end)) = (
-                u32::try_from(self.text.len()),
-                u32::try_from(self.text.len() + value.len()),
-            ) else {
+            let Some(entry) = self.entry(value, h, weight * count) else {
                 return Err(bad_value(value));
             };
-            self.text.extend_from_slice(value);
-            entries.push(RunEntry {
-                head: h,
-                start,
-                end,
-                raw: weight * count,
-            });
+            entries.push(entry);
         }
         if !entries.is_empty() {
             self.runs.push((slot, entries));
@@ -431,23 +422,29 @@ impl SortedRuns {
             }
             let mut entries = Vec::with_capacity(list.len());
             for e in list {
-                let (Ok(start), Ok(end)) = (
-                    u32::try_from(merged.text.len()),
-                    u32::try_from(merged.text.len() + e.value.len()),
-                ) else {
+                let Some(entry) = merged.entry(&e.value, e.head, e.raw) else {
                     return Ok(None);
                 };
-                merged.text.extend_from_slice(&e.value);
-                entries.push(RunEntry {
-                    head: e.head,
-                    start,
-                    end,
-                    raw: e.raw,
-                });
+                entries.push(entry);
             }
             merged.runs.push((slot, entries));
         }
         Ok(Some(merged))
+    }
+
+    /// The entry of `value` (whose head is `head`) with raw score `raw`,
+    /// its bytes appended to the runs' text; `None` when they would not
+    /// fit the entries' offsets.
+    fn entry(&mut self, value: &[u8], head: u64, raw: i64) -> Option<RunEntry> {
+        let start = u32::try_from(self.text.len()).ok()?;
+        let end = u32::try_from(self.text.len() + value.len()).ok()?;
+        self.text.extend_from_slice(value);
+        Some(RunEntry {
+            head,
+            start,
+            end,
+            raw,
+        })
     }
 
     /// About what the runs take on the heap, in bytes.
